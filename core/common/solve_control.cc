@@ -1,0 +1,39 @@
+#include "core/common/solve_control.h"
+
+#include <cmath>
+
+namespace kls {
+
+const char* TerminationName(Termination t) {
+  switch (t) {
+    case Termination::kConverged: return "converged";
+    case Termination::kIterationLimit: return "iteration_limit";
+    case Termination::kTimeLimit: return "time_limit";
+    case Termination::kCancelled: return "cancelled";
+    case Termination::kNumericalIssue: return "numerical_issue";
+  }
+  return "unknown";
+}
+
+void SolveControl::SetTimeLimit(double seconds) {
+  if (!(seconds > 0.0) || std::isinf(seconds)) {
+    deadline = Clock::time_point::max();
+    return;
+  }
+  deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(seconds));
+}
+
+bool SolveControl::ShouldStop(Termination* why) const {
+  if (cancel.IsCancelled()) {
+    if (why) *why = Termination::kCancelled;
+    return true;
+  }
+  if (deadline != Clock::time_point::max() && Clock::now() >= deadline) {
+    if (why) *why = Termination::kTimeLimit;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace kls

@@ -1,0 +1,107 @@
+#include "core/graph/knn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "core/common/parallel.h"
+
+namespace kls {
+
+Status KnnOptions::Validate(int num_points) const {
+  if (k < 1) return InvalidArgumentError("k = " + std::to_string(k) + " must be at least 1");
+  if (k >= num_points) {
+    return InvalidArgumentError("k = " + std::to_string(k) + " must be less than n = " +
+                                std::to_string(num_points));
+  }
+  if (num_threads < 0) return InvalidArgumentError("num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  if (query_block < 1) return InvalidArgumentError("query_block = " + std::to_string(query_block) + " must be >= 1");
+  if (reference_block < 1) return InvalidArgumentError("reference_block = " + std::to_string(reference_block) + " must be >= 1");
+  return OkStatus();
+}
+
+namespace {
+
+using Candidate = std::pair<double, int>;  // (squared distance, index); lexicographic order
+
+// Keeps the k smallest candidates in a max-heap (worst on top).
+inline void Offer(std::vector<Candidate>& heap, int k, Candidate c) {
+  if (static_cast<int>(heap.size()) < k) {
+    heap.push_back(c);
+    std::push_heap(heap.begin(), heap.end());
+  } else if (c < heap.front()) {
+    std::pop_heap(heap.begin(), heap.end());
+    heap.back() = c;
+    std::push_heap(heap.begin(), heap.end());
+  }
+}
+
+}  // namespace
+
+StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& options) {
+  const int n = static_cast<int>(points.rows());
+  if (n == 0 || points.cols() == 0) {
+    return InvalidArgumentError("points: empty input (" + std::to_string(points.rows()) + " x " +
+                                std::to_string(points.cols()) + ")");
+  }
+  KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("knn"));
+  if (!points.allFinite()) return InvalidArgumentError("points: contains NaN or Inf");
+  const int k = options.k;
+  try {
+    KnnGraph g;
+    g.num_points = n;
+    g.k = k;
+    g.indices.resize(static_cast<size_t>(n) * k);
+    g.distances.resize(static_cast<size_t>(n) * k);
+    const Eigen::VectorXd sq = points.rowwise().squaredNorm();
+    const int qb = options.query_block, rb = options.reference_block;
+    const int num_query_blocks = (n + qb - 1) / qb;
+    ParallelFor(num_query_blocks, ResolveThreadCount(options.num_threads), [&](int b0, int b1) {
+      Eigen::MatrixXd tile;
+      std::vector<std::vector<Candidate>> heaps(qb);
+      for (int b = b0; b < b1; ++b) {
+        const int q0 = b * qb, q1 = std::min(n, q0 + qb), nq = q1 - q0;
+        for (int t = 0; t < nq; ++t) {
+          heaps[t].clear();
+          heaps[t].reserve(k + 1);
+        }
+        for (int r0 = 0; r0 < n; r0 += rb) {
+          const int nr = std::min(rb, n - r0);
+          tile.noalias() = points.middleRows(r0, nr) * points.middleRows(q0, nq).transpose();
+          for (int t = 0; t < nq; ++t) {
+            const int i = q0 + t;
+            const double qi = sq[i];
+            const double* col = tile.col(t).data();
+            auto& heap = heaps[t];
+            for (int s = 0; s < nr; ++s) {
+              const int j = r0 + s;
+              if (j == i) continue;
+              const double d2 = std::max(0.0, qi + sq[j] - 2.0 * col[s]);
+              if (static_cast<int>(heap.size()) == k && d2 > heap.front().first) continue;
+              Offer(heap, k, {d2, j});
+            }
+          }
+        }
+        for (int t = 0; t < nq; ++t) {
+          const int i = q0 + t;
+          auto& heap = heaps[t];
+          // Exact distances for the winners, then a stable (distance, index) order.
+          for (auto& c : heap) c.first = (points.row(i) - points.row(c.second)).squaredNorm();
+          std::sort(heap.begin(), heap.end());
+          for (int s = 0; s < k; ++s) {
+            g.indices[static_cast<size_t>(i) * k + s] = heap[s].second;
+            g.distances[static_cast<size_t>(i) * k + s] = std::sqrt(heap[s].first);
+          }
+        }
+      }
+    });
+    return g;
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("knn: out of memory for n = " + std::to_string(n) + ", k = " +
+                                  std::to_string(k));
+  }
+}
+
+}  // namespace kls

@@ -1,0 +1,90 @@
+#include "core/model/learned_kernel.h"
+
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace kls {
+
+StatusOr<LearnedKernel> LearnedKernel::FromEmbedding(Embedding embedding) {
+  if (embedding.rows() == 0 || embedding.cols() == 0) {
+    return InvalidArgumentError("embedding: empty (" + std::to_string(embedding.rows()) + " x " +
+                                std::to_string(embedding.cols()) + ")");
+  }
+  if (!embedding.allFinite()) return InvalidArgumentError("embedding: contains NaN or Inf");
+  return LearnedKernel(std::move(embedding));
+}
+
+StatusOr<LearnedKernel> LearnedKernel::FromDenseKernel(const Eigen::MatrixXd& kernel,
+                                                       double relative_tolerance) {
+  if (kernel.rows() == 0 || kernel.rows() != kernel.cols()) {
+    return InvalidArgumentError("kernel: must be square and non-empty, got " +
+                                std::to_string(kernel.rows()) + " x " + std::to_string(kernel.cols()));
+  }
+  if (!kernel.allFinite()) return InvalidArgumentError("kernel: contains NaN or Inf");
+  const double scale = std::max(1.0, kernel.cwiseAbs().maxCoeff());
+  const double asym = (kernel - kernel.transpose()).cwiseAbs().maxCoeff();
+  if (asym > 1e-8 * scale) {
+    return InvalidArgumentError("kernel: not symmetric (max |K - K^T| = " + std::to_string(asym) + ")");
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (kernel + kernel.transpose()));
+  if (eig.info() != Eigen::Success) return InternalError("kernel: eigendecomposition failed");
+  const Eigen::VectorXd& lambda = eig.eigenvalues();  // ascending
+  const double cutoff = std::max(0.0, lambda.maxCoeff()) * relative_tolerance;
+  std::vector<int> keep;
+  for (int t = static_cast<int>(lambda.size()) - 1; t >= 0; --t)
+    if (lambda[t] > cutoff) keep.push_back(t);
+  if (keep.empty()) keep.push_back(static_cast<int>(lambda.size()) - 1);  // zero kernel: rank-1 zero factor
+  Embedding v(kernel.rows(), static_cast<Eigen::Index>(keep.size()));
+  for (size_t c = 0; c < keep.size(); ++c) {
+    v.col(c) = eig.eigenvectors().col(keep[c]) * std::sqrt(std::max(0.0, lambda[keep[c]]));
+  }
+  return LearnedKernel(std::move(v));
+}
+
+Eigen::VectorXd LearnedKernel::row(int i) const { return embedding_ * embedding_.row(i).transpose(); }
+
+std::vector<ScoredItem> LearnedKernel::SelectTop(const Eigen::VectorXd& scores, int k, int skip) const {
+  const int n = static_cast<int>(scores.size());
+  const int want = std::max(0, std::min(k, n - (skip >= 0 ? 1 : 0)));
+  auto better = [](const ScoredItem& a, const ScoredItem& b) {
+    return a.score > b.score || (a.score == b.score && a.index < b.index);
+  };
+  std::vector<ScoredItem> heap;  // min-heap under `better`: worst kept item on top
+  heap.reserve(want + 1);
+  if (want == 0) return heap;
+  for (int j = 0; j < n; ++j) {
+    if (j == skip) continue;
+    const ScoredItem c{j, scores[j]};
+    if (static_cast<int>(heap.size()) < want) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  return heap;
+}
+
+std::vector<ScoredItem> LearnedKernel::TopK(int i, int k, bool exclude_self) const {
+  return SelectTop(row(i), k, exclude_self ? i : -1);
+}
+
+std::vector<ScoredItem> LearnedKernel::TopKByVector(const Eigen::VectorXd& query, int k) const {
+  return SelectTop(embedding_ * query, k, -1);
+}
+
+Status LearnedKernel::CheckIndex(int i, const char* field) const {
+  if (i < 0 || i >= num_points()) {
+    return InvalidArgumentError(std::string(field) + " = " + std::to_string(i) +
+                                " is out of range for a kernel over " + std::to_string(num_points()) +
+                                " points");
+  }
+  return OkStatus();
+}
+
+}  // namespace kls

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package KLS needs to build, test and run.
+# Idempotent: installs only what is missing, and runs `apt-get update` only
+# when something is. Used by the Makefile (make run / make test) and the
+# Dockerfile. Pass --runtime-only for the runtime libraries alone.
+set -euo pipefail
+
+BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libeigen3-dev        # dense/sparse linear algebra (core)
+  libspectra-dev       # Lanczos eigen-solvers on operators (SimpleNPKL, QSDP)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # service
+  libspdlog-dev        # server logging
+  libsqlite3-dev       # metadata store
+  libcli11-dev         # command-line parsing (kls, kls-server, kls-bench)
+  nlohmann-json3-dev   # JSON output (kls --json, kls-bench --json)
+  libgtest-dev libgmock-dev  # tests
+  coinor-csdp          # exact SDP solver used as a test oracle
+)
+RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 ca-certificates)
+
+if [[ "${1:-}" == "--runtime-only" ]]; then
+  wanted=("${RUNTIME_PACKAGES[@]}")
+else
+  wanted=("${BUILD_PACKAGES[@]}")
+fi
+
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#wanted[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
