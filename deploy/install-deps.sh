@@ -11,7 +11,7 @@ BUILD_PACKAGES=(
   libspectra-dev       # Lanczos eigen-solvers on operators (SimpleNPKL, QSDP)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # service
   libspdlog-dev        # server logging
-  libsqlite3-dev       # metadata store
+  libsqlite3-dev zlib1g-dev  # metadata store; artifact checksums (crc32)
   libcli11-dev         # command-line parsing (kls, kls-server, kls-bench)
   nlohmann-json3-dev   # JSON output (kls --json, kls-bench --json)
   libgtest-dev libgmock-dev  # tests

@@ -145,9 +145,9 @@ StatusOr<PairwiseConstraints> GenerateComponentProtocol(const std::vector<int>& 
   while (uf.components > target) {
     const int i = pick(rng), j = pick(rng);
     if (i == j || !used.insert(PairKey(i, j)).second) continue;
-    out.pairs.push_back({std::min(i, j), std::max(i, j),
-                         labels[i] == labels[j] ? PairKind::kMustLink : PairKind::kCannotLink});
-    uf.Unite(i, j);
+    const bool must = labels[i] == labels[j];
+    out.pairs.push_back({std::min(i, j), std::max(i, j), must ? PairKind::kMustLink : PairKind::kCannotLink});
+    if (must) uf.Unite(i, j);
   }
   return out;
 }
@@ -155,7 +155,9 @@ StatusOr<PairwiseConstraints> GenerateComponentProtocol(const std::vector<int>& 
 int CountConstraintComponents(const PairwiseConstraints& constraints, int num_points) {
   UnionFind uf(num_points);
   for (const Pair& p : constraints.pairs) {
-    if (p.i >= 0 && p.i < num_points && p.j >= 0 && p.j < num_points) uf.Unite(p.i, p.j);
+    if (p.kind == PairKind::kMustLink && p.i >= 0 && p.i < num_points && p.j >= 0 && p.j < num_points) {
+      uf.Unite(p.i, p.j);
+    }
   }
   return uf.components;
 }

@@ -25,15 +25,18 @@ StatusOr<PairwiseConstraints> GenerateAdmmProtocol(const std::vector<int>& label
                                                    double cannot_fraction = 0.6,
                                                    bool self_pairs = true);
 
-/// NPK / SimpleNPKL (thesis §3.5.1, "r ≈ 70% N", after Hoi et al. 2007):
-/// uniformly random pairs i≠j, each must-link when the classes agree and
-/// cannot-link otherwise, added until the graph whose edges are all the
-/// constraint pairs has at most round(component_ratio·n) connected components.
+/// NPK / SimpleNPKL (thesis §3.5.1, "r ≈ 70% N", after Hoi et al. 2007 and
+/// Xing et al. 2002): uniformly random pairs i≠j, each must-link when the
+/// classes agree and cannot-link otherwise, added until the graph whose edges
+/// are the MUST-LINK pairs has at most round(component_ratio·n) connected
+/// components (points joined by must-links form one "chunklet"). Counting
+/// components over all pairs instead gives about a third of the constraints
+/// and iris SimpleNPKL-SHL pair accuracy 91.6 instead of the thesis's 97.4.
 StatusOr<PairwiseConstraints> GenerateComponentProtocol(const std::vector<int>& labels,
                                                         double component_ratio, uint64_t seed);
 
 /// Number of connected components of the graph on `num_points` vertices whose
-/// edges are the constraint pairs (must and cannot alike). O(m α(n)).
+/// edges are the must-link pairs. O(m α(n)).
 int CountConstraintComponents(const PairwiseConstraints& constraints, int num_points);
 
 }  // namespace kls

@@ -88,6 +88,7 @@ TEST(ConstraintGenerators, ComponentProtocolReachesSeventyPercent) {
   auto c = GenerateComponentProtocol(y, 0.7, 11);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(CountConstraintComponents(*c, 200), 140);
+  EXPECT_GT(c->CountCannotLinks(), 0);
   ExpectConsistentWithLabels(*c, y);
 }
 

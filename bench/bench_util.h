@@ -1,0 +1,36 @@
+// Shared helpers of kls-bench subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/common/status.h"
+#include "core/data/dataset.h"
+
+namespace kls::bench {
+
+/// Peak resident set size of this process in MiB (VmHWM), 0 if unknown.
+double PeakRssMb();
+
+/// Short description of this machine (CPU model, cores) for result records.
+nlohmann::json MachineInfo();
+
+/// Loads `--data FILE` (CSV, or LIBSVM when the name ends in .svm/.libsvm/.txt)
+/// or generates `--synthetic NAME` with n points and `seed`.
+StatusOr<Dataset> LoadOrGenerate(const std::string& data_path, const std::string& synthetic, int n,
+                                 uint64_t seed);
+
+/// Prints `result` as one JSON object (json) or as "key: value" lines.
+void Emit(const nlohmann::json& result, bool json);
+
+/// Prints "<CODE>: message" to stderr and returns the process exit code 1.
+int Fail(const Status& status);
+
+/// A subcommand: registers its options on `app` and returns the callback
+/// that runs it (exit code).
+using Runner = std::function<int()>;
+Runner RegisterKnn(CLI::App& app, bool* json);
+Runner RegisterEval(CLI::App& app, bool* json);
+
+}  // namespace kls::bench

@@ -1,0 +1,533 @@
+#include "core/npkl/bcd_npkl.h"
+
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+#include <Eigen/OrderingMethods>
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseCore>
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <new>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kls {
+namespace {
+
+using SparseMatrix = Eigen::SparseMatrix<double>;
+
+std::string Num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// ---------------------------------------------------------------------------
+// Boundary reduction (Prop. 1).
+
+struct BoundaryReduction {
+  std::vector<int> boundary;  // L: global index of local column i (sorted)
+  std::vector<int> interior;  // U: global index of interior row k (sorted)
+  std::vector<int> local;     // global → local index in L (or −1)
+  Eigen::MatrixXd reduced;    // Δ̃, l × l, symmetric
+  SparseMatrix lap_ul;        // Δ_UL, u × l
+  Eigen::SimplicialLDLT<SparseMatrix, Eigen::Lower, Eigen::AMDOrdering<int>> interior_ldlt;  // Δ_UU
+};
+
+Status CheckSymmetric(const SparseMatrix& l) {
+  const SparseMatrix lt = l.transpose();
+  const double diff = (l - lt).norm();
+  const double scale = l.norm();
+  if (!(diff <= 1e-10 * std::max(scale, 1e-300))) {
+    return InvalidArgumentError("laplacian: must be symmetric, ‖Δ − Δᵀ‖_F = " + Num(diff) +
+                                " with ‖Δ‖_F = " + Num(scale));
+  }
+  return OkStatus();
+}
+
+// Splits Δ into the L/U blocks, factors Δ_UU and forms Δ̃.
+Status Reduce(const NpklProblem& problem, BoundaryReduction* red) {
+  const int n = problem.num_points();
+  red->local.assign(n, -1);
+  for (const Pair& p : problem.constraints.pairs) {
+    red->local[p.i] = 0;
+    red->local[p.j] = 0;
+  }
+  std::vector<int> interior_pos(n, -1);
+  for (int g = 0; g < n; ++g) {
+    if (red->local[g] == 0) {
+      red->local[g] = static_cast<int>(red->boundary.size());
+      red->boundary.push_back(g);
+    } else {
+      interior_pos[g] = static_cast<int>(red->interior.size());
+      red->interior.push_back(g);
+    }
+  }
+  const int l = static_cast<int>(red->boundary.size());
+  const int u = static_cast<int>(red->interior.size());
+
+  red->reduced.setZero(l, l);
+  std::vector<Eigen::Triplet<double>> uu, ul;
+  const SparseMatrix& lap = problem.laplacian;
+  for (int col = 0; col < lap.outerSize(); ++col) {
+    for (SparseMatrix::InnerIterator it(lap, col); it; ++it) {
+      const int row = static_cast<int>(it.row());
+      const int lr = red->local[row], lc = red->local[col];
+      if (lr >= 0 && lc >= 0) {
+        red->reduced(lr, lc) += it.value();
+      } else if (lr < 0 && lc < 0) {
+        uu.emplace_back(interior_pos[row], interior_pos[col], it.value());
+      } else if (lr < 0) {  // row ∈ U, col ∈ L
+        ul.emplace_back(interior_pos[row], lc, it.value());
+      }
+    }
+  }
+  if (u == 0) return OkStatus();  // every point constrained: Δ̃ = Δ, Q = I
+
+  SparseMatrix lap_uu(u, u);
+  lap_uu.setFromTriplets(uu.begin(), uu.end());
+  red->lap_ul.resize(u, l);
+  red->lap_ul.setFromTriplets(ul.begin(), ul.end());
+
+  red->interior_ldlt.compute(lap_uu);
+  const std::string hint = " over the " + std::to_string(u) +
+                           " unconstrained points is not positive definite; Prop. 1 needs it "
+                           "invertible — build the Laplacian with delta > 0 (BCDNPKL §2, §4.2: δ = C/2)";
+  if (red->interior_ldlt.info() != Eigen::Success) {
+    return InvalidArgumentError("laplacian: the block Δ_UU" + hint);
+  }
+  const Eigen::VectorXd& pivots = red->interior_ldlt.vectorD();
+  const double max_pivot = pivots.maxCoeff();
+  const double min_pivot = pivots.minCoeff();
+  if (!(max_pivot > 0.0) || !(min_pivot > 1e-12 * max_pivot)) {
+    return InvalidArgumentError("laplacian: the block Δ_UU (smallest LDLᵀ pivot " + Num(min_pivot) +
+                                ", largest " + Num(max_pivot) + ")" + hint);
+  }
+
+  // Δ̃ −= Δ_LU (Δ_UU⁻¹ Δ_UL), a block of columns at a time so the dense
+  // right-hand sides need O(u · block) memory rather than O(u · l).
+  constexpr int kBlock = 64;
+  Eigen::MatrixXd rhs;
+  for (int first = 0; first < l; first += kBlock) {
+    const int width = std::min(kBlock, l - first);
+    rhs = Eigen::MatrixXd(red->lap_ul.middleCols(first, width));
+    rhs = red->interior_ldlt.solve(rhs);
+    red->reduced.middleCols(first, width).noalias() -= red->lap_ul.transpose() * rhs;
+  }
+  // Symmetrize against rounding: the Gauss–Seidel b vectors read columns.
+  red->reduced = 0.5 * (red->reduced + red->reduced.transpose()).eval();
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Constraints per boundary column: T(i) of eq. (6) in compressed rows.
+
+struct ColumnConstraints {
+  std::vector<int> offset;      // l + 1
+  std::vector<int> neighbor;    // local j for each entry
+  std::vector<double> sign;     // T_ij
+  int max_size = 0;             // max_i |T(i)|
+};
+
+ColumnConstraints BuildColumns(const PairwiseConstraints& constraints, const std::vector<int>& local, int l) {
+  ColumnConstraints cols;
+  std::vector<int> count(l, 0);
+  for (const Pair& p : constraints.pairs) {
+    ++count[local[p.i]];
+    ++count[local[p.j]];
+  }
+  cols.offset.assign(l + 1, 0);
+  for (int i = 0; i < l; ++i) {
+    cols.offset[i + 1] = cols.offset[i] + count[i];
+    cols.max_size = std::max(cols.max_size, count[i]);
+  }
+  cols.neighbor.resize(cols.offset[l]);
+  cols.sign.resize(cols.offset[l]);
+  std::vector<int> fill(cols.offset.begin(), cols.offset.end() - 1);
+  for (const Pair& p : constraints.pairs) {
+    const int a = local[p.i], b = local[p.j];
+    cols.neighbor[fill[a]] = b;
+    cols.sign[fill[a]++] = p.sign();
+    cols.neighbor[fill[b]] = a;
+    cols.sign[fill[b]++] = p.sign();
+  }
+  return cols;
+}
+
+// ---------------------------------------------------------------------------
+// Losses.
+
+double Loss(NpklLoss loss, double z) {
+  switch (loss) {
+    case NpklLoss::kSquare: return (1.0 - z) * (1.0 - z);
+    case NpklLoss::kSquareHinge: { const double h = std::max(0.0, 1.0 - z); return h * h; }
+    case NpklLoss::kHinge: return std::max(0.0, 1.0 - z);
+    case NpklLoss::kLinear: return -z;
+  }
+  return 0.0;
+}
+
+// ℓ'(z) for the smooth losses.
+double LossDerivative(NpklLoss loss, double z) {
+  switch (loss) {
+    case NpklLoss::kSquare: return -2.0 * (1.0 - z);
+    case NpklLoss::kSquareHinge: return -2.0 * std::max(0.0, 1.0 - z);
+    default: return 0.0;
+  }
+}
+
+// Eq. (5): tr(V Δ̃ Vᵀ) + C Σ_{pairs} ℓ(T_ij v_iᵀv_j), each pair once (it is
+// listed under both of its columns, hence the i < j filter).
+double Objective(const Eigen::MatrixXd& v, const Eigen::MatrixXd& reduced, const ColumnConstraints& cols,
+                 NpklLoss loss, double c, Eigen::MatrixXd* work) {
+  work->noalias() = v * reduced;
+  const double smooth = work->cwiseProduct(v).sum();
+  double total = 0.0;
+  const int l = static_cast<int>(v.cols());
+  for (int i = 0; i < l; ++i) {
+    for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
+      const int j = cols.neighbor[e];
+      if (j > i) total += Loss(loss, cols.sign[e] * v.col(i).dot(v.col(j)));
+    }
+  }
+  return smooth + c * total;
+}
+
+// ---------------------------------------------------------------------------
+// The dual QPs of eq. (9)/(10):  min ½ αᵀHα − qᵀα,  0 ≤ α ≤ upper (upper may
+// be +∞). `alpha` holds the warm start on entry and the solution on exit.
+// Cyclic coordinate descent with exact 1-D steps (the paper's closed form
+// when t = 1, then exact after one step), then one exact solve on the free
+// set found, kept only if it is feasible and satisfies the KKT conditions;
+// otherwise the coordinate-descent point stands (its projected gradient is
+// below the tolerance or the pass limit was hit).
+class DualQpSolver {
+ public:
+  void Solve(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, Eigen::Ref<Eigen::VectorXd> alpha) {
+    const int t = static_cast<int>(q.size());
+    const double tol = 1e-14 * std::max(1.0, q.cwiseAbs().maxCoeff());
+    grad_.noalias() = h * alpha - q;
+    for (int pass = 0; pass < kMaxPasses; ++pass) {
+      double violation = 0.0;
+      for (int k = 0; k < t; ++k) {
+        const double g = grad_[k];
+        violation = std::max(violation, std::abs(ProjectedGradient(g, alpha[k], upper)));
+        double next;
+        if (h(k, k) > 0.0) {
+          next = std::clamp(alpha[k] - g / h(k, k), 0.0, upper);
+        } else {  // H_kk = 0 ⇒ H's row k is 0 (H ⪰ 0): linear in α_k
+          next = g < 0.0 ? upper : (g > 0.0 ? 0.0 : alpha[k]);
+          if (!std::isfinite(next)) next = alpha[k];  // unbounded direction; cannot occur for eq. (10)
+        }
+        const double step = next - alpha[k];
+        if (step != 0.0) {
+          alpha[k] = next;
+          grad_.noalias() += step * h.col(k);
+        }
+      }
+      if (violation <= tol) break;
+    }
+    Polish(h, q, upper, alpha, tol);
+  }
+
+ private:
+  static constexpr int kMaxPasses = 500;
+
+  static double ProjectedGradient(double g, double a, double upper) {
+    if (a <= 0.0) return std::min(g, 0.0);
+    if (a >= upper) return std::max(g, 0.0);
+    return g;
+  }
+
+  void Polish(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, Eigen::Ref<Eigen::VectorXd> alpha,
+              double tol) {
+    const int t = static_cast<int>(q.size());
+    free_.clear();
+    for (int k = 0; k < t; ++k) {
+      if (alpha[k] > 0.0 && alpha[k] < upper) free_.push_back(k);
+    }
+    const int f = static_cast<int>(free_.size());
+    if (f == 0) return;
+    // H_FF α_F = q_F − H_FB α_B
+    hff_.resize(f, f);
+    rhs_.resize(f);
+    for (int s = 0; s < f; ++s) {
+      rhs_[s] = q[free_[s]];
+      for (int k = 0; k < t; ++k) {
+        if (!(alpha[k] > 0.0 && alpha[k] < upper)) rhs_[s] -= h(free_[s], k) * alpha[k];
+      }
+      for (int s2 = 0; s2 < f; ++s2) hff_(s, s2) = h(free_[s], free_[s2]);
+    }
+    ldlt_.compute(hff_);
+    if (ldlt_.info() != Eigen::Success) return;
+    sol_ = ldlt_.solve(rhs_);
+    if (!sol_.allFinite()) return;
+    // Residual check: a singular H_FF (hinge, dependent v_j) may give a
+    // least-squares-like answer that does not solve the system.
+    if ((hff_ * sol_ - rhs_).cwiseAbs().maxCoeff() > 1e3 * tol) return;
+    for (int s = 0; s < f; ++s) {
+      if (!(sol_[s] >= 0.0 && sol_[s] <= upper)) return;
+    }
+    trial_ = alpha;
+    for (int s = 0; s < f; ++s) trial_[free_[s]] = sol_[s];
+    grad_.noalias() = h * trial_ - q;
+    for (int k = 0; k < t; ++k) {
+      if (std::abs(ProjectedGradient(grad_[k], trial_[k], upper)) > 1e3 * tol) return;
+    }
+    alpha = trial_;
+  }
+
+  Eigen::VectorXd grad_, rhs_, sol_, trial_;
+  Eigen::MatrixXd hff_;
+  Eigen::LDLT<Eigen::MatrixXd> ldlt_;
+  std::vector<int> free_;
+};
+
+// ---------------------------------------------------------------------------
+// One outer iteration of Algorithm 1: v_1, …, v_l in turn, each by the exact
+// minimizer of its block subproblem eq. (6), always with the newest columns.
+
+class ColumnUpdater {
+ public:
+  ColumnUpdater(const Eigen::MatrixXd& reduced, const ColumnConstraints& cols, NpklLoss loss, double c, int r)
+      : reduced_(reduced), cols_(cols), loss_(loss), c_(c), r_(r),
+        duals_(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols.neighbor.size()))) {
+    p_.resize(r, std::max(cols.max_size, 1));
+    b_.resize(r);
+  }
+
+  void Sweep(Eigen::MatrixXd* v) {
+    const int l = static_cast<int>(v->cols());
+    for (int i = 0; i < l; ++i) UpdateColumn(i, v);
+  }
+
+ private:
+  void UpdateColumn(int i, Eigen::MatrixXd* vp) {
+    Eigen::MatrixXd& v = *vp;
+    const double a = reduced_(i, i);
+    // b = Σ_{k≠i} Δ̃_ik v_k (eq. (6)).
+    b_.noalias() = v * reduced_.col(i);
+    b_ -= a * v.col(i);
+    const int first = cols_.offset[i];
+    const int t = cols_.offset[i + 1] - first;
+    // P = [T_ij v_j]_{j∈T(i)} (signed columns; PPᵀ is sign-free).
+    for (int k = 0; k < t; ++k) p_.col(k) = cols_.sign[first + k] * v.col(cols_.neighbor[first + k]);
+    auto p = p_.leftCols(t);
+
+    if (loss_ == NpklLoss::kSquare) {
+      // eq. (11): (aI + C P Pᵀ) v = C P 1 − b.
+      rhs_.noalias() = c_ * p.rowwise().sum();
+      rhs_ -= b_;
+      if (t < r_) {
+        // Sherman–Morrison–Woodbury: (aI + C PPᵀ)⁻¹ = (1/a)(I − P (a/C I + PᵀP)⁻¹ Pᵀ).
+        small_.noalias() = p.transpose() * p;
+        small_.diagonal().array() += a / c_;
+        llt_.compute(small_);
+        w_.noalias() = p.transpose() * rhs_;
+        llt_.solveInPlace(w_);
+        rhs_.noalias() -= p * w_;
+        v.col(i) = rhs_ / a;
+      } else {
+        small_.noalias() = c_ * (p * p.transpose());
+        small_.diagonal().array() += a;
+        llt_.compute(small_);
+        llt_.solveInPlace(rhs_);
+        v.col(i) = rhs_;
+      }
+      return;
+    }
+
+    // eq. (9) / (10): H = P (+ a/C I), q_s = T_is v_sᵀ b + a.
+    small_.noalias() = p.transpose() * p;
+    double upper = std::numeric_limits<double>::infinity();
+    if (loss_ == NpklLoss::kSquareHinge) {
+      small_.diagonal().array() += a / c_;
+    } else {
+      upper = 0.5 * c_;  // hinge weight C/2 in the halved subproblem (6)
+    }
+    q_.noalias() = p.transpose() * b_;
+    q_.array() += a;
+    auto alpha = duals_.segment(first, t);
+    qp_.Solve(small_, q_, upper, alpha);
+    // eq. (8): v = (Σ α_s T_is v_s − b) / a.
+    rhs_.noalias() = p * alpha;
+    rhs_ -= b_;
+    v.col(i) = rhs_ / a;
+  }
+
+  const Eigen::MatrixXd& reduced_;
+  const ColumnConstraints& cols_;
+  const NpklLoss loss_;
+  const double c_;
+  const int r_;
+  Eigen::VectorXd duals_;  // α per (column, constraint) entry, warm starts
+  Eigen::MatrixXd p_, small_;
+  Eigen::VectorXd b_, rhs_, w_, q_;
+  Eigen::LLT<Eigen::MatrixXd> llt_;
+  DualQpSolver qp_;
+};
+
+// ½∇ of eq. (5) is V G̃ with G̃ = Δ̃ + C Σ ℓ'(z_ij) T_ij (E_ij + E_ji)/2.
+double StationarityResidual(const Eigen::MatrixXd& v, const Eigen::MatrixXd& reduced, const ColumnConstraints& cols,
+                            NpklLoss loss, double c) {
+  Eigen::MatrixXd g = reduced;
+  const int l = static_cast<int>(v.cols());
+  for (int i = 0; i < l; ++i) {
+    for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
+      const int j = cols.neighbor[e];
+      const double z = cols.sign[e] * v.col(i).dot(v.col(j));
+      // Each pair is visited from both ends; each visit adds its half.
+      g(i, j) += 0.5 * c * LossDerivative(loss, z) * cols.sign[e];
+    }
+  }
+  const double scale = std::max(v.norm(), 1e-300) * std::max(1.0, reduced.norm());
+  return (v * g).norm() / scale;
+}
+
+// V⁰ ~ U[0, 1)^{r×l} (the paper's rand(r, l)) from the top 53 bits of each
+// draw, column by column.
+Eigen::MatrixXd RandomStart(int r, int l, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Eigen::MatrixXd v(r, l);
+  for (int i = 0; i < l; ++i) {
+    for (int k = 0; k < r; ++k) v(k, i) = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  }
+  return v;
+}
+
+// Φ = [Vᵀ on L; −Δ_UU⁻¹ Δ_UL Vᵀ on U] = Q Vᵀ (Prop. 1), n × r row-major.
+LearnedKernel::Embedding Extend(const BoundaryReduction& red, const Eigen::MatrixXd& v, int n) {
+  const int r = static_cast<int>(v.rows());
+  LearnedKernel::Embedding phi(n, r);
+  for (size_t i = 0; i < red.boundary.size(); ++i) phi.row(red.boundary[i]) = v.col(static_cast<Eigen::Index>(i)).transpose();
+  if (!red.interior.empty()) {
+    Eigen::MatrixXd rhs = red.lap_ul * v.transpose();  // u × r
+    const Eigen::MatrixXd phi_u = -red.interior_ldlt.solve(rhs);
+    for (size_t k = 0; k < red.interior.size(); ++k) phi.row(red.interior[k]) = phi_u.row(static_cast<Eigen::Index>(k));
+  }
+  return phi;
+}
+
+StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control) {
+  Stopwatch setup_clock;
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian));
+  for (int k = 0; k < problem.constraints.size(); ++k) {
+    const Pair& p = problem.constraints.pairs[k];
+    if (p.i == p.j) {
+      return InvalidArgumentError("constraints[" + std::to_string(k) + "]: self pair (" + std::to_string(p.i) +
+                                  ", " + std::to_string(p.j) +
+                                  ") is not supported by BCDNPKL (the block subproblem eq. (6) needs j ≠ i)");
+    }
+  }
+  const int n = problem.num_points();
+  BoundaryReduction red;
+  KLS_RETURN_IF_ERROR(Reduce(problem, &red));
+  const int l = static_cast<int>(red.boundary.size());
+  const Eigen::MatrixXd& reduced = red.reduced;
+  for (int i = 0; i < l; ++i) {
+    if (!(reduced(i, i) > 0.0) || !std::isfinite(reduced(i, i))) {
+      return InvalidArgumentError("laplacian: the reduced Laplacian Δ̃ has Δ̃_ii = " + Num(reduced(i, i)) +
+                                  " at point " + std::to_string(red.boundary[i]) +
+                                  "; eq. (6) needs Δ̃_ii > 0 (Δ must be positive definite, e.g. delta > 0)");
+    }
+  }
+  const ColumnConstraints cols = BuildColumns(problem.constraints, red.local, l);
+  const int r = std::min(l, options.rank > 0 ? options.rank : RankBound(problem.constraints.size()));
+
+  Eigen::MatrixXd v = RandomStart(r, l, options.seed);
+  Eigen::MatrixXd v_old(r, l), work(r, l);
+  ColumnUpdater updater(reduced, cols, options.loss, options.c, r);
+
+  NpklResult result;
+  SolveStats& stats = result.stats;
+  stats.setup_seconds = setup_clock.Seconds();
+  Stopwatch clock;
+  stats.termination = Termination::kIterationLimit;
+  for (int iter = 1; iter <= options.max_iterations; ++iter) {
+    Termination why;
+    if (control.ShouldStop(&why)) {
+      stats.termination = why;
+      break;
+    }
+    v_old = v;
+    updater.Sweep(&v);
+    const double objective = Objective(v, reduced, cols, options.loss, options.c, &work);
+    if (!std::isfinite(objective) || !v.allFinite()) {
+      v = v_old;
+      stats.termination = Termination::kNumericalIssue;
+      break;
+    }
+    const double change = (v - v_old).norm();
+    stats.iterations = iter;
+    stats.objective_history.push_back(objective);
+    result.primal_residual = change;
+
+    ProgressEvent event;
+    event.iteration = iter;
+    event.objective = objective;
+    event.primal_residual = change;
+    event.elapsed_seconds = setup_clock.Seconds();
+    event.max_iterations = options.max_iterations;
+    control.Report(event);
+
+    // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
+    if (change <= options.tolerance * v.norm()) {
+      stats.termination = Termination::kConverged;
+      break;
+    }
+  }
+  stats.final_objective = stats.objective_history.empty()
+                              ? Objective(v, reduced, cols, options.loss, options.c, &work)
+                              : stats.objective_history.back();
+  result.dual_residual = options.loss == NpklLoss::kHinge
+                             ? std::numeric_limits<double>::quiet_NaN()
+                             : StationarityResidual(v, reduced, cols, options.loss, options.c);
+  LearnedKernel::Embedding phi = Extend(red, v, n);
+  stats.solve_seconds = clock.Seconds();
+  KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(phi)));
+  return result;
+}
+
+}  // namespace
+
+Status BcdNpklOptions::Validate() const {
+  if (loss != NpklLoss::kSquare && loss != NpklLoss::kSquareHinge && loss != NpklLoss::kHinge) {
+    return InvalidArgumentError(std::string("options.loss = ") + NpklLossName(loss) +
+                                " is not supported by BCDNPKL (use hinge, square_hinge or square)");
+  }
+  if (!(c > 0.0) || !std::isfinite(c)) {
+    return InvalidArgumentError("options.c = " + Num(c) + " must be positive and finite");
+  }
+  if (rank < 0) {
+    return InvalidArgumentError("options.rank = " + std::to_string(rank) + " must be >= 1 (or 0 for automatic)");
+  }
+  if (max_iterations < 1) {
+    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+  }
+  if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
+    return InvalidArgumentError("options.tolerance = " + Num(tolerance) + " must be non-negative and finite");
+  }
+  return OkStatus();
+}
+
+StatusOr<NpklResult> SolveBcdNpkl(const NpklProblem& problem, const BcdNpklOptions& options,
+                                  const SolveControl& control) {
+  try {
+    return Solve(problem, options, control);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("BCDNPKL: out of memory");
+  } catch (const std::exception& e) {
+    return InternalError(std::string("BCDNPKL: ") + e.what());
+  } catch (...) {
+    return InternalError("BCDNPKL: unknown exception");
+  }
+}
+
+}  // namespace kls

@@ -1,0 +1,148 @@
+// BCDNPKL: non-parametric kernel learning by boundary reduction and block
+// coordinate descent (Hu, Wang & Chen, ICML 2011; ALGORITHMS.md §1). It solves
+//
+//     min_{Z ⪰ 0}  tr(Δ Z) + C Σ_{(i,j)∈T} ℓ(T_ij Z_ij)                       eq. (1)
+//
+// with Δ = problem.laplacian, each unordered constraint {i, j} counted ONCE in
+// the sum (this is what the C/2 of eq. (6) corresponds to), and ℓ in
+// NpklProblem's convention:
+//     kSquare        ℓ(z) = (1 − z)²            (paper's SL, same scaling)
+//     kSquareHinge   ℓ(z) = max(0, 1 − z)²      (paper's SHL, same scaling)
+//     kHinge         ℓ(z) = max(0, 1 − z)       (paper's HL is 2·max(0, 1 − z):
+//                                                 paper (C) ≡ here (2C))
+// kLinear is not supported (its eq. (1) is unbounded without a capacity
+// constraint; use SimpleNPKL).
+//
+// Step 1 — boundary reduction (Prop. 1). L = the l points that appear in some
+// constraint (sorted by index), U = the other u = n − l points. Since the loss
+// reads only Z_LL, minimizing tr(ΔZ) over the rest of Z for a fixed Z_LL ⪰ 0
+// is a Schur-complement problem whose value is tr(Δ̃ Z_LL) with
+//     Δ̃ = Δ_LL − Δ_LU Δ_UU⁻¹ Δ_UL                                          (Prop. 1)
+// attained at Z = Q Z_LL Qᵀ, Q = [I; −Δ_UU⁻¹ Δ_UL]. The reduction is EXACT (the
+// optimal values of (1) and (4) coincide and Q Z^BD* Qᵀ solves (1)) under two
+// conditions, which are checked: Δ ⪰ 0 (needed anyway for (1) to be bounded;
+// NpklProblem's contract) and Δ_UU ≻ 0 (invertible). Δ_UU is factored once by
+// a sparse LDLᵀ (Eigen::SimplicialLDLT, AMD ordering); a non-positive or
+// relatively tiny pivot (< 1e-12 · the largest) is reported as an error. Δ̃
+// (dense l × l) is formed from multi-right-hand-side solves with blocks of
+// columns of Δ_UL; Q is never formed. The final embedding is
+//     Φᵀ = Q Vᵀ:   rows L = Vᵀ,   rows U = −Δ_UU⁻¹ (Δ_UL Vᵀ)   (r solves).
+//
+// What δ means. The paper has one δ: the regularizer in
+// Δ = (1+δ)I − D^{-1/2} S D^{-1/2} (§2), "introduced to prevent Δ from being
+// singular". Algorithm 1 lists δ among its inputs but never uses it in its
+// body — its inputs Q and Δ̃ are built from Δ, hence from δ — and §4.2 "set[s]
+// the parameter δ = C/2 in Algorithm 1". We therefore read δ = C/2 as the
+// Laplacian regularizer of the protocol, a graph-construction choice
+// (GraphOptions::delta), not a parameter of this solver: SolveBcdNpkl takes Δ
+// as given. δ > 0 makes Δ ≻ 0, hence Δ_UU ≻ 0 and λ_min(Δ̃) ≥ δ > 0, which is
+// what Prop. 1 (invertible Δ_UU) and Theorem 1 (compact level sets, via
+// λ_min(Δ̃) > 0) need. δ = 0 can still work when every connected component of
+// the graph contains a constrained point (Δ_UU ≻ 0), but Δ̃ is then singular
+// and Theorem 1's argument does not apply; a singular Δ_UU is an error.
+//
+// Step 2 — low-rank factorization Z^BD = VᵀV, V ∈ R^{r×l} (eq. (5)), minimized
+// by Gauss–Seidel block coordinate descent over the columns v_i (Algorithm 1).
+// With a = Δ̃_ii and b = Σ_{k≠i} Δ̃_ik v_k (current columns), the block
+// subproblem eq. (6) is
+//     min_v ½ a‖v‖² + vᵀb + (C/2) Σ_{j∈T(i)} ℓ(T_ij vᵀv_j),
+// strictly convex since a > 0, and solved exactly:
+//   square        (aI + C Σ v_j v_jᵀ) v = C Σ T_ij v_j − b                    eq. (11)
+//                 through the |T(i)|×|T(i)| Sherman–Morrison–Woodbury system
+//                 (a/C I + PᵀP) when |T(i)| < r, by an r×r Cholesky otherwise;
+//   square hinge  min_{α ≥ 0} ½ αᵀ(P + (a/C) I)α − αᵀq                      eq. (10)
+//   hinge         min_{0 ≤ α ≤ C/2} ½ αᵀPα − αᵀq                             eq. (9)
+//                 (box C/2 here = the paper's C with its doubled hinge),
+//   with P_st = T_is T_it v_sᵀv_t, q_s = T_is v_sᵀ b + a, and the primal
+//   v = (Σ_s α_s T_is v_s − b) / a                                           eq. (8).
+// The small dual QPs are solved by cyclic coordinate descent (exact 1-D
+// minimization, warm-started from the previous sweep's α of the same column;
+// a single constraint is the paper's closed form α = clip(q/H)) followed by an
+// exact solve on the identified free set, accepted when it is feasible and
+// satisfies the KKT conditions. Every block step minimizes eq. (5) exactly over
+// v_i, so the objective is non-increasing; Theorem 1: the iterates converge to
+// a stationary point of (5). By Burer–Monteiro (Prop. 2) a stationary V with
+// rank(V) < r is globally optimal for the convex (4); r = RankBound(m)
+// (Prop. 3) is the default. For the square and square-hinge losses the tests
+// find the global optimum (agreement with CSDP to ~1e-6); for the hinge loss
+// the paper reports (Fig. 1) and the tests observe that BCD may stop at a
+// different, worse point (non-smooth loss: block-wise stationarity does not
+// imply stationarity).
+//
+// Start V⁰: entries uniform in [0, 1) (the paper's MATLAB rand(r, l)), drawn
+// from std::mt19937_64(seed) as the top 53 bits of each draw (no std::
+// distribution, so V⁰ is identical across standard libraries).
+//
+// Cost. Setup: one sparse LDLᵀ of Δ_UU plus l triangular solve pairs, and
+// O(l²) memory for Δ̃ (dense, as in the paper). Per outer sweep: O(r l²) for
+// the b vectors and the objective, plus Σ_i (|T(i)|³ + r|T(i)|² + passes·|T(i)|²)
+// for the subproblems. Final embedding: O(nnz(Δ_UL) r) + r solves.
+//
+// Thread safety: SolveBcdNpkl is a pure function of its arguments; concurrent
+// calls are safe. Single-threaded (Gauss–Seidel sweeps are sequential).
+#pragma once
+
+#include <cstdint>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/npkl/npkl_problem.h"
+
+namespace kls {
+
+struct BcdNpklOptions {
+  /// ℓ in eq. (1): kSquare (closed form eq. (11), the fastest; paper's SL),
+  /// kSquareHinge (eq. (10)) or kHinge (eq. (9)). kLinear is rejected.
+  NpklLoss loss = NpklLoss::kSquare;
+  /// C > 0, weight of the loss in eq. (1); the paper tunes it in
+  /// {0.1, 0.2, 0.4, …, 10} on small sets, C = 1 on large ones.
+  double c = 1.0;
+  /// r, rows of V (Z^BD = VᵀV). 0 = automatic: RankBound(m), the largest r
+  /// with r(r+1)/2 ≤ m (Prop. 3). Either way capped at l (the number of
+  /// constrained points), since rank(Z^BD) ≤ l. Otherwise >= 1.
+  int rank = 0;
+  /// IterMax of Algorithm 1: outer sweeps (each updates all l columns), >= 1.
+  int max_iterations = 1000;
+  /// ε of Algorithm 1, made RELATIVE: converged when
+  /// ‖V^{t+1} − V^t‖_F <= tolerance · ‖V^{t+1}‖_F (the paper's absolute test
+  /// depends on the scale of V, which grows with C). >= 0; 0 runs to
+  /// max_iterations.
+  double tolerance = 1e-6;
+  /// Seed of the std::mt19937_64 drawing V⁰ ~ U[0, 1)^{r×l}.
+  uint64_t seed = 1;
+
+  /// INVALID_ARGUMENT naming the field and value ("options.c = -1 must be
+  /// positive and finite") for any out-of-range field.
+  Status Validate() const;
+};
+
+/// Runs BCDNPKL (Algorithm 1) on `problem`.
+///
+/// Returns K = Z = Φ Φᵀ on all n points as a LearnedKernel with the n × r
+/// embedding Φ (rows of constrained points = Vᵀ; the others by the harmonic
+/// extension Φ_U = −Δ_UU⁻¹ Δ_UL Φ_L of Prop. 1).
+/// result.stats: termination (kConverged by `tolerance`, kIterationLimit,
+/// kTimeLimit / kCancelled from `control` — checked once at the top of every
+/// sweep, so the embedding is that of the last completed sweep, or of V⁰ if
+/// none —, kNumericalIssue on a non-finite iterate, which is then the last
+/// finite one); iterations = sweeps completed; objective_history = eq. (1)
+/// (equal to eq. (4)/(5) by Prop. 1) after each sweep, non-increasing up to
+/// rounding; setup_seconds = the boundary reduction; solve_seconds = sweeps
+/// plus the final extension. One ProgressEvent per sweep with the objective
+/// and primal_residual = ‖V^{t+1} − V^t‖_F.
+/// result.primal_residual: the last ‖V^{t+1} − V^t‖_F.
+/// result.dual_residual: for the smooth losses (square, square hinge), the
+/// stationarity residual ‖V G̃‖_F / (‖V‖_F · max(1, ‖Δ̃‖_F)) of eq. (5) at
+/// the returned V, G̃ = Δ̃ + C Σ ℓ'(T_ij v_iᵀv_j) T_ij (E_ij + E_ji)/2 (½ the
+/// gradient of eq. (5) is V G̃); NaN for the hinge loss.
+/// result.duality_gap: NaN (BCD certifies no bound).
+///
+/// Errors (INVALID_ARGUMENT): problem.Validate() fails; the Laplacian is not
+/// symmetric; a self pair (i, i) (eq. (6) assumes j ≠ i); options invalid or
+/// loss = kLinear; Δ_UU not positive definite (message suggests δ > 0); some
+/// Δ̃_ii <= 0. RESOURCE_EXHAUSTED on allocation failure, INTERNAL for any
+/// other exception.
+StatusOr<NpklResult> SolveBcdNpkl(const NpklProblem& problem, const BcdNpklOptions& options,
+                                  const SolveControl& control = SolveControl());
+
+}  // namespace kls

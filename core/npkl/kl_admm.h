@@ -1,0 +1,116 @@
+// KL-ADMM: non-parametric kernel learning from pairwise constraints by the
+// alternating direction method of multipliers (Hu & Kwok, IJCAI 2015;
+// ALGORITHMS.md §1). It solves the pairwise-constraint-propagation (PCP) problem
+//
+//     min_{K ⪰ 0}  tr(K L) + (γ/2) Σ_{(i,j)∈T} (K_ij − T_ij)²              eq. (1)
+//
+// with L = problem.laplacian and the targets of eq. (2): T_ij = 1 for a
+// must-link, 0 for a cannot-link, and T_ii = 1 for a self pair (i, i).
+//
+// How the sum over T counts pairs (the paper's Table 1 convention). T is a set
+// of *ordered* entries: every unordered constraint {i, j} with i ≠ j stands for
+// the two entries (i, j) and (j, i), and a self pair (i, i) for one entry. So
+// with K symmetric an i ≠ j pair contributes γ (K_ij − T_ij)² and a self pair
+// (γ/2)(K_ii − 1)². The protocol's 0.6n must + 0.6n cannot + n self pairs then
+// give 2·1.2n + n = 3.4n entries — Table 1's "#constraints" (510 on iris) —
+// and T_i = {j : (i, j) ∈ T} in eq. (11)–(13) is simply "every point that
+// shares a constraint with i", plus i itself when (i, i) is constrained.
+//
+// Method. K is factored as VᵀU with V, U ∈ R^{r×n} and the constraint V = U
+// (eq. (5)); the augmented Lagrangian (6) is minimized alternately over V and
+// U, then the multiplier Λ is updated (eq. (7)–(8)):
+//   V-step  v_i = A_i⁻¹ c_i,  A_i = ρI + γ Σ_{j∈T_i} u_j u_jᵀ,            eq. (11), (13)
+//           c_i = γ Σ_{j∈T_i} T_ij u_j − (U L)_i + ρ u_i − Λ_i
+//   U-step  u_i = B_i⁻¹ d_i,  B_i = ρI + γ Σ_{j∈T_i} v_j v_jᵀ,            eq. (12), (13)
+//           d_i = γ Σ_{j∈T_i} T_ij v_j − (V L)_i + ρ v_i + Λ_i
+//           (the paper prints v_i inside the sum of d_i; the derivative of
+//           (6) gives v_j, which is what is implemented)
+//   Λ ← Λ + ρ (V − U)
+//   residuals  Δ_primal = ‖V − U‖_F,  Δ_dual = ρ ‖V_new − V_old‖_F      eq. (14)
+//   ρ ← 2ρ if Δ_primal > 10 Δ_dual;  max(ρ/2, ρ_min) if Δ_dual > 10 Δ_primal   eq. (15)
+// Given U the objective of (7) separates over the columns v_i (and given V,
+// that of (8) over the u_i), so each half-step is an exact block minimization
+// whose n column solves are independent; they run in parallel. Each r×r
+// system is solved through the |T_i|×|T_i| system of the Sherman–Morrison–
+// Woodbury identity (eq. (25)) when |T_i| < r, by an r×r Cholesky otherwise.
+// The Laplacian enters through one sparse product U·L (resp. V·L) per
+// half-step. Problem (5) is non-convex, but (Burer–Monteiro) its stationary
+// points with V = U are optimal for the convex problem (1) whenever the rank r
+// is at least the rank of an optimal K, which r(r+1)/2 ≥ |T| guarantees to be
+// possible; the tests check the result against CSDP and against the KKT
+// conditions of (1).
+//
+// Cost per iteration: O(nnz(L)·r + Σ_i (|T_i|³ + r|T_i|)) time (eq. (26)),
+// O(n r) memory for V, U, Λ and one r×n work matrix. Never forms an n×n matrix.
+//
+// Thread safety: SolveKlAdmm is a pure function of its arguments; concurrent
+// calls are safe. The result depends on (problem, options) only — not on
+// num_threads, because every column is computed by the same serial code and
+// all reductions are taken serially in index order.
+#pragma once
+
+#include <cstdint>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/npkl/npkl_problem.h"
+
+namespace kls {
+
+struct KlAdmmOptions {
+  /// γ > 0, the weight of the squared constraint loss in eq. (1).
+  double gamma = 1.0;
+  /// r, rows of V and U. 0 = automatic: RankBound(|T|), the largest r with
+  /// r(r+1)/2 ≤ |T|, |T| counted in ordered entries as above (Table 1: 31 on
+  /// iris), capped at n. Otherwise 1 ≤ rank ≤ n (n checked by SolveKlAdmm).
+  int rank = 0;
+  /// ρ⁰ > 0, the initial ADMM penalty (paper: 100).
+  double rho_initial = 100.0;
+  /// ρ_min > 0, the floor of the adaptive decrease in eq. (15) (paper: 10).
+  double rho_min = 10.0;
+  /// Adapt ρ by eq. (15) after every iteration; false keeps ρ = rho_initial.
+  bool adaptive_rho = true;
+  /// Outer iterations (each one V-step, one U-step, one multiplier update), ≥ 1.
+  /// The paper's IterMax: 500 (100 on adult).
+  int max_iterations = 500;
+  /// Converged when both relative residuals are ≤ tolerance (≥ 0; 0 runs to
+  /// max_iterations):
+  ///   primal_rel = ‖V − U‖_F / max(‖V‖_F, ‖U‖_F)                    (≈ relative V = U gap)
+  ///   dual_rel   = ρ ‖V_new − V_old‖_F / (ρ_min · max(‖V‖_F, ‖U‖_F))
+  /// i.e. the eq. (14) residuals divided by the size of the factors, the dual
+  /// one further by the fixed ρ_min rather than the current ρ, so that a large
+  /// ρ (which makes steps short) cannot fake convergence. By eq. (21) ρΔV is,
+  /// up to the O(γ‖u‖²) part of A_i, the gradient of (6) at the old iterate.
+  double tolerance = 1e-4;
+  /// Seed of the std::mt19937_64 that draws the random V⁰ = U⁰: entries
+  /// uniform in [−√(3/r), √(3/r)], so that E[K⁰_ii] = 1.
+  uint64_t seed = 1;
+  /// Threads for the column solves; 0 = all hardware threads. The result does
+  /// not depend on it.
+  int num_threads = 1;
+
+  /// INVALID_ARGUMENT naming the field and value ("options.gamma = -1 must be
+  /// positive and finite") for any out-of-range field.
+  Status Validate() const;
+};
+
+/// Runs KL-ADMM (Algorithm 1) on `problem` from a seeded random start.
+///
+/// Returns K = VᵀV as a LearnedKernel with the n × r embedding Vᵀ (Algorithm 1,
+/// line 2). result.stats: termination (kConverged by `tolerance`,
+/// kIterationLimit, kTimeLimit / kCancelled from `control` — checked once at
+/// the top of every outer iteration, so the iterate returned is that of the
+/// last completed iteration, or V⁰ if none —, kNumericalIssue on a non-finite
+/// iterate, which is then the last finite one), iterations completed, and
+/// objective_history: eq. (1) at K = VᵀV after each iteration.
+/// result.primal_residual / dual_residual: the absolute eq. (14) values of the
+/// last iteration (the same numbers each ProgressEvent carries).
+/// result.duality_gap: NaN (the method certifies no bound).
+///
+/// Errors (INVALID_ARGUMENT): problem.Validate() fails, the Laplacian is not
+/// symmetric, options.Validate() fails, options.rank > n. RESOURCE_EXHAUSTED
+/// on allocation failure, INTERNAL for any other exception.
+StatusOr<NpklResult> SolveKlAdmm(const NpklProblem& problem, const KlAdmmOptions& options,
+                                 const SolveControl& control = SolveControl());
+
+}  // namespace kls

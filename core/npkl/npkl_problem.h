@@ -1,0 +1,51 @@
+// The problem every non-parametric kernel learning (NPKL) solver takes
+// (ALGORITHMS.md §1, Hoi et al. 2007; BCDNPKL eq. (1)):
+//
+//     min_{K ⪰ 0}  tr(Δ K) + C Σ_{(i,j)∈T} ℓ(T_ij K_ij)
+//
+// with Δ a graph Laplacian (core/graph/laplacian.h) and T the must-link (+1)
+// / cannot-link (−1) pairs. KL-ADMM's PCP form replaces the loss by
+// (γ/2) Σ (K_ij − t_ij)² with t_ij = 1 (must) / 0 (cannot) (KL-ADMM eq. (1)).
+#pragma once
+
+#include <Eigen/SparseCore>
+#include <limits>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/data/constraints.h"
+#include "core/model/learned_kernel.h"
+
+namespace kls {
+
+enum class NpklLoss {
+  kLinear,       ///< ℓ(z) = −z                 (SimpleNPKL closed form)
+  kHinge,        ///< ℓ(z) = max(0, 1 − z)
+  kSquareHinge,  ///< ℓ(z) = max(0, 1 − z)²
+  kSquare,       ///< ℓ(z) = (1 − z)²
+};
+
+/// "linear", "hinge", "square_hinge", "square".
+const char* NpklLossName(NpklLoss loss);
+
+struct NpklProblem {
+  Eigen::SparseMatrix<double> laplacian;  ///< n × n symmetric PSD Δ
+  PairwiseConstraints constraints;        ///< pairs over [0, n)
+
+  int num_points() const { return static_cast<int>(laplacian.rows()); }
+  /// Square Laplacian with finite entries, n >= 2, at least one constraint,
+  /// constraints valid for n points. O(nnz + m log m).
+  Status Validate() const;
+};
+
+/// What every NPKL solver returns.
+struct NpklResult {
+  LearnedKernel kernel;  ///< K = V Vᵀ, V n × r
+  SolveStats stats;
+  double primal_residual = 0.0;  ///< solver-specific (e.g. ‖V − U‖ for KL-ADMM)
+  double dual_residual = 0.0;    ///< solver-specific
+  /// Certified relative duality gap where the method has one; NaN otherwise.
+  double duality_gap = std::numeric_limits<double>::quiet_NaN();
+};
+
+}  // namespace kls

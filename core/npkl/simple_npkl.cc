@@ -1,0 +1,476 @@
+#include "core/npkl/simple_npkl.h"
+
+#include <Eigen/Core>
+#include <Eigen/SparseCore>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <new>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "core/npkl/sparse_spectrum.h"
+
+namespace kls {
+namespace {
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+Status Positive(const char* field, double v) {
+  if (!(v > 0.0) || !std::isfinite(v)) {
+    return InvalidArgumentError(std::string("options.") + field + " = " + Num(v) + " must be finite and > 0");
+  }
+  return OkStatus();
+}
+
+// The constraint terms the solver works on (all of them, or the active subset).
+struct Terms {
+  std::vector<int> row;
+  std::vector<int> col;
+  Eigen::VectorXd t;  // T_ij = ±1
+  int size() const { return static_cast<int>(row.size()); }
+};
+
+Terms MakeTerms(const PairwiseConstraints& c, const std::vector<int>* subset) {
+  Terms out;
+  const int m = subset ? static_cast<int>(subset->size()) : c.size();
+  out.row.resize(m);
+  out.col.resize(m);
+  out.t.resize(m);
+  for (int k = 0; k < m; ++k) {
+    const Pair& p = c.pairs[subset ? (*subset)[k] : k];
+    out.row[k] = p.i;
+    out.col[k] = p.j;
+    out.t[k] = p.sign();
+  }
+  return out;
+}
+
+// Everything the algorithm needs at one dual point α.
+struct Iterate {
+  Eigen::VectorXd alpha;   // dual variables (for the linear loss: unused)
+  Eigen::MatrixXd v;       // n × r embedding, K(α) = v vᵀ
+  Eigen::VectorXd z;       // z_k = T_k K_{i_k j_k}
+  Eigen::VectorXd grad;    // ∇J(α), (3.19)
+  double g_eff = 0.0;      // G, or the equivalent G of the constraint form
+  double dual = 0.0;       // J(α)
+  double primal = 0.0;     // P(K(α))
+  int rank = 0;            // number of positive eigenvalues of A
+  bool Finite() const { return std::isfinite(dual) && std::isfinite(primal) && v.allFinite(); }
+};
+
+class Evaluator {
+ public:
+  Evaluator(const NpklProblem& problem, const SimpleNpklOptions& options, Terms terms,
+            Eigen::MatrixXd basis)
+      : problem_(problem),
+        options_(options),
+        terms_(std::move(terms)),
+        a_(problem.laplacian, terms_.row, terms_.col),
+        basis_(std::move(basis)) {
+    spectrum_.dense_threshold = options.dense_threshold;
+    spectrum_.lanczos_tolerance = options.lanczos_tolerance;
+    rank_bound_ = RankBound(terms_.size());
+    rank_hint_ = rank_bound_;
+    if (basis_.size() > 0) {
+      // Vᵀ L V is fixed in the low-rank mode (§3.3.4): precompute it once.
+      Eigen::MatrixXd lv = problem.laplacian * basis_;
+      basis_l_ = basis_.transpose() * lv;
+      basis_l_ = 0.5 * (basis_l_ + basis_l_.transpose());
+    }
+  }
+
+  const Terms& terms() const { return terms_; }
+
+  /// Weights w_k of A = Σ w_k S_k − L at α: w = α ∘ T (linear loss: C T).
+  Eigen::VectorXd Weights(const Eigen::VectorXd& alpha) const {
+    if (options_.loss == NpklLoss::kLinear) return options_.c * terms_.t;
+    return alpha.cwiseProduct(terms_.t);
+  }
+
+  Status Evaluate(const Eigen::VectorXd& alpha, Iterate* out) {
+    const Eigen::VectorXd w = Weights(alpha);
+    Eigen::MatrixXd u;
+    Eigen::VectorXd sigma;
+    if (basis_.size() > 0) {
+      // Low-rank mode: positive part of Vᵀ A V (r × r).
+      Eigen::MatrixXd proj = -basis_l_;
+      for (int k = 0; k < terms_.size(); ++k) {
+        const auto bi = basis_.row(terms_.row[k]);
+        const auto bj = basis_.row(terms_.col[k]);
+        const Eigen::MatrixXd outer = bi.transpose() * bj;
+        proj.noalias() += 0.5 * w[k] * (outer + outer.transpose());
+      }
+      KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(proj));
+      u = basis_ * s.eigenvectors;
+      sigma = std::move(s.eigenvalues);
+    } else {
+      a_.set_weights(w);
+      spectrum_.initial_rank = rank_hint_;
+      const Eigen::VectorXd* warm = warm_.size() > 0 ? &warm_ : nullptr;
+      KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, ComputePositiveSpectrum(a_, spectrum_, warm));
+      u = std::move(s.eigenvectors);
+      sigma = std::move(s.eigenvalues);
+      // Next Lanczos run: ask for a couple more pairs than were positive now,
+      // and start from the current dominant subspace.
+      rank_hint_ = std::max(rank_bound_, static_cast<int>(sigma.size()) + 2);
+      if (sigma.size() > 0) {
+        warm_ = u.rowwise().sum();
+      } else {
+        warm_.resize(0);
+      }
+    }
+    FillFromSpectrum(alpha, u, sigma, out);
+    return OkStatus();
+  }
+
+ private:
+  // Closed form (3.8) / (3.14) for K from A₊, then J, P and ∇J.
+  void FillFromSpectrum(const Eigen::VectorXd& alpha, const Eigen::MatrixXd& u, const Eigen::VectorXd& sigma,
+                        Iterate* out) const {
+    const double p = options_.p;
+    const double q = p / (p - 1.0);
+    const double c = options_.c;
+    const int r = static_cast<int>(sigma.size());
+    const double s = sigma.array().pow(q).sum();  // tr A₊^q
+    Eigen::VectorXd lambda = Eigen::VectorXd::Zero(r);
+    double capacity_value = 0.0;  // max_K tr(A K) − [(G/p) tr K^p]
+    double penalty = 0.0;         // (G/p) tr K^p at K(α), penalty form only
+    if (options_.capacity == SimpleNpklOptions::Capacity::kConstraint) {
+      if (s > 0.0) {
+        // (3.8): K = (B / tr A₊^q)^{1/p} A₊^{1/(p−1)}; optimum B^{1/p} (tr A₊^q)^{1/q} (Hölder).
+        lambda = std::pow(options_.b / s, 1.0 / p) * sigma.array().pow(1.0 / (p - 1.0)).matrix();
+        capacity_value = std::pow(options_.b, 1.0 / p) * std::pow(s, 1.0 / q);
+        out->g_eff = std::pow(s / options_.b, 1.0 / q);  // G = (tr A₊^q / B)^{(p−1)/p}, below (3.14)
+      } else {
+        out->g_eff = 0.0;
+      }
+    } else {
+      const double g = options_.g;
+      // (3.14): K = (A₊ / G)^{1/(p−1)}; optimum (1/q) G^{1−q} tr A₊^q.
+      lambda = (sigma / g).array().pow(1.0 / (p - 1.0)).matrix();
+      capacity_value = std::pow(g, 1.0 - q) * s / q;
+      penalty = g / p * lambda.array().pow(p).sum();
+      out->g_eff = g;
+    }
+    out->rank = r;
+    out->alpha = alpha;
+    out->v = u * lambda.cwiseSqrt().asDiagonal();
+    const int m = terms_.size();
+    out->z.resize(m);
+    for (int k = 0; k < m; ++k) {
+      out->z[k] = terms_.t[k] * out->v.row(terms_.row[k]).dot(out->v.row(terms_.col[k]));
+    }
+    const double tr_lk =
+        r > 0 ? out->v.cwiseProduct(problem_.laplacian * out->v).sum() : 0.0;  // tr(L K) = tr(vᵀ L v)
+    const Eigen::ArrayXd slack = 1.0 - out->z.array();                       // 1 − T_ij K_ij
+    double loss = 0.0;
+    switch (options_.loss) {
+      case NpklLoss::kLinear:
+        loss = -c * out->z.sum();
+        out->dual = -capacity_value;
+        out->grad = Eigen::VectorXd::Zero(m);
+        break;
+      case NpklLoss::kSquareHinge:
+        loss = 0.5 * c * slack.max(0.0).square().sum();
+        out->dual = -capacity_value + alpha.sum() - alpha.squaredNorm() / (2.0 * c);  // (3.18)
+        out->grad = (slack - alpha.array() / c).matrix();                          // (3.19)
+        break;
+      case NpklLoss::kSquare:
+        loss = 0.5 * c * slack.square().sum();
+        out->dual = -capacity_value + alpha.sum() - alpha.squaredNorm() / (2.0 * c);  // §3.2.4
+        out->grad = (slack - alpha.array() / c).matrix();
+        break;
+      case NpklLoss::kHinge:
+        loss = c * slack.max(0.0).sum();
+        out->dual = -capacity_value + alpha.sum();  // §3.2.5
+        out->grad = slack.matrix();
+        break;
+    }
+    out->primal = tr_lk + penalty + loss;
+  }
+
+  const NpklProblem& problem_;
+  const SimpleNpklOptions& options_;
+  Terms terms_;
+  DualMatrix a_;
+  Eigen::MatrixXd basis_;    // n × r fixed basis (low-rank mode), else empty
+  Eigen::MatrixXd basis_l_;  // Vᵀ L V
+  SpectrumOptions spectrum_;
+  int rank_bound_ = 1;
+  int rank_hint_ = 1;
+  Eigen::VectorXd warm_;
+};
+
+// Π: the feasible set of α for each loss.
+Eigen::VectorXd ProjectDual(const Eigen::VectorXd& a, const SimpleNpklOptions& o) {
+  switch (o.loss) {
+    case NpklLoss::kSquareHinge: return a.cwiseMax(0.0);
+    case NpklLoss::kHinge: return a.cwiseMax(0.0).cwiseMin(o.c);
+    case NpklLoss::kSquare:
+    case NpklLoss::kLinear: return a;
+  }
+  return a;
+}
+
+double RelativeGap(const Iterate& x) { return (x.primal - x.dual) / std::max(1.0, std::abs(x.primal)); }
+
+Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
+  const Eigen::SparseMatrix<double> lt = l.transpose();
+  const double diff = (l - lt).norm();
+  const double scale = std::max(1.0, l.norm());
+  if (!(diff <= 1e-10 * scale)) {
+    return InvalidArgumentError("laplacian: not symmetric (‖L − Lᵀ‖_F = " + Num(diff) + ")");
+  }
+  return OkStatus();
+}
+
+StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& options,
+                           const SolveControl& control) {
+  Stopwatch setup_watch;
+  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian));
+  const int n = problem.num_points();
+  if (options.low_rank > n) {
+    return InvalidArgumentError("options.low_rank = " + std::to_string(options.low_rank) +
+                                " exceeds the number of points " + std::to_string(n));
+  }
+  const bool linear = options.loss == NpklLoss::kLinear;
+  const bool quadratic_dual = options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare;
+
+  Terms terms = MakeTerms(problem.constraints, nullptr);
+  // α_0 = C·1: see the header (A(α_0) is the linear-loss matrix C Σ T_ij S_ij − L).
+  auto initial_alpha = [&](int m) { return Eigen::VectorXd::Constant(m, options.c); };
+
+  if (options.active_set) {
+    // §3.3.3: margins under K(α_0), the linear-loss kernel.
+    Evaluator full(problem, options, terms, Eigen::MatrixXd());
+    Iterate x0;
+    KLS_RETURN_IF_ERROR(full.Evaluate(initial_alpha(terms.size()), &x0));
+    Eigen::MatrixXd v0 = x0.rank > 0 ? x0.v : Eigen::MatrixXd::Zero(n, 1);
+    KLS_ASSIGN_OR_RETURN(LearnedKernel k0, LearnedKernel::FromEmbedding(LearnedKernel::Embedding(v0)));
+    std::vector<char> constrained(n, 0);
+    for (const Pair& p : problem.constraints.pairs) constrained[p.i] = constrained[p.j] = 1;
+    const int num_constrained = static_cast<int>(std::count(constrained.begin(), constrained.end(), 1));
+    const int keep = std::max(1, static_cast<int>(std::ceil(options.active_point_fraction * num_constrained)));
+    KLS_ASSIGN_OR_RETURN(std::vector<int> active, SelectActiveConstraints(problem.constraints, k0, keep));
+    terms = MakeTerms(problem.constraints, &active);
+  }
+  const int m = terms.size();
+
+  Eigen::MatrixXd basis;
+  if (options.low_rank > 0) {
+    // §3.3.4: V = leading eigenvectors of A(α_0).
+    DualMatrix a0(problem.laplacian, terms.row, terms.col);
+    a0.set_weights(options.c * terms.t);
+    SpectrumOptions so;
+    so.dense_threshold = options.dense_threshold;
+    so.lanczos_tolerance = options.lanczos_tolerance;
+    KLS_ASSIGN_OR_RETURN(basis, TopEigenvectors(a0, options.low_rank, so));
+  }
+
+  Evaluator eval(problem, options, std::move(terms), std::move(basis));
+  Iterate cur;
+  KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
+
+  NpklResult result;
+  result.stats.setup_seconds = setup_watch.Seconds();
+  Stopwatch solve_watch;
+  SolveStats& stats = result.stats;
+  stats.objective_history.push_back(cur.primal);
+
+  // η bound of Lemma 3.4 at the current iterate (see the header).
+  const bool has_diagonal_pair = [&] {
+    for (int k = 0; k < m; ++k)
+      if (eval.terms().row[k] == eval.terms().col[k]) return true;
+    return false;
+  }();
+  const double d_norm_sq =
+      options.lipschitz_bound == SimpleNpklOptions::LipschitzBound::kThesis ? m : (has_diagonal_pair ? 1.0 : 0.5);
+  const double quad_term = quadratic_dual ? 1.0 / options.c : 0.0;
+  auto guaranteed_eta = [&](const Iterate& x, double fallback) {
+    if (x.g_eff > 0.0) return d_norm_sq / x.g_eff + quad_term;
+    // A₊ = 0 (constraint form): K(α) = 0 and no local curvature estimate;
+    // reuse the last η (the ascent check below still guards the step).
+    return fallback > 0.0 ? fallback : std::max(quad_term, 1.0);
+  };
+
+  Termination termination = Termination::kIterationLimit;
+  const int max_iterations = linear ? 0 : options.max_iterations;
+  if (!cur.Finite()) {
+    termination = Termination::kNumericalIssue;
+  } else if (linear || RelativeGap(cur) <= options.tolerance) {
+    termination = Termination::kConverged;
+  } else {
+    double eta = 0.0;
+    bool backtracked = true;
+    for (int it = 1; it <= max_iterations; ++it) {
+      Termination why;
+      if (control.ShouldStop(&why)) {
+        termination = why;
+        break;
+      }
+      const bool fixed = options.step > 0.0;
+      const bool check = !fixed || options.adaptive_step;
+      if (fixed && (!options.adaptive_step || it == 1)) {
+        eta = 1.0 / options.step;
+      } else if (options.adaptive_step && it > 1) {
+        if (!backtracked) eta *= 0.5;
+      } else {
+        eta = guaranteed_eta(cur, eta);
+      }
+      Iterate next;
+      Eigen::VectorXd delta;
+      bool ok = false;
+      backtracked = false;
+      for (int bt = 0; bt < options.max_backtracks; ++bt) {
+        const Eigen::VectorXd alpha_new = ProjectDual(cur.alpha + cur.grad / eta, options);
+        delta = alpha_new - cur.alpha;
+        KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next));
+        if (!next.Finite()) break;
+        if (!check) {
+          ok = true;
+          break;
+        }
+        // Ascent inequality behind Prop. 3.28 ((3.21) with α = α_{t+1}).
+        const double lower = cur.dual + cur.grad.dot(delta) - 0.5 * eta * delta.squaredNorm();
+        if (next.dual >= lower - 1e-12 * (1.0 + std::abs(cur.dual))) {
+          ok = true;
+          break;
+        }
+        eta *= 2.0;
+        backtracked = true;
+      }
+      if (!ok) {
+        termination = Termination::kNumericalIssue;
+        break;
+      }
+      const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
+      cur = std::move(next);
+      stats.iterations = it;
+      stats.objective_history.push_back(cur.primal);
+      const double gap = RelativeGap(cur);
+      ProgressEvent e;
+      e.iteration = it;
+      e.objective = cur.primal;
+      e.primal_residual = gap;
+      e.dual_residual = step_inf;
+      e.elapsed_seconds = setup_watch.Seconds();
+      e.max_iterations = max_iterations;
+      control.Report(e);
+      if (gap <= options.tolerance) {
+        termination = Termination::kConverged;
+        break;
+      }
+      if (step_inf == 0.0) {
+        // A fixed point of the projected step is optimal in exact arithmetic;
+        // a gap that stays above the tolerance there means the eigenvalues
+        // are not accurate enough to certify it.
+        termination = Termination::kNumericalIssue;
+        break;
+      }
+    }
+  }
+  if (linear) stats.iterations = 1;
+
+  stats.termination = termination;
+  stats.final_objective = cur.primal;
+  stats.solve_seconds = solve_watch.Seconds();
+  result.duality_gap = RelativeGap(cur);
+  result.dual_residual = cur.primal - cur.dual;
+  result.primal_residual =
+      linear || m == 0 ? 0.0 : (cur.alpha - ProjectDual(cur.alpha + cur.grad, options)).cwiseAbs().maxCoeff();
+  LearnedKernel::Embedding v = cur.rank > 0 ? LearnedKernel::Embedding(cur.v) : LearnedKernel::Embedding::Zero(n, 1);
+  KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(v)));
+  return result;
+}
+
+}  // namespace
+
+Status SimpleNpklOptions::Validate() const {
+  KLS_RETURN_IF_ERROR(Positive("c", c));
+  KLS_RETURN_IF_ERROR(Positive("b", b));
+  KLS_RETURN_IF_ERROR(Positive("g", g));
+  if (!(p > 1.0) || !std::isfinite(p)) {
+    return InvalidArgumentError("options.p = " + Num(p) + " must be finite and > 1");
+  }
+  if (!(step >= 0.0) || !std::isfinite(step)) {
+    return InvalidArgumentError("options.step = " + Num(step) + " must be finite and >= 0 (0 = guaranteed)");
+  }
+  if (max_iterations < 1) {
+    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+  }
+  if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
+    return InvalidArgumentError("options.tolerance = " + Num(tolerance) + " must be finite and >= 0");
+  }
+  if (!(active_point_fraction > 0.0 && active_point_fraction <= 1.0)) {
+    return InvalidArgumentError("options.active_point_fraction = " + Num(active_point_fraction) +
+                                " must be in (0, 1]");
+  }
+  if (low_rank < 0) {
+    return InvalidArgumentError("options.low_rank = " + std::to_string(low_rank) + " must be >= 0 (0 = full)");
+  }
+  if (dense_threshold < 0) {
+    return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
+  }
+  KLS_RETURN_IF_ERROR(Positive("lanczos_tolerance", lanczos_tolerance));
+  if (max_backtracks < 1) {
+    return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
+  }
+  return OkStatus();
+}
+
+StatusOr<std::vector<int>> SelectActiveConstraints(const PairwiseConstraints& constraints,
+                                                   const LearnedKernel& kernel, int num_points) {
+  const int n = kernel.num_points();
+  if (num_points < 1) {
+    return InvalidArgumentError("num_points = " + std::to_string(num_points) + " must be >= 1");
+  }
+  KLS_RETURN_IF_ERROR(constraints.Validate(n));
+  std::vector<double> sum(n, 0.0);
+  std::vector<int> count(n, 0);
+  for (const Pair& p : constraints.pairs) {
+    const double value = p.sign() * kernel.value(p.i, p.j);
+    sum[p.i] += value;
+    ++count[p.i];
+    if (p.j != p.i) {
+      sum[p.j] += value;
+      ++count[p.j];
+    }
+  }
+  std::vector<int> points;
+  for (int i = 0; i < n; ++i)
+    if (count[i] > 0) points.push_back(i);
+  auto margin = [&](int i) { return std::abs(sum[i] / count[i]); };
+  std::stable_sort(points.begin(), points.end(), [&](int a, int b) { return margin(a) < margin(b); });
+  if (static_cast<int>(points.size()) > num_points) points.resize(num_points);
+  std::vector<char> chosen(n, 0);
+  for (int i : points) chosen[i] = 1;
+  std::vector<int> kept;
+  for (int k = 0; k < constraints.size(); ++k) {
+    const Pair& p = constraints.pairs[k];
+    if (chosen[p.i] || chosen[p.j]) kept.push_back(k);
+  }
+  return kept;
+}
+
+StatusOr<NpklResult> SolveSimpleNpkl(const NpklProblem& problem, const SimpleNpklOptions& options,
+                                     const SolveControl& control) {
+  try {
+    return Solve(problem, options, control);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("SimpleNPKL: out of memory");
+  } catch (const std::exception& e) {
+    return InternalError(std::string("SimpleNPKL: ") + e.what());
+  }
+}
+
+}  // namespace kls

@@ -1,0 +1,181 @@
+// SimpleNPKL: simple non-parametric kernel learning (Zhuang, Tsang & Hoi;
+// thesis ch. 3, §3.2–3.3; ALGORITHMS.md §1).
+//
+// Problem (thesis (3.15), (3.20) and §3.2.4–3.2.5), over K ⪰ 0 (n × n):
+//
+//     min_K  tr(L K) + Loss(K) [+ (G/p) tr K^p]      s.t.  [tr K^p <= B]
+//
+// with the capacity either as the constraint tr K^p <= B (Capacity::
+// kConstraint, Prop. 3.25) or as the penalty (G/p) tr K^p (Capacity::kPenalty,
+// Prop. 3.26), z_ij = T_ij K_ij, and the losses in the thesis's scaling:
+//
+//     linear        Loss = −C Σ z_ij                              (3.6)
+//     square hinge  Loss = (C/2) Σ max(0, 1 − z_ij)²              (3.15)
+//     square        Loss = (C/2) Σ (1 − z_ij)²                    (§3.2.4)
+//     hinge         Loss =  C    Σ max(0, 1 − z_ij)               (§3.2.5)
+//
+// (note the 1/2 of the two quadratic losses: C here is the thesis's C, which
+// is half the C of NpklProblem's ℓ(z) = max(0, 1 − z)² convention).
+//
+// Method. Every step reduces to the closed form of Prop. 3.25 / 3.26 for
+//     max_K tr(A K) − [(G/p) tr K^p]   s.t. K ⪰ 0 [, tr K^p <= B]:
+//     K = (B / tr A₊^q)^{1/p} A₊^{1/(p−1)}   (3.8),  q = p/(p−1),
+//     K = (A₊ / G)^{1/(p−1)}                  (3.14),
+// where A₊ is the positive part of A, found by sparse Lanczos
+// (sparse_spectrum.h; thesis §3.3.2).
+//   * Linear loss: one closed form with A = C Σ T_ij S_ij − L.
+//   * Other losses: the saddle-point problem (3.18)
+//         max_α J(α),  J(α) = min_K tr((L − Σ α_ij T_ij S_ij) K) [+ penalty]
+//                                 + Σ α_ij − (1/2C) Σ α_ij²   (no α² term for hinge)
+//     solved by projected gradient ascent (Algorithm/Protocol 1):
+//         A = Σ α_ij T_ij S_ij − L,  K(α) by (3.8)/(3.14),
+//         ∇J_ij = 1 − T_ij K_ij − α_ij / C   (3.19)   (hinge: 1 − T_ij K_ij),
+//         α ← Π(α + ∇J / η),
+//     with Π the projection onto α >= 0 (square hinge), [0, C] (hinge,
+//     §3.2.5), or the identity (square loss: its constraints are equalities,
+//     so α is free in sign). S_ij = (E_ij + E_ji)/2 is the symmetric form of
+//     the thesis's T_ij matrix (tr(S_ij K) = K_ij).
+//
+// Step size. Prop. 3.28 (with Lemma 3.4) guarantees monotone ascent
+// J(α_{t+1}) >= J(α_t) + (η/2)‖α_{t+1} − α_t‖² and J* − J(α_t) <= η‖α_0 − α*‖²/(2t)
+// for any η >= Lip(∇J); the step *length* is 1/η (the thesis's Protocol 1
+// writes α + η∇J, but the proof's update is α + ∇J/η). Lemma 3.4 bounds
+// Lip(∇J) <= m/G + 1/C for the penalty form with p = 2. That bound uses
+// ‖T‖_F = √m twice; the exact constant of the same argument is
+// ‖𝒟‖²/G + 1/C, where 𝒟: α ↦ Σ α_ij T_ij S_ij has ‖𝒟‖² = 1/2 when every
+// pair is off-diagonal and 1 when some pair is (i, i). Both are offered
+// (LipschitzBound); the sharp one is the default and is still covered by
+// Prop. 3.28 because the proof needs only η >= Lip(∇J). For the constraint
+// form the thesis's equivalence G = (tr A₊^q / B)^{1/q} (below (3.14)) is
+// used at the current iterate; since that G changes with α, and Lemma 3.4
+// does not cover p != 2, each step is checked against the ascent inequality
+//     J(α⁺) >= J(α) + ⟨∇J(α), α⁺ − α⟩ − (η/2)‖α⁺ − α‖²
+// and η is doubled until it holds (in the penalty form with p = 2 it can fail
+// only through rounding). A passing check costs nothing: J(α⁺) comes from the
+// eigendecomposition the next iteration needs anyway; each doubling costs one
+// more. The hinge loss has no 1/C term (its J has no α² term).
+// adaptive_step additionally halves η after every step that needed no
+// doubling (a Lipschitz-estimate search; still monotone). A fixed `step` > 0
+// uses that step length with no check.
+//
+// Stopping rule (certified). At every iterate α_t the solver evaluates the
+// primal objective P(K(α_t)) (K(α_t) is feasible) and the dual value J(α_t)
+// (computed from the same eigenvalues). Weak duality gives
+// P(K(α_t)) − P* <= P(K(α_t)) − J(α_t), so the returned kernel is within the
+// reported gap of optimal. Relative gap = (P − J) / max(1, |P|); the solver
+// stops when it is <= tolerance. Rounding can make it slightly negative.
+//
+// Initialization: α_0 = C·1 (hinge: the upper bound C), the maximizer of the
+// α-only terms Σ α − α²/(2C); then A(α_0) = C Σ T_ij S_ij − L and K(α_0) is
+// exactly the linear-loss kernel (3.6). The thesis leaves α_0 open.
+//
+// Active constraint selection (§3.3.3): the margin of each constrained point i
+// under K(α_0), |(1/l_i) Σ_j T_ij K_ij|, ranks the points; the constraints
+// touching the ⌈fraction · #constrained points⌉ most uncertain ones are kept
+// and SimpleNPKL runs on them alone. Objective, gap and history then refer to
+// that reduced problem.
+//
+// Low-rank mode (§3.3.4): K = V E Vᵀ with V fixed (n × r, the r leading
+// eigenvectors of A(α_0), i.e. of the linear-loss kernel completed by the
+// next eigenvectors) and E ⪰ 0 (r × r); each iteration decomposes the r × r
+// matrix Vᵀ A V instead of A. The certified gap is for the problem restricted
+// to that subspace.
+//
+// Cost per iteration: one positive-spectrum computation of A, O(nnz(L) + m)
+// per Lanczos product (dense O(n³) for n <= dense_threshold), plus O(m r) for
+// the gradient and O(nnz(L) r) for tr(L K); low-rank: O(m r² + r³ + n r²).
+//
+// Thread safety: SolveSimpleNpkl is re-entrant; concurrent calls are safe.
+#pragma once
+
+#include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/model/learned_kernel.h"
+#include "core/npkl/npkl_problem.h"
+
+namespace kls {
+
+struct SimpleNpklOptions {
+  enum class Capacity {
+    kConstraint,  ///< tr K^p <= B  (3.7), (3.8)
+    kPenalty,     ///< + (G/p) tr K^p in the objective  (3.13), (3.14)
+  };
+  enum class LipschitzBound {
+    kThesis,  ///< Lemma 3.4 as printed: m/G + 1/C
+    kSharp,   ///< ‖𝒟‖²/G + 1/C with ‖𝒟‖² ∈ {1/2, 1} (see file comment)
+  };
+
+  /// Loss on z_ij = T_ij K_ij; the thesis's experiments use square hinge (SHL) and linear (LL).
+  NpklLoss loss = NpklLoss::kSquareHinge;
+  /// C > 0: weight of the loss (thesis scaling, see file comment).
+  double c = 1.0;
+  /// B > 0: capacity bound tr K^p <= B (Capacity::kConstraint). Thesis: B = 1 small sets, B = N adult.
+  double b = 1.0;
+  /// G > 0: capacity penalty weight (Capacity::kPenalty).
+  double g = 1.0;
+  /// p > 1: the Schatten-p capacity tr K^p; p = 2 gives ‖K‖_F² (thesis default).
+  double p = 2.0;
+  /// Capacity as constraint (B) or penalty (G).
+  Capacity capacity = Capacity::kConstraint;
+  /// Step length s in α ← Π(α + s ∇J); 0 = the guaranteed 1/η of Prop. 3.28 (>= 0).
+  double step = 0.0;
+  /// Which Lipschitz bound gives the guaranteed η (used when step == 0 or adaptive_step).
+  LipschitzBound lipschitz_bound = LipschitzBound::kSharp;
+  /// Start from the guaranteed η, then halve η after each step that needed no backtracking.
+  bool adaptive_step = false;
+  /// Outer (projected-gradient) iterations (>= 1); ignored by the linear loss.
+  int max_iterations = 1000;
+  /// Stop when the relative duality gap (P − J)/max(1, |P|) <= tolerance (>= 0).
+  double tolerance = 1e-4;
+  /// Run §3.3.3 active constraint selection first and solve on the kept constraints.
+  bool active_set = false;
+  /// Fraction of the constrained points kept by active selection, in (0, 1].
+  double active_point_fraction = 0.5;
+  /// 0 = full K; r > 0 = low-rank mode K = V E Vᵀ with r basis vectors (§3.3.4), r <= n.
+  int low_rank = 0;
+  /// Dense eigensolver at or below this many points (>= 0); see sparse_spectrum.h.
+  int dense_threshold = 300;
+  /// Spectra Lanczos relative tolerance (> 0).
+  double lanczos_tolerance = 1e-10;
+  /// Doublings of η allowed per step before giving up with kNumericalIssue (>= 1).
+  int max_backtracks = 40;
+
+  /// INVALID_ARGUMENT naming the field and its value ("options.c = -1 must be
+  /// finite and > 0") for any out-of-range field.
+  Status Validate() const;
+};
+
+/// Learns K for `problem` (Laplacian L, constraints T). On success:
+///   kernel            K = V Vᵀ, V = U diag(λ)^{1/2} from the closed form;
+///                     a single zero column when K = 0 (A has no positive part);
+///   stats             termination, iterations, objective_history (primal P per
+///                     iteration; element 0 is the initial iterate), timings,
+///                     final_objective = P(K);
+///   duality_gap       relative gap (P − J)/max(1, |P|) at the returned K;
+///   dual_residual     absolute gap P − J;
+///   primal_residual   ‖α − Π(α + ∇J(α))‖∞, the stationarity residual of the
+///                     dual (0 for the linear loss).
+/// Termination: kConverged (gap <= tolerance), kIterationLimit, kTimeLimit /
+/// kCancelled (SolveControl, checked once per iteration; the current iterate
+/// is returned), kNumericalIssue (non-finite values or a failed step search;
+/// the last finite iterate is returned).
+/// Progress: one event per iteration with objective = P, primal_residual =
+/// relative gap, dual_residual = ‖α_t − α_{t−1}‖∞.
+/// Errors: INVALID_ARGUMENT for an invalid problem (NpklProblem::Validate, a
+/// non-symmetric Laplacian) or options (also low_rank > n); RESOURCE_EXHAUSTED
+/// on allocation failure; INTERNAL for eigensolver failures and any other
+/// exception.
+StatusOr<NpklResult> SolveSimpleNpkl(const NpklProblem& problem, const SimpleNpklOptions& options,
+                                     const SolveControl& control = SolveControl());
+
+/// §3.3.3 active constraint selection: indices (ascending) of the constraints
+/// touching the `num_points` constrained points with the smallest margin
+/// |(1/l_i) Σ_j T_ij K_ij| under `kernel` (ties: smaller point index).
+/// O(m r + n log n). Errors: INVALID_ARGUMENT when num_points < 1 or the
+/// kernel does not cover the constraints.
+StatusOr<std::vector<int>> SelectActiveConstraints(const PairwiseConstraints& constraints,
+                                                   const LearnedKernel& kernel, int num_points);
+
+}  // namespace kls

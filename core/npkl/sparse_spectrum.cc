@@ -1,0 +1,230 @@
+#include "core/npkl/sparse_spectrum.h"
+
+#include <Eigen/Eigenvalues>
+#include <Spectra/SymEigsSolver.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/data/constraints.h"
+
+namespace kls {
+
+DualMatrix::DualMatrix(const Eigen::SparseMatrix<double>& laplacian, std::vector<int> row,
+                       std::vector<int> col)
+    : laplacian_(&laplacian),
+      row_(std::move(row)),
+      col_(std::move(col)),
+      weights_(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(row_.size()))) {}
+
+void DualMatrix::perform_op(const double* x_in, double* y_out) const {
+  const Eigen::Index n = rows();
+  Eigen::Map<const Eigen::VectorXd> x(x_in, n);
+  Eigen::Map<Eigen::VectorXd> y(y_out, n);
+  y.noalias() = -(*laplacian_) * x;
+  const int m = num_terms();
+  for (int k = 0; k < m; ++k) {
+    const int i = row_[k], j = col_[k];
+    const double w = weights_[k];
+    if (i == j) {
+      y[i] += w * x[i];
+    } else {
+      // S_ij = (E_ij + E_ji)/2.
+      y[i] += 0.5 * w * x[j];
+      y[j] += 0.5 * w * x[i];
+    }
+  }
+}
+
+Eigen::MatrixXd DualMatrix::Multiply(const Eigen::MatrixXd& x) const {
+  Eigen::MatrixXd y(x.rows(), x.cols());
+  for (Eigen::Index c = 0; c < x.cols(); ++c) perform_op(x.col(c).data(), y.col(c).data());
+  return y;
+}
+
+Eigen::MatrixXd DualMatrix::Project(const Eigen::MatrixXd& v) const {
+  Eigen::MatrixXd av = Multiply(v);
+  Eigen::MatrixXd p = v.transpose() * av;
+  return 0.5 * (p + p.transpose());  // symmetric to rounding
+}
+
+Eigen::MatrixXd DualMatrix::ToDense() const {
+  Eigen::MatrixXd a = -Eigen::MatrixXd(*laplacian_);
+  for (int k = 0; k < num_terms(); ++k) {
+    const int i = row_[k], j = col_[k];
+    if (i == j) {
+      a(i, i) += weights_[k];
+    } else {
+      a(i, j) += 0.5 * weights_[k];
+      a(j, i) += 0.5 * weights_[k];
+    }
+  }
+  return a;
+}
+
+Status SpectrumOptions::Validate() const {
+  if (dense_threshold < 0) {
+    return InvalidArgumentError("dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
+  }
+  if (!(lanczos_tolerance > 0.0) || !std::isfinite(lanczos_tolerance)) {
+    return InvalidArgumentError("lanczos_tolerance = " + std::to_string(lanczos_tolerance) +
+                                " must be finite and > 0");
+  }
+  if (lanczos_max_restarts < 1) {
+    return InvalidArgumentError("lanczos_max_restarts = " + std::to_string(lanczos_max_restarts) +
+                                " must be >= 1");
+  }
+  if (!(positive_threshold >= 0.0) || !std::isfinite(positive_threshold)) {
+    return InvalidArgumentError("positive_threshold = " + std::to_string(positive_threshold) +
+                                " must be finite and >= 0");
+  }
+  return OkStatus();
+}
+
+Eigen::MatrixXd PositiveSpectrum::Dense() const {
+  return eigenvectors * eigenvalues.asDiagonal() * eigenvectors.transpose();
+}
+
+namespace {
+
+// Spectra keeps a reference to (or a copy of) its operator type; this view
+// lets it use a const DualMatrix without copying the term lists.
+class DualMatrixView {
+ public:
+  using Scalar = double;
+  explicit DualMatrixView(const DualMatrix& a) : a_(&a) {}
+  Eigen::Index rows() const { return a_->rows(); }
+  Eigen::Index cols() const { return a_->cols(); }
+  void perform_op(const double* x_in, double* y_out) const { a_->perform_op(x_in, y_out); }
+
+ private:
+  const DualMatrix* a_;
+};
+
+// Keeps the eigenpairs with λ > threshold from (ascending or descending)
+// eigenvalues, returning them in descending order.
+void KeepPositive(const Eigen::VectorXd& values, const Eigen::MatrixXd& vectors, double threshold,
+                  PositiveSpectrum* out) {
+  std::vector<int> keep;
+  for (int c = 0; c < values.size(); ++c)
+    if (values[c] > threshold) keep.push_back(c);
+  std::sort(keep.begin(), keep.end(), [&](int a, int b) { return values[a] > values[b]; });
+  out->eigenvalues.resize(static_cast<Eigen::Index>(keep.size()));
+  out->eigenvectors.resize(vectors.rows(), static_cast<Eigen::Index>(keep.size()));
+  for (size_t t = 0; t < keep.size(); ++t) {
+    out->eigenvalues[static_cast<Eigen::Index>(t)] = values[keep[t]];
+    out->eigenvectors.col(static_cast<Eigen::Index>(t)) = vectors.col(keep[t]);
+  }
+}
+
+bool AllFinite(const PositiveSpectrum& s) {
+  return s.eigenvalues.allFinite() && s.eigenvectors.allFinite();
+}
+
+}  // namespace
+
+StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, double positive_threshold) {
+  if (a.rows() != a.cols()) return InvalidArgumentError("DensePositiveSpectrum: matrix is not square");
+  PositiveSpectrum out;
+  out.used_dense = true;
+  if (a.rows() == 0) return out;
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a);
+  if (eig.info() != Eigen::Success) return InternalError("dense symmetric eigensolver did not converge");
+  KeepPositive(eig.eigenvalues(), eig.eigenvectors(), positive_threshold, &out);
+  if (!AllFinite(out)) return InternalError("dense symmetric eigensolver returned non-finite values");
+  return out;
+}
+
+StatusOr<PositiveSpectrum> ComputePositiveSpectrum(const DualMatrix& a, const SpectrumOptions& options,
+                                                   const Eigen::VectorXd* warm_start) {
+  KLS_RETURN_IF_ERROR(options.Validate().WithContext("SpectrumOptions"));
+  const int n = static_cast<int>(a.rows());
+  if (warm_start != nullptr && warm_start->size() != n) {
+    return InvalidArgumentError("warm_start: has " + std::to_string(warm_start->size()) +
+                                " entries but the matrix has " + std::to_string(n) + " rows");
+  }
+  auto dense = [&](long long matvecs, int runs) -> StatusOr<PositiveSpectrum> {
+    KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(a.ToDense(), options.positive_threshold));
+    s.matrix_vector_products = matvecs;
+    s.lanczos_runs = runs;
+    return s;
+  };
+  if (n <= options.dense_threshold || n < 4) return dense(0, 0);
+
+  int nev = options.initial_rank > 0 ? options.initial_rank : RankBound(a.num_terms());
+  nev = std::max(1, nev);
+  const bool use_warm = warm_start != nullptr && warm_start->norm() > 0.0 && warm_start->allFinite();
+  long long matvecs = 0;
+  int runs = 0;
+  DualMatrixView view(a);
+  while (true) {
+    // Past n/2 a restarted Lanczos costs about as much as a dense solve (and
+    // Spectra needs nev < ncv <= n).
+    if (2 * nev >= n) return dense(matvecs, runs);
+    bool converged = false;
+    PositiveSpectrum out;
+    // One retry with a doubled Krylov subspace before giving up on Lanczos.
+    for (int attempt = 0; attempt < 2 && !converged; ++attempt) {
+      const int base_ncv = std::max(2 * nev + 1, nev + 20);
+      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
+      Spectra::SymEigsSolver<DualMatrixView> eigs(view, nev, ncv);
+      if (use_warm) {
+        eigs.init(warm_start->data());
+      } else {
+        eigs.init();  // Spectra's fixed-seed start vector: deterministic
+      }
+      eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
+                   Spectra::SortRule::LargestAlge);
+      ++runs;
+      matvecs += eigs.num_operations();
+      if (eigs.info() != Spectra::CompInfo::Successful) continue;
+      const Eigen::VectorXd values = eigs.eigenvalues();
+      const Eigen::MatrixXd vectors = eigs.eigenvectors();
+      if (values.size() != nev || !values.allFinite() || !vectors.allFinite()) continue;
+      converged = true;
+      if (values.minCoeff() > options.positive_threshold) {
+        // Every computed eigenvalue is positive: there may be more. Grow r.
+        break;
+      }
+      KeepPositive(values, vectors, options.positive_threshold, &out);
+      out.used_dense = false;
+      out.lanczos_runs = runs;
+      out.final_rank_requested = nev;
+      out.matrix_vector_products = matvecs;
+      return out;
+    }
+    if (!converged) return dense(matvecs, runs);
+    nev *= 2;
+  }
+}
+
+StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const SpectrumOptions& options) {
+  KLS_RETURN_IF_ERROR(options.Validate().WithContext("SpectrumOptions"));
+  const int n = static_cast<int>(a.rows());
+  if (r < 1 || r > n) {
+    return InvalidArgumentError("TopEigenvectors: r = " + std::to_string(r) + " must be in [1, " +
+                                std::to_string(n) + "]");
+  }
+  if (n > options.dense_threshold && 2 * r < n) {
+    DualMatrixView view(a);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const int base_ncv = std::max(2 * r + 1, r + 20);
+      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
+      Spectra::SymEigsSolver<DualMatrixView> eigs(view, r, ncv);
+      eigs.init();
+      eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
+                   Spectra::SortRule::LargestAlge);
+      if (eigs.info() != Spectra::CompInfo::Successful) continue;
+      Eigen::MatrixXd vectors = eigs.eigenvectors();
+      if (vectors.cols() == r && vectors.allFinite()) return vectors;
+    }
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a.ToDense());
+  if (eig.info() != Eigen::Success) return InternalError("dense symmetric eigensolver did not converge");
+  // Ascending order: the last r columns, reversed to descending.
+  return Eigen::MatrixXd(eig.eigenvectors().rightCols(r).rowwise().reverse());
+}
+
+}  // namespace kls

@@ -1,0 +1,157 @@
+#include "server/server_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace kls::server {
+namespace {
+
+constexpr const char* kKnownKeys = "listen, data_dir, workers, log_level, max_message_mb";
+constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
+
+std::string Trim(const std::string& s) {
+  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  auto begin = std::find_if(s.begin(), s.end(), not_space);
+  auto end = std::find_if(s.rbegin(), s.rend(), not_space).base();
+  return begin < end ? std::string(begin, end) : std::string();
+}
+
+// Strips a trailing "# comment" unless the '#' sits inside double quotes.
+std::string StripComment(const std::string& line) {
+  bool in_quotes = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '"') in_quotes = !in_quotes;
+    if (line[i] == '#' && !in_quotes) return line.substr(0, i);
+  }
+  return line;
+}
+
+bool ParseInt(const std::string& text, int* out) {
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, *out);
+  return ec == std::errc() && ptr == last && !text.empty();
+}
+
+bool IsLogLevel(const std::string& level) {
+  static const char* const kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  return std::any_of(std::begin(kLevels), std::end(kLevels), [&](const char* l) { return level == l; });
+}
+
+}  // namespace
+
+int ServerConfig::ResolvedWorkers() const {
+  if (workers > 0) return workers;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Status ValidateListenAddress(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgumentError("listen address '" + listen + "' is not HOST:PORT (e.g. 127.0.0.1:50051)");
+  }
+  const std::string host = listen.substr(0, colon);
+  if (host.front() == '[' && host.back() != ']') {
+    return InvalidArgumentError("listen address '" + listen + "': IPv6 host must be in brackets, e.g. [::1]:50051");
+  }
+  int port = -1;
+  if (!ParseInt(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return InvalidArgumentError("listen address '" + listen + "': port must be a number in 0..65535");
+  }
+  return OkStatus();
+}
+
+Status ServerConfig::Validate() const {
+  KLS_RETURN_IF_ERROR(ValidateListenAddress(listen));
+  if (data_dir.empty()) return InvalidArgumentError("data_dir must not be empty");
+  if (workers < 0) {
+    return InvalidArgumentError("workers must be >= 0 (0 = one per core), got " + std::to_string(workers));
+  }
+  if (!IsLogLevel(log_level)) {
+    return InvalidArgumentError("log_level '" + log_level +
+                                "' is not one of trace, debug, info, warn, error, critical, off");
+  }
+  if (max_message_mb < 1 || max_message_mb > kMaxMessageMbLimit) {
+    return InvalidArgumentError("max_message_mb must be in 1.." + std::to_string(kMaxMessageMbLimit) +
+                                ", got " + std::to_string(max_message_mb));
+  }
+  return OkStatus();
+}
+
+Status ApplyConfigText(const std::string& text, const std::string& source_name, ServerConfig* config) {
+  std::map<std::string, int> seen_on_line;
+  std::istringstream in(text);
+  std::string raw;
+  int line_no = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    const std::string where = source_name + ":" + std::to_string(line_no) + ": ";
+    const std::string line = Trim(StripComment(raw));
+    if (line.empty()) continue;
+
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgumentError(where + "expected 'key = value', got '" + line + "'");
+    }
+    const std::string key = Trim(line.substr(0, eq));
+    std::string value = Trim(line.substr(eq + 1));
+    if (key.empty()) return InvalidArgumentError(where + "missing key before '='");
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+
+    auto [it, inserted] = seen_on_line.emplace(key, line_no);
+    if (!inserted) {
+      return InvalidArgumentError(where + "key '" + key + "' repeats (first set on line " +
+                                  std::to_string(it->second) + ")");
+    }
+
+    auto int_value = [&](int* out) -> Status {
+      if (!ParseInt(value, out)) {
+        return InvalidArgumentError(where + "key '" + key + "' needs an integer, got '" + value + "'");
+      }
+      return OkStatus();
+    };
+    if (key == "listen") {
+      config->listen = value;
+    } else if (key == "data_dir") {
+      config->data_dir = value;
+    } else if (key == "workers") {
+      KLS_RETURN_IF_ERROR(int_value(&config->workers));
+    } else if (key == "log_level") {
+      config->log_level = value;
+    } else if (key == "max_message_mb") {
+      KLS_RETURN_IF_ERROR(int_value(&config->max_message_mb));
+    } else {
+      return InvalidArgumentError(where + "unknown key '" + key + "' (known keys: " + kKnownKeys + ")");
+    }
+  }
+  return OkStatus();
+}
+
+Status ApplyConfigFile(const std::string& path, ServerConfig* config) {
+  std::ifstream file(path);
+  if (!file) return NotFoundError("cannot read config file '" + path + "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return ApplyConfigText(text.str(), path, config);
+}
+
+StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const ConfigOverrides& overrides) {
+  ServerConfig config;
+  if (!config_file.empty()) KLS_RETURN_IF_ERROR(ApplyConfigFile(config_file, &config));
+  if (overrides.listen) config.listen = *overrides.listen;
+  if (overrides.data_dir) config.data_dir = *overrides.data_dir;
+  if (overrides.workers) config.workers = *overrides.workers;
+  if (overrides.log_level) config.log_level = *overrides.log_level;
+  if (overrides.max_message_mb) config.max_message_mb = *overrides.max_message_mb;
+  KLS_RETURN_IF_ERROR(config.Validate());
+  return config;
+}
+
+}  // namespace kls::server

@@ -1,0 +1,74 @@
+// ServerConfig: everything kls-server needs to start, from defaults, an
+// optional `key = value` file and command-line flags (flags win).
+//
+// Config file format, one setting per line:
+//
+//   # comment            blank lines and lines starting with '#' are ignored
+//   listen = 127.0.0.1:50051
+//   data_dir = /var/lib/kls
+//   workers = 8          # trailing comments are allowed too
+//   log_level = info
+//   max_message_mb = 64
+//
+// Values may be wrapped in double quotes (to keep a '#' or surrounding
+// spaces). Unknown keys, repeated keys and malformed lines are errors that name
+// the file, the line number and the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/common/status.h"
+
+namespace kls::server {
+
+struct ServerConfig {
+  /// HOST:PORT to listen on; "[::1]:50051" for IPv6. Port 0 picks a free port
+  /// (KlsServer::port() reports it).
+  std::string listen = "127.0.0.1:50051";
+  /// Directory owned by this server (created if missing, locked while running).
+  std::string data_dir = "./kls-data";
+  /// Learning-job worker threads; 0 means one per hardware core.
+  int workers = 0;
+  /// spdlog level: trace, debug, info, warn, error, critical or off.
+  std::string log_level = "info";
+  /// Largest message, in MiB, the server receives or sends (1..2047).
+  int max_message_mb = 64;
+
+  /// INVALID_ARGUMENT naming the first bad field.
+  Status Validate() const;
+
+  /// max_message_mb in bytes.
+  int64_t max_message_bytes() const { return int64_t{max_message_mb} * 1024 * 1024; }
+  /// `workers`, with 0 resolved to the number of hardware cores (at least 1).
+  int ResolvedWorkers() const;
+};
+
+/// Applies the settings in `text` on top of `config`. `source_name` (usually
+/// the file path) prefixes every error: "kls.conf:7: unknown key 'wrokers'".
+/// Does not call Validate(): flags may still override a value.
+Status ApplyConfigText(const std::string& text, const std::string& source_name,
+                       ServerConfig* config);
+
+/// Reads `path` and applies it with ApplyConfigText. NOT_FOUND if unreadable.
+Status ApplyConfigFile(const std::string& path, ServerConfig* config);
+
+/// Settings given on the command line; unset ones keep the file's (or the
+/// default) value.
+struct ConfigOverrides {
+  std::optional<std::string> listen;
+  std::optional<std::string> data_dir;
+  std::optional<int> workers;
+  std::optional<std::string> log_level;
+  std::optional<int> max_message_mb;
+};
+
+/// Defaults, then `config_file` (skipped when empty), then `overrides`; the
+/// result is Validate()d. Errors name the file and line, or the bad field.
+StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const ConfigOverrides& overrides);
+
+/// Splits "HOST:PORT" (or "[V6]:PORT") and checks the port is 0..65535.
+Status ValidateListenAddress(const std::string& listen);
+
+}  // namespace kls::server

@@ -1,0 +1,536 @@
+// Embedded Store: SQLite (WAL, synchronous=FULL) for metadata, artifact files
+// for matrices. Write order for durability: artifact first (atomic rename),
+// then the metadata row in a transaction; a crash between the two leaves an
+// unreferenced artifact, which CheckIntegrity reports and GC may remove, but
+// never a record pointing at a missing or torn file.
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "server/store/artifact.h"
+#include "server/store/store.h"
+
+namespace kls::store {
+
+const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kQueued: return "queued";
+    case JobState::kRunning: return "running";
+    case JobState::kSucceeded: return "succeeded";
+    case JobState::kFailed: return "failed";
+    case JobState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+StatusOr<JobState> ParseJobState(const std::string& s) {
+  for (JobState j : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    if (s == JobStateName(j)) return j;
+  }
+  return InvalidArgumentError("state = \"" + s + "\" is not one of queued, running, succeeded, failed, cancelled");
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Statement wrapper: prepare, bind by position, step, finalize on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
+  int Step() { return sqlite3_step(stmt_); }
+  std::string Text(int c) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, c);
+    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, c)) : "";
+  }
+  int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double Real(int c) const { return sqlite3_column_double(stmt_, c); }
+  Status Error(const std::string& what) const {
+    return InternalError(what + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS datasets (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, num_points INTEGER, dim INTEGER,
+  num_classes INTEGER, num_constraints INTEGER, artifact TEXT NOT NULL, created_ms INTEGER);
+CREATE TABLE IF NOT EXISTS jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, dataset_id TEXT, method TEXT,
+  options_json TEXT, state TEXT, priority INTEGER, attempts INTEGER, deadline_seconds REAL,
+  error TEXT, kernel_name TEXT, kernel_version INTEGER, progress_json TEXT,
+  created_ms INTEGER, started_ms INTEGER, finished_ms INTEGER);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS kernels (
+  name TEXT NOT NULL, version INTEGER NOT NULL, job_id TEXT, dataset_id TEXT, method TEXT,
+  num_points INTEGER, rank INTEGER, summary_json TEXT, artifact TEXT NOT NULL, created_ms INTEGER,
+  PRIMARY KEY (name, version));
+CREATE TABLE IF NOT EXISTS aliases (
+  name TEXT NOT NULL, alias TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (name, alias));
+)sql";
+
+class SqliteStore final : public Store {
+ public:
+  ~SqliteStore() override {
+    if (db_) sqlite3_close(db_);
+  }
+
+  Status Open(const std::string& data_dir) {
+    dir_ = data_dir;
+    artifacts_ = (fs::path(data_dir) / "artifacts").string();
+    std::error_code ec;
+    fs::create_directories(artifacts_, ec);
+    if (ec) return InternalError("creating \"" + artifacts_ + "\": " + ec.message());
+    const std::string db_path = (fs::path(data_dir) / "kls.db").string();
+    if (sqlite3_open_v2(db_path.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+      return InternalError("opening \"" + db_path + "\": " + (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    KLS_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+    KLS_RETURN_IF_ERROR(Exec("PRAGMA integrity_check;"));
+    return Exec(kSchema);
+  }
+
+  // ---- data sets ---------------------------------------------------------
+  StatusOr<DatasetRecord> PutDataset(const std::string& name, const StoredDataset& d) override {
+    KLS_RETURN_IF_ERROR(d.data.Validate());
+    KLS_RETURN_IF_ERROR(d.constraints.Validate(d.data.num_points()));
+    DatasetRecord r;
+    r.id = NewId("ds");
+    r.name = name;
+    r.num_points = d.data.num_points();
+    r.dim = d.data.dim();
+    r.num_classes = d.data.num_classes();
+    r.num_constraints = d.constraints.size();
+    r.created_unix_ms = NowMs();
+    // Features are column-major in Eigen; stored as such (rows = n, cols = d).
+    std::vector<SectionView> sections;
+    sections.push_back({"features", DType::kFloat64, static_cast<uint64_t>(r.num_points),
+                        static_cast<uint64_t>(r.dim), d.data.features.data(),
+                        static_cast<uint64_t>(d.data.features.size()) * 8});
+    if (d.data.has_labels()) {
+      sections.push_back({"labels", DType::kInt32, static_cast<uint64_t>(r.num_points), 1,
+                          d.data.labels.data(), d.data.labels.size() * 4});
+    }
+    std::string keys;
+    if (!d.data.item_keys.empty()) {
+      for (const auto& k : d.data.item_keys) keys.append(k).push_back('\0');
+      sections.push_back({"item_keys", DType::kBytes, static_cast<uint64_t>(r.num_points), 1, keys.data(), keys.size()});
+    }
+    std::vector<int32_t> pairs;
+    for (const Pair& p : d.constraints.pairs) {
+      pairs.push_back(p.i);
+      pairs.push_back(p.j);
+      pairs.push_back(static_cast<int32_t>(p.kind));
+    }
+    if (!pairs.empty()) {
+      sections.push_back({"constraints", DType::kInt32, static_cast<uint64_t>(d.constraints.size()), 3,
+                          pairs.data(), pairs.size() * 4});
+    }
+    const std::string artifact = r.id + ".art";
+    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
+    Stmt s(db_, "INSERT INTO datasets VALUES (?,?,?,?,?,?,?,?)");
+    s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.num_points).Bind(4, r.dim).Bind(5, r.num_classes)
+        .Bind(6, r.num_constraints).Bind(7, artifact).Bind(8, r.created_unix_ms);
+    if (s.Step() != SQLITE_DONE) return s.Error("inserting data set");
+    return r;
+  }
+
+  StatusOr<DatasetRecord> GetDatasetRecord(const std::string& id) override {
+    std::string artifact;
+    return ReadDataset(id, &artifact);
+  }
+
+  StatusOr<StoredDataset> LoadDataset(const std::string& id) override {
+    std::string artifact;
+    KLS_ASSIGN_OR_RETURN(DatasetRecord r, ReadDataset(id, &artifact));
+    KLS_ASSIGN_OR_RETURN(auto a, MappedArtifact::Open(ArtifactPath(artifact)));
+    StoredDataset out;
+    const auto* f = a->Find("features");
+    if (!f || f->rows != static_cast<uint64_t>(r.num_points) || f->cols != static_cast<uint64_t>(r.dim)) {
+      return DataLossError("data set " + id + ": features section missing or mis-sized");
+    }
+    out.data.features.resize(r.num_points, r.dim);
+    std::memcpy(out.data.features.data(), f->data, f->bytes);
+    if (const auto* l = a->Find("labels")) {
+      out.data.labels.resize(l->rows);
+      std::memcpy(out.data.labels.data(), l->data, l->bytes);
+    }
+    if (const auto* k = a->Find("item_keys")) {
+      const char* p = reinterpret_cast<const char*>(k->data);
+      const char* end = p + k->bytes;
+      while (p < end) {
+        const size_t len = strnlen(p, end - p);
+        out.data.item_keys.emplace_back(p, len);
+        p += len + 1;
+      }
+    }
+    if (const auto* c = a->Find("constraints")) {
+      const int32_t* v = reinterpret_cast<const int32_t*>(c->data);
+      for (uint64_t t = 0; t < c->rows; ++t) {
+        out.constraints.pairs.push_back({v[3 * t], v[3 * t + 1], static_cast<PairKind>(v[3 * t + 2])});
+      }
+    }
+    return out;
+  }
+
+  StatusOr<std::vector<DatasetRecord>> ListDatasets() override {
+    Stmt s(db_, "SELECT id FROM datasets ORDER BY created_ms, id");
+    std::vector<DatasetRecord> out;
+    std::vector<std::string> ids;
+    while (s.Step() == SQLITE_ROW) ids.push_back(s.Text(0));
+    for (const auto& id : ids) {
+      KLS_ASSIGN_OR_RETURN(DatasetRecord r, GetDatasetRecord(id));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  Status DeleteDataset(const std::string& id) override {
+    std::string artifact;
+    KLS_RETURN_IF_ERROR(ReadDataset(id, &artifact).status());
+    Stmt s(db_, "DELETE FROM datasets WHERE id = ?");
+    s.Bind(1, id);
+    if (s.Step() != SQLITE_DONE) return s.Error("deleting data set");
+    std::error_code ec;
+    fs::remove(ArtifactPath(artifact), ec);
+    return OkStatus();
+  }
+
+  // ---- jobs ----------------------------------------------------------------
+  StatusOr<JobRecord> CreateJob(JobRecord job) override {
+    job.id = NewId("job");
+    job.created_unix_ms = NowMs();
+    Stmt s(db_,
+           "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, "
+           "deadline_seconds, error, kernel_name, kernel_version, progress_json, created_ms, started_ms, "
+           "finished_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    BindJob(s, job);
+    if (s.Step() != SQLITE_DONE) return s.Error("inserting job");
+    return job;
+  }
+
+  StatusOr<JobRecord> GetJob(const std::string& id) override {
+    Stmt s(db_, (std::string(kJobColumnsNoFrom) + " FROM jobs WHERE id = ?").c_str());
+    s.Bind(1, id);
+    if (s.Step() != SQLITE_ROW) return NotFoundError("job \"" + id + "\" does not exist");
+    return ReadJob(s);
+  }
+
+  Status UpdateJob(const JobRecord& job) override {
+    Stmt s(db_,
+           "UPDATE jobs SET id=?, dataset_id=?, method=?, options_json=?, state=?, priority=?, attempts=?, "
+           "deadline_seconds=?, error=?, kernel_name=?, kernel_version=?, progress_json=?, created_ms=?, "
+           "started_ms=?, finished_ms=? WHERE id=?");
+    BindJob(s, job);
+    s.Bind(16, job.id);
+    if (s.Step() != SQLITE_DONE) return s.Error("updating job");
+    if (sqlite3_changes(db_) == 0) return NotFoundError("job \"" + job.id + "\" does not exist");
+    return OkStatus();
+  }
+
+  StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) override {
+    if (f.page_size < 1 || f.page_size > 1000) {
+      return InvalidArgumentError("page_size = " + std::to_string(f.page_size) + " must be in [1, 1000]");
+    }
+    int64_t after = 0;
+    if (!f.page_token.empty()) {
+      char* end = nullptr;
+      after = std::strtoll(f.page_token.c_str(), &end, 10);
+      if (*end != '\0' || after < 0) return InvalidArgumentError("page_token = \"" + f.page_token + "\" is not valid");
+    }
+    std::string sql = std::string(kJobColumnsNoFrom) + ", seq FROM jobs WHERE seq > ?";
+    if (f.state) sql += " AND state = ?";
+    if (!f.dataset_id.empty()) sql += " AND dataset_id = ?";
+    sql += " ORDER BY seq LIMIT ?";
+    Stmt s(db_, sql.c_str());
+    int b = 1;
+    s.Bind(b++, after);
+    if (f.state) s.Bind(b++, std::string(JobStateName(*f.state)));
+    if (!f.dataset_id.empty()) s.Bind(b++, f.dataset_id);
+    s.Bind(b++, f.page_size + 1);
+    std::vector<JobRecord> out;
+    int64_t last_seq = 0;
+    bool more = false;
+    while (s.Step() == SQLITE_ROW) {
+      if (static_cast<int>(out.size()) == f.page_size) {
+        more = true;
+        break;
+      }
+      out.push_back(ReadJob(s));
+      last_seq = s.Int(16);
+    }
+    if (next_token) *next_token = more ? std::to_string(last_seq) : "";
+    return out;
+  }
+
+  // ---- kernels -------------------------------------------------------------
+  StatusOr<KernelRecord> PutKernel(KernelRecord r, const LearnedKernel& kernel) override {
+    if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
+    std::lock_guard<std::mutex> lock(kernel_mu_);  // version numbering is read-then-write
+    {
+      Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
+      s.Bind(1, r.name);
+      if (s.Step() != SQLITE_ROW) return s.Error("reading kernel versions");
+      r.version = s.Int(0) + 1;
+    }
+    r.num_points = kernel.num_points();
+    r.rank = kernel.rank();
+    r.created_unix_ms = NowMs();
+    const std::string artifact = NewId("k") + ".art";
+    const auto& v = kernel.embedding();  // row-major n × r
+    KLS_RETURN_IF_ERROR(WriteArtifact(
+        ArtifactPath(artifact), {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
+                                  static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}}));
+    Stmt s(db_, "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?)");
+    s.Bind(1, r.name).Bind(2, r.version).Bind(3, r.job_id).Bind(4, r.dataset_id).Bind(5, r.method)
+        .Bind(6, r.num_points).Bind(7, r.rank).Bind(8, r.summary_json).Bind(9, artifact).Bind(10, r.created_unix_ms);
+    if (s.Step() != SQLITE_DONE) return s.Error("inserting kernel");
+    return r;
+  }
+
+  StatusOr<KernelRecord> GetKernelRecord(const std::string& name, int64_t version,
+                                         const std::string& alias) override {
+    std::string artifact;
+    return ReadKernel(name, version, alias, &artifact);
+  }
+
+  StatusOr<LearnedKernel> LoadKernel(const std::string& name, int64_t version) override {
+    std::string artifact;
+    KLS_ASSIGN_OR_RETURN(KernelRecord r, ReadKernel(name, version, "", &artifact));
+    KLS_ASSIGN_OR_RETURN(auto a, MappedArtifact::Open(ArtifactPath(artifact)));
+    const auto* e = a->Find("embedding");
+    if (!e || e->rows != static_cast<uint64_t>(r.num_points) || e->cols != static_cast<uint64_t>(r.rank)) {
+      return DataLossError("kernel " + name + " v" + std::to_string(r.version) + ": embedding section missing or mis-sized");
+    }
+    LearnedKernel::Embedding v(r.num_points, r.rank);
+    std::memcpy(v.data(), e->data, e->bytes);
+    return LearnedKernel::FromEmbedding(std::move(v));
+  }
+
+  StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name) override {
+    Stmt s(db_, name.empty() ? "SELECT name, version FROM kernels ORDER BY name, version"
+                             : "SELECT name, version FROM kernels WHERE name = ? ORDER BY version");
+    if (!name.empty()) s.Bind(1, name);
+    std::vector<std::pair<std::string, int64_t>> keys;
+    while (s.Step() == SQLITE_ROW) keys.emplace_back(s.Text(0), s.Int(1));
+    std::vector<KernelRecord> out;
+    for (auto& [n, v] : keys) {
+      KLS_ASSIGN_OR_RETURN(KernelRecord r, GetKernelRecord(n, v, ""));
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  Status DeleteKernel(const std::string& name, int64_t version) override {
+    Stmt q(db_, version == 0 ? "SELECT artifact FROM kernels WHERE name = ?"
+                             : "SELECT artifact FROM kernels WHERE name = ? AND version = ?");
+    q.Bind(1, name);
+    if (version) q.Bind(2, version);
+    std::vector<std::string> files;
+    while (q.Step() == SQLITE_ROW) files.push_back(q.Text(0));
+    if (files.empty()) {
+      return NotFoundError("kernel \"" + name + "\"" + (version ? " version " + std::to_string(version) : "") +
+                           " does not exist");
+    }
+    Stmt d(db_, version == 0 ? "DELETE FROM kernels WHERE name = ?" : "DELETE FROM kernels WHERE name = ? AND version = ?");
+    d.Bind(1, name);
+    if (version) d.Bind(2, version);
+    if (d.Step() != SQLITE_DONE) return d.Error("deleting kernel");
+    Stmt a(db_, version == 0 ? "DELETE FROM aliases WHERE name = ?" : "DELETE FROM aliases WHERE name = ? AND version = ?");
+    a.Bind(1, name);
+    if (version) a.Bind(2, version);
+    a.Step();
+    for (const auto& f : files) {
+      std::error_code ec;
+      fs::remove(ArtifactPath(f), ec);
+    }
+    return OkStatus();
+  }
+
+  Status SetAlias(const std::string& name, const std::string& alias, int64_t version) override {
+    if (alias.empty()) return InvalidArgumentError("alias is empty");
+    KLS_RETURN_IF_ERROR(GetKernelRecord(name, version, "").status());
+    Stmt s(db_, "INSERT OR REPLACE INTO aliases VALUES (?,?,?)");
+    s.Bind(1, name).Bind(2, alias).Bind(3, version);
+    if (s.Step() != SQLITE_DONE) return s.Error("setting alias");
+    return OkStatus();
+  }
+
+  StatusOr<std::vector<std::string>> CheckIntegrity() override {
+    std::vector<std::string> problems;
+    std::set<std::string> referenced;
+    for (const char* sql : {"SELECT artifact FROM datasets", "SELECT artifact FROM kernels"}) {
+      Stmt s(db_, sql);
+      while (s.Step() == SQLITE_ROW) {
+        const std::string f = s.Text(0);
+        referenced.insert(f);
+        Status st = VerifyArtifact(ArtifactPath(f));
+        if (!st.ok()) problems.push_back(st.ToString());
+      }
+    }
+    Stmt ic(db_, "PRAGMA integrity_check");
+    if (ic.Step() == SQLITE_ROW && ic.Text(0) != "ok") problems.push_back("sqlite: " + ic.Text(0));
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(artifacts_, ec)) {
+      const std::string f = entry.path().filename().string();
+      if (!referenced.count(f)) problems.push_back("unreferenced artifact file " + f);
+    }
+    return problems;
+  }
+
+ private:
+  static constexpr const char* kJobColumnsNoFrom =
+      "SELECT id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, "
+      "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, 0";
+
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      return InternalError(std::string("sqlite: ") + msg);
+    }
+    return OkStatus();
+  }
+
+  std::string ArtifactPath(const std::string& file) const { return (fs::path(artifacts_) / file).string(); }
+
+  std::string NewId(const char* prefix) {
+    static std::atomic<uint64_t> counter{0};
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%s-%llx%04llx", prefix, static_cast<unsigned long long>(NowMs()),
+                  static_cast<unsigned long long>((rng() ^ counter++) & 0xffff));
+    return buf;
+  }
+
+  static void BindJob(Stmt& s, const JobRecord& j) {
+    s.Bind(1, j.id).Bind(2, j.dataset_id).Bind(3, j.method).Bind(4, j.options_json)
+        .Bind(5, std::string(JobStateName(j.state))).Bind(6, j.priority).Bind(7, j.attempts)
+        .Bind(8, j.deadline_seconds).Bind(9, j.error).Bind(10, j.kernel_name).Bind(11, j.kernel_version)
+        .Bind(12, j.progress_json).Bind(13, j.created_unix_ms).Bind(14, j.started_unix_ms).Bind(15, j.finished_unix_ms);
+  }
+
+  static JobRecord ReadJob(const Stmt& s) {
+    JobRecord j;
+    j.id = s.Text(0);
+    j.dataset_id = s.Text(1);
+    j.method = s.Text(2);
+    j.options_json = s.Text(3);
+    auto st = ParseJobState(s.Text(4));
+    j.state = st.ok() ? *st : JobState::kFailed;
+    j.priority = static_cast<int>(s.Int(5));
+    j.attempts = static_cast<int>(s.Int(6));
+    j.deadline_seconds = s.Real(7);
+    j.error = s.Text(8);
+    j.kernel_name = s.Text(9);
+    j.kernel_version = s.Int(10);
+    j.progress_json = s.Text(11);
+    j.created_unix_ms = s.Int(12);
+    j.started_unix_ms = s.Int(13);
+    j.finished_unix_ms = s.Int(14);
+    return j;
+  }
+
+  StatusOr<DatasetRecord> ReadDataset(const std::string& id, std::string* artifact) {
+    Stmt s(db_, "SELECT id, name, num_points, dim, num_classes, num_constraints, artifact, created_ms "
+                "FROM datasets WHERE id = ?");
+    s.Bind(1, id);
+    if (s.Step() != SQLITE_ROW) return NotFoundError("data set \"" + id + "\" does not exist");
+    DatasetRecord r;
+    r.id = s.Text(0);
+    r.name = s.Text(1);
+    r.num_points = s.Int(2);
+    r.dim = s.Int(3);
+    r.num_classes = s.Int(4);
+    r.num_constraints = s.Int(5);
+    *artifact = s.Text(6);
+    r.created_unix_ms = s.Int(7);
+    return r;
+  }
+
+  StatusOr<KernelRecord> ReadKernel(const std::string& name, int64_t version, const std::string& alias,
+                                    std::string* artifact) {
+    if (!alias.empty()) {
+      Stmt a(db_, "SELECT version FROM aliases WHERE name = ? AND alias = ?");
+      a.Bind(1, name).Bind(2, alias);
+      if (a.Step() != SQLITE_ROW) {
+        return NotFoundError("kernel \"" + name + "\" has no alias \"" + alias + "\"");
+      }
+      version = a.Int(0);
+    }
+    Stmt s(db_, version == 0
+                    ? "SELECT name, version, job_id, dataset_id, method, num_points, rank, summary_json, artifact, "
+                      "created_ms FROM kernels WHERE name = ? ORDER BY version DESC LIMIT 1"
+                    : "SELECT name, version, job_id, dataset_id, method, num_points, rank, summary_json, artifact, "
+                      "created_ms FROM kernels WHERE name = ? AND version = ?");
+    s.Bind(1, name);
+    if (version) s.Bind(2, version);
+    if (s.Step() != SQLITE_ROW) {
+      return NotFoundError("kernel \"" + name + "\"" + (version ? " version " + std::to_string(version) : "") +
+                           " does not exist");
+    }
+    KernelRecord r;
+    r.name = s.Text(0);
+    r.version = s.Int(1);
+    r.job_id = s.Text(2);
+    r.dataset_id = s.Text(3);
+    r.method = s.Text(4);
+    r.num_points = s.Int(5);
+    r.rank = s.Int(6);
+    r.summary_json = s.Text(7);
+    *artifact = s.Text(8);
+    r.created_unix_ms = s.Int(9);
+    return r;
+  }
+
+  std::string dir_, artifacts_;
+  sqlite3* db_ = nullptr;
+  std::mutex kernel_mu_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& data_dir) {
+  auto s = std::make_unique<SqliteStore>();
+  KLS_RETURN_IF_ERROR(s->Open(data_dir));
+  return std::unique_ptr<Store>(std::move(s));
+}
+
+}  // namespace kls::store

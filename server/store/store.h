@@ -1,0 +1,114 @@
+// Store: durable metadata (data sets, jobs, kernels, versions, aliases) plus
+// artifact files for the matrices. One interface so that a networked backend
+// (PostgreSQL for several replicas) can follow the embedded SQLite one.
+//
+// Thread safety: every method is safe to call concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/common/status.h"
+#include "core/data/constraints.h"
+#include "core/data/dataset.h"
+#include "core/model/learned_kernel.h"
+
+namespace kls::store {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+const char* JobStateName(JobState s);  ///< "queued", "running", ...
+StatusOr<JobState> ParseJobState(const std::string& s);
+inline bool IsTerminal(JobState s) { return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled; }
+
+struct DatasetRecord {
+  std::string id;
+  std::string name;
+  int64_t num_points = 0;
+  int64_t dim = 0;
+  int64_t num_classes = 0;     ///< 0 when unlabeled
+  int64_t num_constraints = 0;
+  int64_t created_unix_ms = 0;
+};
+
+struct JobRecord {
+  std::string id;
+  std::string dataset_id;
+  std::string method;          ///< e.g. "kl_admm"
+  std::string options_json;    ///< the solver options as submitted (server serializes)
+  JobState state = JobState::kQueued;
+  int priority = 0;            ///< higher runs first
+  int attempts = 0;            ///< times the job was started
+  double deadline_seconds = 0; ///< per-job time limit; 0 = none
+  std::string error;           ///< reason for kFailed
+  std::string kernel_name;     ///< output kernel name
+  int64_t kernel_version = 0;  ///< set on success
+  std::string progress_json;   ///< last persisted progress (throttled)
+  int64_t created_unix_ms = 0, started_unix_ms = 0, finished_unix_ms = 0;
+};
+
+struct KernelRecord {
+  std::string name;
+  int64_t version = 0;
+  std::string job_id;
+  std::string dataset_id;
+  std::string method;
+  int64_t num_points = 0;
+  int64_t rank = 0;
+  std::string summary_json;  ///< termination, iterations, objective, timings
+  int64_t created_unix_ms = 0;
+};
+
+struct StoredDataset {
+  Dataset data;
+  PairwiseConstraints constraints;
+};
+
+struct JobFilter {
+  std::optional<JobState> state;
+  std::string dataset_id;  ///< empty = any
+  int page_size = 100;
+  std::string page_token;  ///< opaque; empty = first page
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Data sets: features, labels, keys and constraints go to one artifact.
+  virtual StatusOr<DatasetRecord> PutDataset(const std::string& name, const StoredDataset& d) = 0;
+  virtual StatusOr<DatasetRecord> GetDatasetRecord(const std::string& id) = 0;
+  virtual StatusOr<StoredDataset> LoadDataset(const std::string& id) = 0;
+  virtual StatusOr<std::vector<DatasetRecord>> ListDatasets() = 0;
+  virtual Status DeleteDataset(const std::string& id) = 0;
+
+  // Jobs.
+  virtual StatusOr<JobRecord> CreateJob(JobRecord job) = 0;  ///< assigns id and created time
+  virtual StatusOr<JobRecord> GetJob(const std::string& id) = 0;
+  virtual Status UpdateJob(const JobRecord& job) = 0;
+  /// Jobs matching the filter, oldest first; *next_token empty on the last page.
+  virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) = 0;
+
+  // Kernels: versions per name, aliases ("prod" → v7).
+  /// Writes the embedding artifact, then the record, as version max+1.
+  virtual StatusOr<KernelRecord> PutKernel(KernelRecord record, const LearnedKernel& kernel) = 0;
+  /// version 0 = latest; `alias` non-empty resolves an alias instead.
+  virtual StatusOr<KernelRecord> GetKernelRecord(const std::string& name, int64_t version,
+                                                 const std::string& alias = "") = 0;
+  virtual StatusOr<LearnedKernel> LoadKernel(const std::string& name, int64_t version) = 0;
+  virtual StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name = "") = 0;
+  virtual Status DeleteKernel(const std::string& name, int64_t version) = 0;  ///< 0 = all versions
+  virtual Status SetAlias(const std::string& name, const std::string& alias, int64_t version) = 0;
+
+  /// Checks every artifact's checksum and every record's artifact. Returns the
+  /// list of problems (empty = healthy).
+  virtual StatusOr<std::vector<std::string>> CheckIntegrity() = 0;
+};
+
+/// Opens (creating if needed) the embedded store under `data_dir`:
+/// `data_dir/kls.db` (SQLite, WAL) and `data_dir/artifacts/`.
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& data_dir);
+
+}  // namespace kls::store

@@ -1,0 +1,187 @@
+// The embedded store: round trips, versions, aliases, paging, corruption detection.
+#include "server/store/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/store/artifact.h"
+
+namespace kls::store {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("kls-store-" + std::to_string(::getpid()) + "-" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    auto s = OpenSqliteStore(dir_.string());
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(s).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  StoredDataset Sample() {
+    StoredDataset d;
+    d.data.features = Eigen::MatrixXd::Random(6, 3);
+    d.data.labels = {0, 1, 0, 1, 2, 2};
+    d.data.item_keys = {"a", "b", "c", "d", "e", "f"};
+    d.constraints.pairs = {{0, 2, PairKind::kMustLink}, {1, 4, PairKind::kCannotLink}};
+    return d;
+  }
+  fs::path dir_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, DatasetRoundTripAndReopen) {
+  const StoredDataset d = Sample();
+  auto rec = store_->PutDataset("toy", d);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->num_points, 6);
+  EXPECT_EQ(rec->num_classes, 3);
+  store_.reset();
+  auto reopened = OpenSqliteStore(dir_.string());
+  ASSERT_TRUE(reopened.ok());
+  auto back = (*reopened)->LoadDataset(rec->id);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->data.features, d.data.features);
+  EXPECT_EQ(back->data.labels, d.data.labels);
+  EXPECT_EQ(back->data.item_keys, d.data.item_keys);
+  ASSERT_EQ(back->constraints.size(), 2);
+  EXPECT_EQ(back->constraints.pairs[1].kind, PairKind::kCannotLink);
+  EXPECT_EQ(back->constraints.pairs[1].j, 4);
+  auto all = (*reopened)->ListDatasets();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+  EXPECT_TRUE((*reopened)->DeleteDataset(rec->id).ok());
+  EXPECT_EQ((*reopened)->LoadDataset(rec->id).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, InvalidDatasetIsRejectedAndNothingIsWritten) {
+  StoredDataset d = Sample();
+  d.constraints.pairs.push_back({0, 99, PairKind::kMustLink});
+  auto rec = store_->PutDataset("bad", d);
+  ASSERT_FALSE(rec.ok());
+  EXPECT_THAT(rec.status().message(), HasSubstr("j = 99 is out of range"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "artifacts"));
+}
+
+TEST_F(StoreTest, KernelVersionsAliasesAndDelete) {
+  auto k1 = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(5, 2));
+  auto k2 = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(5, 3));
+  ASSERT_TRUE(k1.ok() && k2.ok());
+  KernelRecord r;
+  r.name = "iris";
+  r.method = "kl_admm";
+  auto v1 = store_->PutKernel(r, *k1);
+  auto v2 = store_->PutKernel(r, *k2);
+  ASSERT_TRUE(v1.ok() && v2.ok());
+  EXPECT_EQ(v1->version, 1);
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_EQ(store_->GetKernelRecord("iris", 0)->version, 2);
+  ASSERT_TRUE(store_->SetAlias("iris", "prod", 1).ok());
+  EXPECT_EQ(store_->GetKernelRecord("iris", 0, "prod")->version, 1);
+  auto loaded = store_->LoadKernel("iris", 1);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->embedding(), k1->embedding());
+  EXPECT_EQ(store_->SetAlias("iris", "prod", 7).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->DeleteKernel("iris", 1).ok());
+  EXPECT_EQ(store_->GetKernelRecord("iris", 0, "prod").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListKernels("iris")->size(), 1u);
+  EXPECT_THAT(store_->DeleteKernel("nope", 0).message(), HasSubstr("kernel \"nope\" does not exist"));
+}
+
+TEST_F(StoreTest, JobsUpdateFilterAndPage) {
+  for (int t = 0; t < 5; ++t) {
+    JobRecord j;
+    j.method = "kl_admm";
+    j.dataset_id = t % 2 ? "ds-odd" : "ds-even";
+    ASSERT_TRUE(store_->CreateJob(j).ok());
+  }
+  std::string token;
+  JobFilter f;
+  f.page_size = 2;
+  auto p1 = store_->ListJobs(f, &token);
+  ASSERT_TRUE(p1.ok());
+  EXPECT_EQ(p1->size(), 2u);
+  EXPECT_FALSE(token.empty());
+  f.page_token = token;
+  auto p2 = store_->ListJobs(f, &token);
+  f.page_token = token;
+  auto p3 = store_->ListJobs(f, &token);
+  ASSERT_TRUE(p2.ok() && p3.ok());
+  EXPECT_EQ(p2->size(), 2u);
+  EXPECT_EQ(p3->size(), 1u);
+  EXPECT_TRUE(token.empty());
+  JobRecord j = (*p1)[0];
+  j.state = JobState::kRunning;
+  j.attempts = 1;
+  ASSERT_TRUE(store_->UpdateJob(j).ok());
+  JobFilter running;
+  running.state = JobState::kRunning;
+  auto r = store_->ListJobs(running, &token);
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].id, j.id);
+  JobFilter odd;
+  odd.dataset_id = "ds-odd";
+  EXPECT_EQ(store_->ListJobs(odd, &token)->size(), 2u);
+  JobFilter bad;
+  bad.page_token = "xyz";
+  EXPECT_THAT(store_->ListJobs(bad, &token).status().message(), HasSubstr("page_token"));
+  EXPECT_EQ(store_->GetJob("job-missing").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, CorruptedArtifactIsDetectedNotServed) {
+  auto k = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(50, 4));
+  KernelRecord r;
+  r.name = "victim";
+  ASSERT_TRUE(store_->PutKernel(r, *k).ok());
+  // Flip one byte of the payload.
+  fs::path file;
+  for (auto& e : fs::directory_iterator(dir_ / "artifacts")) file = e.path();
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-9, std::ios::end);
+    char c;
+    f.read(&c, 1);
+    f.seekp(-9, std::ios::end);
+    c ^= 0x5a;
+    f.write(&c, 1);
+  }
+  auto loaded = store_->LoadKernel("victim", 1);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("checksum mismatch"));
+  auto problems = store_->CheckIntegrity();
+  ASSERT_TRUE(problems.ok());
+  ASSERT_EQ(problems->size(), 1u);
+  // Truncation too.
+  fs::resize_file(file, 20);
+  EXPECT_THAT(store_->LoadKernel("victim", 1).status().message(), HasSubstr("truncated"));
+}
+
+TEST(Artifact, WriteIsAtomicAndSectionsRoundTrip) {
+  const std::string path = ::testing::TempDir() + "/a.art";
+  std::vector<double> v = {1, 2, 3, 4, 5, 6};
+  std::vector<int32_t> w = {7, 8};
+  ASSERT_TRUE(WriteArtifact(path, {{"v", DType::kFloat64, 2, 3, v.data(), 48}, {"w", DType::kInt32, 2, 1, w.data(), 8}}).ok());
+  auto a = MappedArtifact::Open(path);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE((*a)->Find("w"), nullptr);
+  EXPECT_EQ(reinterpret_cast<const int32_t*>((*a)->Find("w")->data)[1], 8);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*a)->Find("v")->data) % 64, 0u);
+  EXPECT_EQ((*a)->Find("missing"), nullptr);
+  EXPECT_THAT(WriteArtifact(path, {{"v", DType::kFloat64, 2, 3, v.data(), 40}}).message(), HasSubstr("do not match"));
+  EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(::getpid())));
+}
+
+}  // namespace
+}  // namespace kls::store
