@@ -32,5 +32,7 @@ int Fail(const Status& status);
 using Runner = std::function<int()>;
 Runner RegisterKnn(CLI::App& app, bool* json);
 Runner RegisterEval(CLI::App& app, bool* json);
+Runner RegisterRepro(CLI::App& app, bool* json);
+Runner RegisterScale(CLI::App& app, bool* json);
 
 }  // namespace kls::bench

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   };
   add("knn", "exact k-NN graph + Laplacian time vs n", kls::bench::RegisterKnn);
   add("eval", "kernel k-means on an embedding: pair accuracy, NMI, time", kls::bench::RegisterEval);
+  add("repro", "reproduce a paper's clustering table row (NPKL solvers)", kls::bench::RegisterRepro);
+  add("scale", "one NPKL solve on adult-like data of size n: time, memory", kls::bench::RegisterScale);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners) {
     if (sub->parsed()) return run();

@@ -1,0 +1,87 @@
+#include "bench/npkl_runner.h"
+
+#include "core/data/constraint_generators.h"
+#include "core/npkl/bcd_npkl.h"
+#include "core/npkl/kl_admm.h"
+#include "core/npkl/simple_npkl.h"
+
+namespace kls::bench {
+
+StatusOr<MethodSpec> ParseMethod(const std::string& name) {
+  using F = MethodSpec::Family;
+  static const struct { const char* name; F family; NpklLoss loss; } kMethods[] = {
+      {"admm", F::kAdmm, NpklLoss::kSquare},
+      {"bcd-hl", F::kBcd, NpklLoss::kHinge},
+      {"bcd-shl", F::kBcd, NpklLoss::kSquareHinge},
+      {"bcd-sl", F::kBcd, NpklLoss::kSquare},
+      {"simplenpkl-ll", F::kSimple, NpklLoss::kLinear},
+      {"simplenpkl-hl", F::kSimple, NpklLoss::kHinge},
+      {"simplenpkl-shl", F::kSimple, NpklLoss::kSquareHinge},
+      {"simplenpkl-sl", F::kSimple, NpklLoss::kSquare},
+  };
+  for (const auto& m : kMethods) {
+    if (name == m.name) return MethodSpec{name, m.family, m.loss};
+  }
+  return InvalidArgumentError("--method = \"" + name +
+                              "\" is not one of admm, bcd-hl, bcd-shl, bcd-sl, simplenpkl-ll, "
+                              "simplenpkl-hl, simplenpkl-shl, simplenpkl-sl");
+}
+
+double DefaultC(const MethodSpec& method) { return method.family == MethodSpec::Family::kAdmm ? 10.0 : 1.0; }
+
+StatusOr<Protocol> MakeProtocol(const std::string& name, const MethodSpec& method, int k, double c) {
+  Protocol p;
+  p.name = name;
+  p.graph.k = k;
+  if (name == "admm") {
+    p.graph.weight = EdgeWeight::kGaussian;
+  } else if (name == "bcd" || name == "simplenpkl") {
+    p.graph.weight = EdgeWeight::kBinary;
+  } else {
+    return InvalidArgumentError("--protocol = \"" + name + "\" is not one of bcd, admm, simplenpkl");
+  }
+  // BCDNPKL §4.2 sets δ = C/2; its boundary reduction needs Δ_UU ≻ 0.
+  p.graph.delta = method.family == MethodSpec::Family::kBcd ? c / 2.0 : 0.0;
+  return p;
+}
+
+StatusOr<PairwiseConstraints> MakeConstraints(const std::string& protocol, const std::vector<int>& labels,
+                                              uint64_t seed) {
+  if (protocol == "bcd") return GenerateBcdProtocol(labels, 0.3, seed);
+  if (protocol == "admm") return GenerateAdmmProtocol(labels, seed);
+  if (protocol == "simplenpkl") return GenerateComponentProtocol(labels, 0.7, seed);
+  return InvalidArgumentError("--protocol = \"" + protocol + "\" is not one of bcd, admm, simplenpkl");
+}
+
+StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& problem, const RunParams& params) {
+  const double c = params.c > 0 ? params.c : DefaultC(method);
+  switch (method.family) {
+    case MethodSpec::Family::kAdmm: {
+      KlAdmmOptions o;
+      o.gamma = c;
+      o.seed = params.seed;
+      o.num_threads = params.threads;
+      if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+      return SolveKlAdmm(problem, o, SolveControl{});
+    }
+    case MethodSpec::Family::kBcd: {
+      BcdNpklOptions o;
+      o.loss = method.loss;
+      o.c = c;
+      o.seed = params.seed;
+      if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+      return SolveBcdNpkl(problem, o, SolveControl{});
+    }
+    case MethodSpec::Family::kSimple: {
+      SimpleNpklOptions o;
+      o.loss = method.loss;
+      o.c = c;
+      o.b = params.b > 0 ? params.b : 1.0;
+      if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+      return SolveSimpleNpkl(problem, o, SolveControl{});
+    }
+  }
+  return InternalError("unknown method family");
+}
+
+}  // namespace kls::bench

@@ -1,0 +1,50 @@
+// Shared by `kls-bench repro` and `kls-bench scale`: the papers' protocols
+// (graph + constraints) and the method names of the issue tracker.
+#pragma once
+
+#include <string>
+
+#include "core/common/status.h"
+#include "core/data/constraints.h"
+#include "core/data/dataset.h"
+#include "core/graph/laplacian.h"
+#include "core/npkl/npkl_problem.h"
+
+namespace kls::bench {
+
+/// A method name such as "admm", "bcd-sl", "simplenpkl-shl".
+struct MethodSpec {
+  std::string name;
+  enum class Family { kAdmm, kBcd, kSimple } family = Family::kAdmm;
+  NpklLoss loss = NpklLoss::kSquare;
+};
+StatusOr<MethodSpec> ParseMethod(const std::string& name);
+
+/// "bcd" (BCDNPKL §4.2: binary k-NN, 4n·30% pairs half/half), "admm" (KL-ADMM §4:
+/// Gaussian k-NN, 0.6n must + 0.6n cannot + n self pairs), "simplenpkl"
+/// (thesis §3.5.1: binary k-NN, pairs until 70% n must-link components).
+struct Protocol {
+  std::string name;
+  GraphOptions graph;
+};
+/// `k` neighbours (5 small sets, 50 adult); δ = C/2 for BCDNPKL (§4.2), else 0.
+StatusOr<Protocol> MakeProtocol(const std::string& name, const MethodSpec& method, int k, double c);
+StatusOr<PairwiseConstraints> MakeConstraints(const std::string& protocol, const std::vector<int>& labels,
+                                              uint64_t seed);
+
+/// Parameters a run may override; NaN / 0 keep the solver defaults.
+struct RunParams {
+  double c = 0.0;          ///< C (BCD, SimpleNPKL) or γ (KL-ADMM); 0 = method default
+  double b = 0.0;          ///< SimpleNPKL capacity B; 0 = 1
+  int max_iterations = 0;  ///< 0 = solver default
+  int threads = 1;
+  uint64_t seed = 1;
+};
+
+/// Solves with the named method; the result's stats carry timings.
+StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& problem, const RunParams& params);
+
+/// Default C / γ per family: KL-ADMM γ = 10, BCDNPKL C = 1, SimpleNPKL C = 1.
+double DefaultC(const MethodSpec& method);
+
+}  // namespace kls::bench

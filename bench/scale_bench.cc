@@ -1,0 +1,73 @@
+// kls-bench scale: one solve on adult-like synthetic data (123 sparse binary
+// features, the LIBSVM adult stand-in) at size n with the adult protocol
+// (50-NN graph; constraints per method's paper), timing the learning alone.
+#include "bench/bench_util.h"
+#include "bench/npkl_runner.h"
+#include "core/common/solve_control.h"
+
+namespace kls::bench {
+
+Runner RegisterScale(CLI::App& app, bool* json) {
+  struct Args {
+    std::string method = "admm", protocol;
+    int n = 2000, k = 50, threads = 0, max_iterations = 0;
+    double c = 0, b = 0;
+    uint64_t seed = 1;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("--method", a->method, "admm | bcd-* | simplenpkl-*");
+  app.add_option("--n", a->n, "points");
+  app.add_option("--protocol", a->protocol, "bcd | admm | simplenpkl (default: the method's paper)");
+  app.add_option("--k", a->k, "graph neighbours (adult: 50)");
+  app.add_option("--C", a->c, "C or gamma");
+  app.add_option("--B", a->b, "SimpleNPKL B (default: n, as the thesis on adult)");
+  app.add_option("--threads", a->threads, "threads (0 = all cores)");
+  app.add_option("--max-iterations", a->max_iterations, "iteration cap (0 = default; KL-ADMM on adult: 100)");
+  app.add_option("--seed", a->seed, "seed");
+  return [a, json]() -> int {
+    auto method = ParseMethod(a->method);
+    if (!method.ok()) return Fail(method.status());
+    using F = MethodSpec::Family;
+    std::string protocol = a->protocol;
+    if (protocol.empty()) protocol = method->family == F::kAdmm ? "admm" : method->family == F::kBcd ? "bcd" : "simplenpkl";
+    auto data = LoadOrGenerate("", "adult_like", a->n, a->seed);
+    if (!data.ok()) return Fail(data.status());
+    const double c = a->c > 0 ? a->c : DefaultC(*method);
+    auto proto = MakeProtocol(protocol, *method, a->k, c);
+    if (!proto.ok()) return Fail(proto.status());
+    proto->graph.num_threads = a->threads;
+    Stopwatch graph_watch;
+    auto graph = BuildGraph(data->features, proto->graph);
+    if (!graph.ok()) return Fail(graph.status());
+    const double graph_seconds = graph_watch.Seconds();
+    auto constraints = MakeConstraints(protocol, data->labels, a->seed);
+    if (!constraints.ok()) return Fail(constraints.status());
+    RunParams params;
+    params.c = c;
+    params.b = a->b > 0 ? a->b : (method->family == F::kSimple ? a->n : 0.0);
+    params.seed = a->seed;
+    params.threads = a->threads > 0 ? a->threads : 0;
+    params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? 100 : 0);
+    NpklProblem problem{graph->laplacian, *constraints};
+    Stopwatch watch;
+    auto result = RunMethod(*method, problem, params);
+    if (!result.ok()) return Fail(result.status());
+    const double learn_seconds = watch.Seconds();
+    Emit({{"benchmark", "scale"},
+          {"method", a->method},
+          {"n", a->n},
+          {"constraints", constraints->size()},
+          {"rank", result->kernel.rank()},
+          {"iterations", result->stats.iterations},
+          {"termination", TerminationName(result->stats.termination)},
+          {"learn_seconds", learn_seconds},
+          {"graph_seconds", graph_seconds},
+          {"objective", result->stats.final_objective},
+          {"peak_rss_mb", PeakRssMb()},
+          {"machine", MachineInfo()}},
+         *json);
+    return 0;
+  };
+}
+
+}  // namespace kls::bench
