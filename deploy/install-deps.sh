@@ -17,7 +17,7 @@ BUILD_PACKAGES=(
   libgtest-dev libgmock-dev  # tests
   coinor-csdp          # exact SDP solver used as a test oracle
 )
-RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 ca-certificates)
+RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g ca-certificates)
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")
