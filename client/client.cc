@@ -3,10 +3,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 
 #include "client/grpc_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "kls/v1/datasets.grpc.pb.h"
+#include "kls/v1/jobs.grpc.pb.h"
+#include "kls/v1/kernels.grpc.pb.h"
+#include "kls/v1/queries.grpc.pb.h"
 #include "kls/v1/service.grpc.pb.h"
 
 namespace kls {
@@ -14,17 +19,73 @@ namespace kls {
 struct Client::Stubs {
   std::unique_ptr<kls::v1::Admin::Stub> admin;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  std::unique_ptr<kls::v1::Datasets::Stub> datasets;
+  std::unique_ptr<kls::v1::Jobs::Stub> jobs;
+  std::unique_ptr<kls::v1::Kernels::Stub> kernels;
+  std::unique_ptr<kls::v1::Queries::Stub> queries;
 };
 
 namespace {
 
-void SetDeadline(const ClientOptions& options, grpc::ClientContext* context) {
+void SetDeadlineSeconds(double seconds, grpc::ClientContext* context) {
   const auto timeout = std::chrono::duration_cast<std::chrono::system_clock::duration>(
-      std::chrono::duration<double>(options.timeout_seconds));
+      std::chrono::duration<double>(seconds));
   context->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+void SetDeadline(const ClientOptions& options, grpc::ClientContext* context) {
+  SetDeadlineSeconds(options.timeout_seconds, context);
+}
+
+// Bulk transfers get the per-call timeout once per 16 MiB moved.
+double BulkTimeoutSeconds(const ClientOptions& options, double bytes) {
+  return options.timeout_seconds * (1.0 + bytes / double(16 << 20));
+}
+
+// One unary call with the standard deadline: Status or the response.
+template <typename Response, typename Call>
+StatusOr<Response> Unary(const ClientOptions& options, Call&& call) {
+  grpc::ClientContext context;
+  SetDeadline(options, &context);
+  Response response;
+  const grpc::Status status = call(&context, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+bool UseSparse(const Dataset& data, FeatureEncoding encoding) {
+  if (encoding != FeatureEncoding::kAuto) return encoding == FeatureEncoding::kSparse;
+  const Eigen::Index nonzeros = (data.features.array() != 0.0).count();
+  return 2 * nonzeros < data.features.size();
+}
+
 }  // namespace
+
+StatusOr<kls::v1::KernelRef> ParseKernelRef(const std::string& text) {
+  kls::v1::KernelRef ref;
+  const size_t at = text.find('@');
+  const size_t colon = text.rfind(':');
+  if (at != std::string::npos) {
+    ref.set_name(text.substr(0, at));
+    ref.set_alias(text.substr(at + 1));
+    if (ref.alias().empty()) return InvalidArgumentError("kernel '" + text + "': empty alias after '@'");
+  } else if (colon != std::string::npos) {
+    ref.set_name(text.substr(0, colon));
+    const std::string v = text.substr(colon + 1);
+    int64_t version = 0;
+    const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), version);
+    if (ec != std::errc() || ptr != v.data() + v.size() || version < 1) {
+      return InvalidArgumentError("kernel '" + text + "': version '" + v + "' is not a positive integer");
+    }
+    ref.set_version(version);
+  } else {
+    ref.set_name(text);
+  }
+  if (ref.name().empty()) {
+    return InvalidArgumentError("kernel '" + text + "': expected NAME, NAME:VERSION or NAME@ALIAS");
+  }
+  return ref;
+}
 
 const char* ServingStatusName(ServingStatus status) {
   switch (status) {
@@ -46,6 +107,10 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(std
   channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
   stubs_->admin = kls::v1::Admin::NewStub(channel_);
   stubs_->health = grpc::health::v1::Health::NewStub(channel_);
+  stubs_->datasets = kls::v1::Datasets::NewStub(channel_);
+  stubs_->jobs = kls::v1::Jobs::NewStub(channel_);
+  stubs_->kernels = kls::v1::Kernels::NewStub(channel_);
+  stubs_->queries = kls::v1::Queries::NewStub(channel_);
 }
 
 Client::~Client() = default;
@@ -84,6 +149,276 @@ StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
     case grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN: return ServingStatus::kServiceUnknown;
     default: return ServingStatus::kUnknown;
   }
+}
+
+// ---- Datasets ---------------------------------------------------------------
+
+StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
+                                                     const UploadOptions& upload) {
+  const int n = data.num_points();
+  const int d = data.dim();
+  grpc::ClientContext context;
+  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * n * d + 12.0 * constraints.size()), &context);
+  kls::v1::DatasetInfo info;
+  std::unique_ptr<grpc::ClientWriter<kls::v1::UploadDatasetRequest>> writer(
+      stubs_->datasets->Upload(&context, &info));
+
+  // A failed Write means the server already ended the call: Finish() says why.
+  auto finish = [&]() -> StatusOr<kls::v1::DatasetInfo> {
+    writer->WritesDone();
+    const grpc::Status status = writer->Finish();
+    if (!status.ok()) return FromGrpcStatus(status);
+    return info;
+  };
+
+  kls::v1::UploadDatasetRequest message;
+  kls::v1::DatasetHeader* header = message.mutable_header();
+  header->set_name(upload.name);
+  header->set_num_points(n);
+  header->set_dim(d);
+  header->set_has_labels(!data.labels.empty());
+  header->set_has_item_keys(!data.item_keys.empty());
+  header->set_num_constraints(constraints.size());
+  if (!writer->Write(message)) return finish();
+
+  const bool sparse = UseSparse(data, upload.encoding);
+  const int64_t budget = std::max<int64_t>(upload.chunk_bytes, 1);
+  int row = 0;
+  while (row < n) {
+    message.Clear();
+    kls::v1::FeatureChunk* chunk = message.mutable_features();
+    chunk->set_first_row(row);
+    int64_t bytes = 0;
+    while (row < n && (bytes == 0 || bytes < budget)) {
+      if (sparse) {
+        kls::v1::SparseRow* s = chunk->add_sparse_rows();
+        for (int col = 0; col < d; ++col) {
+          const double v = data.features(row, col);
+          if (v != 0.0) {
+            s->add_indices(col);
+            s->add_values(v);
+          }
+        }
+        bytes += 12 * int64_t{s->indices_size()} + 8;
+      } else {
+        for (int col = 0; col < d; ++col) chunk->add_values(data.features(row, col));
+        bytes += 8 * int64_t{d};
+      }
+      if (!data.labels.empty()) chunk->add_labels(data.labels[row]);
+      if (!data.item_keys.empty()) {
+        chunk->add_item_keys(data.item_keys[row]);
+        bytes += static_cast<int64_t>(data.item_keys[row].size()) + 2;
+      }
+      ++row;
+    }
+    if (!writer->Write(message)) return finish();
+  }
+
+  const int64_t pairs_per_chunk = std::max<int64_t>(1, budget / 12);
+  for (int first = 0; first < constraints.size(); first += static_cast<int>(pairs_per_chunk)) {
+    message.Clear();
+    kls::v1::ConstraintChunk* chunk = message.mutable_constraints();
+    const int last = static_cast<int>(std::min<int64_t>(constraints.size(), first + pairs_per_chunk));
+    for (int t = first; t < last; ++t) {
+      const Pair& p = constraints.pairs[t];
+      chunk->add_i(p.i);
+      chunk->add_j(p.j);
+      chunk->add_kind(static_cast<int>(p.kind));
+    }
+    if (!writer->Write(message)) return finish();
+  }
+  return finish();
+}
+
+StatusOr<kls::v1::DatasetInfo> Client::GetDataset(const std::string& id) {
+  kls::v1::GetDatasetRequest request;
+  request.set_id(id);
+  return Unary<kls::v1::DatasetInfo>(options_, [&](grpc::ClientContext* c, kls::v1::DatasetInfo* r) {
+    return stubs_->datasets->Get(c, request, r);
+  });
+}
+
+StatusOr<std::vector<kls::v1::DatasetInfo>> Client::ListDatasets() {
+  auto response = Unary<kls::v1::ListDatasetsResponse>(
+      options_, [&](grpc::ClientContext* c, kls::v1::ListDatasetsResponse* r) {
+        return stubs_->datasets->List(c, kls::v1::ListDatasetsRequest(), r);
+      });
+  if (!response.ok()) return response.status();
+  return std::vector<kls::v1::DatasetInfo>(response->datasets().begin(), response->datasets().end());
+}
+
+Status Client::DeleteDataset(const std::string& id) {
+  kls::v1::DeleteDatasetRequest request;
+  request.set_id(id);
+  return Unary<kls::v1::DeleteDatasetResponse>(options_, [&](grpc::ClientContext* c,
+                                                              kls::v1::DeleteDatasetResponse* r) {
+           return stubs_->datasets->Delete(c, request, r);
+         }).status();
+}
+
+// ---- Jobs -------------------------------------------------------------------
+
+StatusOr<kls::v1::Job> Client::SubmitJob(const kls::v1::SubmitJobRequest& request) {
+  return Unary<kls::v1::Job>(options_, [&](grpc::ClientContext* c, kls::v1::Job* r) {
+    return stubs_->jobs->Submit(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::Job> Client::GetJob(const std::string& id) {
+  kls::v1::GetJobRequest request;
+  request.set_id(id);
+  return Unary<kls::v1::Job>(options_, [&](grpc::ClientContext* c, kls::v1::Job* r) {
+    return stubs_->jobs->Get(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::ListJobsResponse> Client::ListJobs(const kls::v1::ListJobsRequest& request) {
+  return Unary<kls::v1::ListJobsResponse>(options_, [&](grpc::ClientContext* c, kls::v1::ListJobsResponse* r) {
+    return stubs_->jobs->List(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::Job> Client::CancelJob(const std::string& id) {
+  kls::v1::CancelJobRequest request;
+  request.set_id(id);
+  return Unary<kls::v1::Job>(options_, [&](grpc::ClientContext* c, kls::v1::Job* r) {
+    return stubs_->jobs->Cancel(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::Job> Client::WatchJob(const std::string& id,
+                                        const std::function<void(const kls::v1::Job&)>& on_event,
+                                        double timeout_seconds) {
+  grpc::ClientContext context;
+  if (timeout_seconds > 0) SetDeadlineSeconds(timeout_seconds, &context);
+  kls::v1::WatchJobRequest request;
+  request.set_id(id);
+  std::unique_ptr<grpc::ClientReader<kls::v1::JobEvent>> reader(stubs_->jobs->Watch(&context, request));
+  kls::v1::JobEvent event;
+  kls::v1::Job last;
+  bool any = false;
+  while (reader->Read(&event)) {
+    last = event.job();
+    any = true;
+    if (on_event) on_event(last);
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!any) return GetJob(id);  // the stream ended without an event: ask once
+  return last;
+}
+
+// ---- Kernels ----------------------------------------------------------------
+
+StatusOr<kls::v1::KernelInfo> Client::GetKernel(const kls::v1::KernelRef& kernel) {
+  kls::v1::GetKernelRequest request;
+  *request.mutable_kernel() = kernel;
+  return Unary<kls::v1::KernelInfo>(options_, [&](grpc::ClientContext* c, kls::v1::KernelInfo* r) {
+    return stubs_->kernels->Get(c, request, r);
+  });
+}
+
+StatusOr<std::vector<kls::v1::KernelInfo>> Client::ListKernels(const std::string& name) {
+  kls::v1::ListKernelsRequest request;
+  request.set_name(name);
+  auto response = Unary<kls::v1::ListKernelsResponse>(options_, [&](grpc::ClientContext* c,
+                                                                     kls::v1::ListKernelsResponse* r) {
+    return stubs_->kernels->List(c, request, r);
+  });
+  if (!response.ok()) return response.status();
+  return std::vector<kls::v1::KernelInfo>(response->kernels().begin(), response->kernels().end());
+}
+
+Status Client::DeleteKernel(const std::string& name, int64_t version) {
+  kls::v1::DeleteKernelRequest request;
+  request.set_name(name);
+  request.set_version(version);
+  return Unary<kls::v1::DeleteKernelResponse>(options_, [&](grpc::ClientContext* c,
+                                                             kls::v1::DeleteKernelResponse* r) {
+           return stubs_->kernels->Delete(c, request, r);
+         }).status();
+}
+
+StatusOr<kls::v1::KernelInfo> Client::SetAlias(const std::string& name, const std::string& alias, int64_t version) {
+  kls::v1::SetAliasRequest request;
+  request.set_name(name);
+  request.set_alias(alias);
+  request.set_version(version);
+  return Unary<kls::v1::KernelInfo>(options_, [&](grpc::ClientContext* c, kls::v1::KernelInfo* r) {
+    return stubs_->kernels->SetAlias(c, request, r);
+  });
+}
+
+StatusOr<ExportedKernel> Client::ExportKernel(const kls::v1::KernelRef& kernel) {
+  // The size is unknown until the first chunk: look it up for the deadline.
+  KLS_ASSIGN_OR_RETURN(kls::v1::KernelInfo info, GetKernel(kernel));
+  grpc::ClientContext context;
+  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * info.num_points() * info.rank()), &context);
+  kls::v1::ExportKernelRequest request;
+  *request.mutable_kernel() = kernel;
+  std::unique_ptr<grpc::ClientReader<kls::v1::ExportKernelChunk>> reader(stubs_->kernels->Export(&context, request));
+
+  ExportedKernel out;
+  kls::v1::ExportKernelChunk chunk;
+  bool have_info = false;
+  int64_t filled = 0;  // values received so far
+  while (reader->Read(&chunk)) {
+    if (!have_info) {
+      if (!chunk.has_info()) {
+        context.TryCancel();
+        reader->Finish();
+        return DataLossError("export: the first chunk carries no kernel info");
+      }
+      out.info = chunk.info();
+      out.embedding.resize(out.info.num_points(), out.info.rank());
+      have_info = true;
+    }
+    const int64_t offset = chunk.first_row() * int64_t{out.info.rank()};
+    if (offset != filled || offset + chunk.values_size() > out.embedding.size()) {
+      context.TryCancel();
+      reader->Finish();
+      return DataLossError("export: chunk at row " + std::to_string(chunk.first_row()) + " is out of sequence");
+    }
+    std::copy(chunk.values().begin(), chunk.values().end(), out.embedding.data() + offset);
+    filled += chunk.values_size();
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!have_info || filled != out.embedding.size()) {
+    return DataLossError("export ended after " + std::to_string(filled) + " of " +
+                         std::to_string(out.embedding.size()) + " values");
+  }
+  return out;
+}
+
+// ---- Queries ----------------------------------------------------------------
+
+StatusOr<std::vector<double>> Client::Similarity(const kls::v1::KernelRef& kernel,
+                                                 const std::vector<std::pair<int, int>>& pairs) {
+  kls::v1::SimilarityRequest request;
+  *request.mutable_kernel() = kernel;
+  for (const auto& [i, j] : pairs) {
+    request.add_i(i);
+    request.add_j(j);
+  }
+  auto response = Unary<kls::v1::SimilarityResponse>(options_, [&](grpc::ClientContext* c,
+                                                                    kls::v1::SimilarityResponse* r) {
+    return stubs_->queries->Similarity(c, request, r);
+  });
+  if (!response.ok()) return response.status();
+  return std::vector<double>(response->values().begin(), response->values().end());
+}
+
+StatusOr<kls::v1::TopKResponse> Client::TopK(const kls::v1::TopKRequest& request) {
+  return Unary<kls::v1::TopKResponse>(options_, [&](grpc::ClientContext* c, kls::v1::TopKResponse* r) {
+    return stubs_->queries->TopK(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::EmbedResponse> Client::Embed(const kls::v1::EmbedRequest& request) {
+  return Unary<kls::v1::EmbedResponse>(options_, [&](grpc::ClientContext* c, kls::v1::EmbedResponse* r) {
+    return stubs_->queries->Embed(c, request, r);
+  });
 }
 
 }  // namespace kls

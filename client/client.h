@@ -7,10 +7,20 @@
 // channels and stubs are thread-safe; the client holds no other state).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/common/status.h"
+#include "core/data/constraints.h"
+#include "core/data/dataset.h"
+#include "core/model/learned_kernel.h"
+#include "kls/v1/datasets.pb.h"
+#include "kls/v1/jobs.pb.h"
+#include "kls/v1/kernels.pb.h"
+#include "kls/v1/queries.pb.h"
 #include "kls/v1/service.pb.h"
 
 namespace grpc {
@@ -35,6 +45,29 @@ enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 /// "SERVING", "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
 const char* ServingStatusName(ServingStatus status);
 
+/// How UploadDataset encodes feature rows.
+enum class FeatureEncoding {
+  kAuto,    ///< sparse when fewer than half of the values are non-zero, else dense
+  kDense,
+  kSparse,
+};
+
+struct UploadOptions {
+  std::string name;                          ///< data-set name (free text, ≤ 256 bytes)
+  FeatureEncoding encoding = FeatureEncoding::kAuto;
+  int64_t chunk_bytes = int64_t{1} << 20;    ///< target size of one stream message (about 1 MiB)
+};
+
+/// Parses "NAME", "NAME:VERSION" or "NAME@ALIAS" into a KernelRef.
+/// INVALID_ARGUMENT naming `text` for an empty name or a bad version.
+StatusOr<kls::v1::KernelRef> ParseKernelRef(const std::string& text);
+
+/// A kernel downloaded by Client::ExportKernel.
+struct ExportedKernel {
+  kls::v1::KernelInfo info;
+  LearnedKernel::Embedding embedding;  ///< n × rank, row-major
+};
+
 class Client {
  public:
   /// Creates the channel; connecting happens lazily on the first call, so a
@@ -53,6 +86,43 @@ class Client {
   /// grpc.health.v1.Health.Check for `service` ("" = the whole server).
   /// NOT_FOUND if the server does not know the service.
   StatusOr<ServingStatus> CheckHealth(const std::string& service = "");
+
+  // ---- Datasets -------------------------------------------------------------
+  /// Datasets.Upload: streams `data` and `constraints` in chunks of about
+  /// options.chunk_bytes. The whole upload shares one deadline of
+  /// timeout_seconds × (1 + bytes / 16 MiB), so large sets are not cut short.
+  StatusOr<kls::v1::DatasetInfo> UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
+                                               const UploadOptions& options);
+  StatusOr<kls::v1::DatasetInfo> GetDataset(const std::string& id);
+  StatusOr<std::vector<kls::v1::DatasetInfo>> ListDatasets();
+  Status DeleteDataset(const std::string& id);
+
+  // ---- Jobs -----------------------------------------------------------------
+  StatusOr<kls::v1::Job> SubmitJob(const kls::v1::SubmitJobRequest& request);
+  StatusOr<kls::v1::Job> GetJob(const std::string& id);
+  StatusOr<kls::v1::ListJobsResponse> ListJobs(const kls::v1::ListJobsRequest& request);
+  StatusOr<kls::v1::Job> CancelJob(const std::string& id);
+  /// Jobs.Watch: calls `on_event` for every event (progress, state changes)
+  /// and returns the last job snapshot once the job reaches a terminal state.
+  /// No deadline unless `timeout_seconds` > 0 (a job may run for hours).
+  StatusOr<kls::v1::Job> WatchJob(const std::string& id, const std::function<void(const kls::v1::Job&)>& on_event,
+                                  double timeout_seconds = 0);
+
+  // ---- Kernels --------------------------------------------------------------
+  StatusOr<kls::v1::KernelInfo> GetKernel(const kls::v1::KernelRef& kernel);
+  StatusOr<std::vector<kls::v1::KernelInfo>> ListKernels(const std::string& name = "");
+  Status DeleteKernel(const std::string& name, int64_t version);
+  StatusOr<kls::v1::KernelInfo> SetAlias(const std::string& name, const std::string& alias, int64_t version);
+  /// Kernels.Export: the whole embedding, reassembled from its chunks.
+  /// Deadline as for uploads (grows with n × rank).
+  StatusOr<ExportedKernel> ExportKernel(const kls::v1::KernelRef& kernel);
+
+  // ---- Queries --------------------------------------------------------------
+  /// K_ij for each pair.
+  StatusOr<std::vector<double>> Similarity(const kls::v1::KernelRef& kernel,
+                                           const std::vector<std::pair<int, int>>& pairs);
+  StatusOr<kls::v1::TopKResponse> TopK(const kls::v1::TopKRequest& request);
+  StatusOr<kls::v1::EmbedResponse> Embed(const kls::v1::EmbedRequest& request);
 
   const ClientOptions& options() const { return options_; }
 

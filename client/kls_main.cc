@@ -1,26 +1,50 @@
 // kls: command-line client for kls-server.
 //
-//   kls [--target HOST:PORT] [--json] [--timeout-seconds S] health [--service NAME]
-//   kls ... info
-//   kls ... echo TEXT...
+//   kls [--target HOST:PORT] [--json] [--timeout-seconds S] SUBCOMMAND ...
 //
-// Exit status 0 on success; 1 when the call fails or (health) the service is
-// not SERVING, with "<GRPC_STATUS_NAME>: message" on stderr; CLI11's codes for
-// bad usage. With --json, stdout carries exactly one JSON object either way
-// (failures as {"error": {"code": ..., "message": ...}}).
+//   health [--service NAME] | info | echo TEXT...
+//   upload FILE [--name N] [--format auto|csv|libsvm] [--constraints FILE |
+//          --protocol admm|bcd|simplenpkl --seed S]
+//   datasets                                   list the stored data sets
+//   submit --dataset ID --kernel NAME --method kl_admm|bcd_npkl|simple_npkl
+//          [solver and graph options] [--priority P] [--deadline-seconds S] [--watch]
+//   watch JOB | get JOB | cancel JOB
+//   list [--state STATE] [--dataset ID] [--page-size N] [--page-token T]
+//   kernels [--name NAME]                      list learned kernels
+//   similarity --kernel NAME[:VERSION|@ALIAS] (--pairs "0,1;2,3" | --pairs-file FILE)
+//   topk --kernel REF (--item N | --key K | --vector "x,y,...") [--k 10] [--exclude-self]
+//   export --kernel REF --out FILE.csv
+//
+// Exit status 0 on success; 1 when the call fails (or a watched job does not
+// succeed, or the service is not SERVING), with "<GRPC_STATUS_NAME>: message"
+// on stderr; CLI11's codes for bad usage. With --json, stdout carries exactly
+// one JSON object either way (failures as {"error": {"code", "message"}}).
+// Progress bars (watch, submit --watch) go to stderr.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <map>
 #include <iostream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/csv_reader.h"
 
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
 struct Output {
   bool json_mode = false;
@@ -30,7 +54,7 @@ struct Output {
     if (json_mode) {
       PrintJson(object);
     } else if (!text.empty()) {
-      std::cout << text << "\n";
+      std::cout << text << (text.back() == '\n' ? "" : "\n");
     }
     return 0;
   }
@@ -50,6 +74,131 @@ struct Output {
     std::cout << object.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   }
 };
+
+// ---- Small text helpers ------------------------------------------------------
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.push_back("");
+  return parts;
+}
+
+bool ParseInt(const std::string& text, int* out) {
+  const std::string t = Trim(text);
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);
+  return !t.empty() && ec == std::errc() && ptr == t.data() + t.size();
+}
+
+bool ParseDouble(const std::string& text, double* out) {
+  const std::string t = Trim(text);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size();
+}
+
+// Fixed-width table: first row is the header.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      out << row[c];
+      if (c + 1 < row.size()) out << std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string Fixed(double v, int digits = 6) {
+  std::ostringstream out;
+  out << std::setprecision(digits) << v;
+  return out.str();
+}
+
+// ---- Message → JSON ------------------------------------------------------------
+
+const char* StateName(kls::v1::JobState s) {
+  switch (s) {
+    case kls::v1::QUEUED: return "QUEUED";
+    case kls::v1::RUNNING: return "RUNNING";
+    case kls::v1::SUCCEEDED: return "SUCCEEDED";
+    case kls::v1::FAILED: return "FAILED";
+    case kls::v1::CANCELLED: return "CANCELLED";
+    default: return "UNSPECIFIED";
+  }
+}
+
+bool IsTerminal(kls::v1::JobState s) {
+  return s == kls::v1::SUCCEEDED || s == kls::v1::FAILED || s == kls::v1::CANCELLED;
+}
+
+json DatasetJson(const kls::v1::DatasetInfo& d) {
+  return {{"id", d.id()},
+          {"name", d.name()},
+          {"num_points", d.num_points()},
+          {"dim", d.dim()},
+          {"num_classes", d.num_classes()},
+          {"num_constraints", d.num_constraints()},
+          {"created_unix_ms", d.created_unix_ms()}};
+}
+
+json JobJson(const kls::v1::Job& j) {
+  const kls::v1::Progress& p = j.progress();
+  return {{"id", j.id()},
+          {"dataset_id", j.dataset_id()},
+          {"method", j.method()},
+          {"state", StateName(j.state())},
+          {"priority", j.priority()},
+          {"attempts", j.attempts()},
+          {"error", j.error()},
+          {"kernel_name", j.kernel_name()},
+          {"kernel_version", j.kernel_version()},
+          {"termination", j.termination()},
+          {"progress",
+           {{"iteration", p.iteration()},
+            {"max_iterations", p.max_iterations()},
+            {"objective", p.objective()},
+            {"primal_residual", p.primal_residual()},
+            {"dual_residual", p.dual_residual()},
+            {"elapsed_seconds", p.elapsed_seconds()}}},
+          {"created_unix_ms", j.created_unix_ms()},
+          {"started_unix_ms", j.started_unix_ms()},
+          {"finished_unix_ms", j.finished_unix_ms()}};
+}
+
+json KernelJson(const kls::v1::KernelInfo& k) {
+  json summary = json::object();
+  if (!k.summary_json().empty()) {
+    summary = json::parse(k.summary_json(), nullptr, /*allow_exceptions=*/false);
+    if (summary.is_discarded()) summary = k.summary_json();
+  }
+  return {{"name", k.name()},           {"version", k.version()},     {"job_id", k.job_id()},
+          {"dataset_id", k.dataset_id()}, {"method", k.method()},       {"num_points", k.num_points()},
+          {"rank", k.rank()},           {"summary", summary},         {"created_unix_ms", k.created_unix_ms()}};
+}
+
+std::string RefText(const kls::v1::KernelRef& r) {
+  if (!r.alias().empty()) return r.name() + "@" + r.alias();
+  if (r.version() > 0) return r.name() + ":" + std::to_string(r.version());
+  return r.name();
+}
+
+// ---- health / info / echo ---------------------------------------------------------
 
 int RunHealth(kls::Client& client, const Output& out, const std::string& service) {
   const kls::StatusOr<kls::ServingStatus> health = client.CheckHealth(service);
@@ -85,9 +234,9 @@ int RunInfo(kls::Client& client, const Output& out) {
 int RunEcho(kls::Client& client, const Output& out, const std::vector<std::string>& words) {
   std::string payload;
   for (size_t i = 0; i < words.size(); ++i) payload += (i ? " " : "") + words[i];
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const kls::StatusOr<std::string> echoed = client.Echo(payload);
-  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::milli> elapsed = Clock::now() - start;
   if (!echoed.ok()) return out.Failure(echoed.status());
   if (*echoed != payload) {
     return out.Failure(kls::DataLossError("echo returned " + std::to_string(echoed->size()) +
@@ -96,6 +245,508 @@ int RunEcho(kls::Client& client, const Output& out, const std::vector<std::strin
   }
   const json object = {{"payload", *echoed}, {"bytes", echoed->size()}, {"round_trip_ms", elapsed.count()}};
   return out.Success(object, *echoed);
+}
+
+// ---- upload / datasets --------------------------------------------------------------
+
+struct UploadArgs {
+  std::string file;
+  std::string name;
+  std::string format = "auto";
+  std::string constraints_file;
+  std::string protocol;
+  uint64_t seed = 1;
+};
+
+// Lines "i,j,kind" with kind 1 / -1 / must / cannot; '#' comments, blank
+// lines and a non-numeric first line (a header) are skipped.
+kls::StatusOr<kls::PairwiseConstraints> ReadConstraintsFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return kls::NotFoundError("cannot read constraints file '" + path + "'");
+  kls::PairwiseConstraints c;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string where = path + " line " + std::to_string(line_no) + ": ";
+    line = Trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const std::vector<std::string> f = Split(line, ',');
+    int i = 0, j = 0;
+    if (f.size() != 3) return kls::InvalidArgumentError(where + "expected 'i,j,kind', got '" + line + "'");
+    if (!ParseInt(f[0], &i) || !ParseInt(f[1], &j)) {
+      if (c.pairs.empty() && line_no == 1) continue;  // header
+      return kls::InvalidArgumentError(where + "i and j must be integers, got '" + line + "'");
+    }
+    const std::string kind = Trim(f[2]);
+    kls::PairKind k;
+    if (kind == "1" || kind == "+1" || kind == "must") {
+      k = kls::PairKind::kMustLink;
+    } else if (kind == "-1" || kind == "cannot") {
+      k = kls::PairKind::kCannotLink;
+    } else {
+      return kls::InvalidArgumentError(where + "kind '" + kind + "' is not 1, -1, must or cannot");
+    }
+    c.pairs.push_back(kls::Pair{i, j, k});
+  }
+  return c;
+}
+
+kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol,
+                                                            const std::vector<int>& labels, uint64_t seed) {
+  if (labels.empty()) {
+    return kls::InvalidArgumentError("--protocol " + protocol + " needs labels, but the file has none");
+  }
+  if (protocol == "admm") return kls::GenerateAdmmProtocol(labels, seed);
+  if (protocol == "bcd") return kls::GenerateBcdProtocol(labels, 0.3, seed);
+  if (protocol == "simplenpkl") return kls::GenerateComponentProtocol(labels, 0.7, seed);
+  return kls::InvalidArgumentError("--protocol = '" + protocol + "' is not one of admm, bcd, simplenpkl");
+}
+
+int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
+  std::string format = a.format;
+  if (format == "auto") {
+    const std::string ext = a.file.size() >= 4 ? a.file.substr(a.file.size() - 4) : "";
+    format = ext == ".csv" || ext == ".CSV" ? "csv" : "libsvm";
+  }
+  kls::StatusOr<kls::Dataset> data = format == "csv" ? kls::ReadCsvFile(a.file) : kls::ReadLibsvmFile(a.file);
+  if (!data.ok()) return out.Failure(data.status());
+
+  kls::PairwiseConstraints constraints;
+  if (!a.constraints_file.empty() && !a.protocol.empty()) {
+    return out.Failure(kls::InvalidArgumentError("give either --constraints or --protocol, not both"));
+  }
+  if (!a.constraints_file.empty()) {
+    auto read = ReadConstraintsFile(a.constraints_file);
+    if (!read.ok()) return out.Failure(read.status());
+    constraints = std::move(read).value();
+  } else if (!a.protocol.empty()) {
+    auto generated = GenerateConstraints(a.protocol, data->labels, a.seed);
+    if (!generated.ok()) return out.Failure(generated.status());
+    constraints = std::move(generated).value();
+  }
+  // Check locally first: the message then names the file, not a stream position.
+  if (const kls::Status s = constraints.Validate(data->num_points()); !s.ok() && !constraints.pairs.empty()) {
+    return out.Failure(s.WithContext(a.constraints_file.empty() ? "generated constraints" : a.constraints_file));
+  }
+
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? a.file.substr(a.file.find_last_of('/') + 1) : a.name;
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(*data, constraints, options);
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
+       << " features, " << info->num_classes() << " classes, " << info->num_constraints() << " constraints";
+  return out.Success(DatasetJson(*info), text.str());
+}
+
+int RunDatasets(kls::Client& client, const Output& out) {
+  const auto list = client.ListDatasets();
+  if (!list.ok()) return out.Failure(list.status());
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "POINTS", "DIM", "CLASSES", "CONSTRAINTS"}};
+  for (const auto& d : *list) {
+    items.push_back(DatasetJson(d));
+    rows.push_back({d.id(), d.name(), std::to_string(d.num_points()), std::to_string(d.dim()),
+                    std::to_string(d.num_classes()), std::to_string(d.num_constraints())});
+  }
+  return out.Success({{"datasets", items}}, Table(rows));
+}
+
+// ---- jobs -----------------------------------------------------------------------
+
+// Draws "[#####.....] 12/100  objective 3.52e+01  ETA 4s" on stderr: redrawn in
+// place on a terminal, one line per second otherwise.
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(STDERR_FILENO) == 1) {}
+  ~ProgressBar() { Finish(); }
+
+  void Update(const kls::v1::Job& job) {
+    const auto now = Clock::now();
+    const bool state_changed = job.state() != last_state_;
+    if (!tty_ && !state_changed && now - last_print_ < std::chrono::seconds(1)) return;
+    last_state_ = job.state();
+    last_print_ = now;
+    std::ostringstream line;
+    const kls::v1::Progress& p = job.progress();
+    line << job.id() << " " << StateName(job.state());
+    if (p.max_iterations() > 0 || p.iteration() > 0) {
+      constexpr int kWidth = 24;
+      const double fraction =
+          p.max_iterations() > 0 ? std::clamp(double(p.iteration()) / p.max_iterations(), 0.0, 1.0) : 0.0;
+      const int filled = static_cast<int>(std::lround(fraction * kWidth));
+      line << " [" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << p.iteration() << "/"
+           << p.max_iterations() << "  objective " << std::setprecision(4) << std::scientific << p.objective()
+           << std::defaultfloat;
+      if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
+        const double eta = p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration());
+        line << "  ETA " << std::fixed << std::setprecision(0) << eta << "s" << std::defaultfloat;
+      }
+    }
+    if (tty_) {
+      std::cerr << "\r" << line.str() << "\033[K" << std::flush;
+      drawn_ = true;
+    } else {
+      std::cerr << line.str() << "\n";
+    }
+  }
+
+  void Finish() {
+    if (tty_ && drawn_) std::cerr << "\n";
+    drawn_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  kls::v1::JobState last_state_ = kls::v1::JOB_STATE_UNSPECIFIED;
+  Clock::time_point last_print_{};
+};
+
+std::string JobText(const kls::v1::Job& j) {
+  std::ostringstream text;
+  text << "id              " << j.id() << "\n"
+       << "state           " << StateName(j.state()) << "\n"
+       << "method          " << j.method() << "\n"
+       << "dataset         " << j.dataset_id() << "\n"
+       << "kernel          " << j.kernel_name()
+       << (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : std::string()) << "\n"
+       << "priority        " << j.priority() << "\n"
+       << "attempts        " << j.attempts() << "\n"
+       << "progress        " << j.progress().iteration() << "/" << j.progress().max_iterations()
+       << "  objective " << Fixed(j.progress().objective()) << "  " << Fixed(j.progress().elapsed_seconds(), 3)
+       << " s\n";
+  if (!j.termination().empty()) text << "termination     " << j.termination() << "\n";
+  if (!j.error().empty()) text << "error           " << j.error() << "\n";
+  return text.str();
+}
+
+// Watches to the end; exit status 0 only when the job SUCCEEDED.
+int WatchToEnd(kls::Client& client, const Output& out, const std::string& id) {
+  kls::StatusOr<kls::v1::Job> final_job = [&] {
+    ProgressBar bar;
+    return client.WatchJob(id, [&](const kls::v1::Job& j) { bar.Update(j); });
+  }();
+  if (!final_job.ok()) return out.Failure(final_job.status(), {{"id", id}});
+  const kls::v1::Job& j = *final_job;
+  if (j.state() == kls::v1::FAILED) {
+    return out.Failure(kls::Status(kls::StatusCode::kAborted, "job " + j.id() + " failed: " + j.error()), JobJson(j));
+  }
+  if (j.state() == kls::v1::CANCELLED) {
+    return out.Failure(kls::CancelledError("job " + j.id() + " was cancelled"), JobJson(j));
+  }
+  return out.Success(JobJson(j), JobText(j));
+}
+
+// Solver and graph options of `kls submit`; each flag counts only when given.
+struct SubmitArgs {
+  std::string dataset, kernel, method;
+  int priority = 0;
+  double deadline_seconds = 0;
+  bool watch = false;
+  // Each value is read only when its CLI::Option counted.
+  double gamma = 0, rho_initial = 0, rho_min = 0, tolerance = 0, c = 0, b = 0, p = 0, graph_sigma = 0,
+         graph_delta = 0;
+  int rank = 0, max_iterations = 0, threads = 0, low_rank = 0, graph_k = 0;
+  bool adaptive_rho = true, active_set = true;
+  uint64_t seed = 0;
+  std::string loss, graph_weight;
+  std::map<std::string, CLI::Option*> flags;  // flag name → option
+  bool Given(const std::string& name) const { return flags.at(name)->count() > 0; }
+};
+
+kls::StatusOr<kls::v1::Loss> ParseLoss(const std::string& s) {
+  if (s == "linear") return kls::v1::LINEAR;
+  if (s == "hinge") return kls::v1::HINGE;
+  if (s == "square_hinge" || s == "square-hinge") return kls::v1::SQUARE_HINGE;
+  if (s == "square") return kls::v1::SQUARE;
+  return kls::InvalidArgumentError("--loss = '" + s + "' is not one of linear, hinge, square_hinge, square");
+}
+
+kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(a.dataset);
+  r.set_kernel_name(a.kernel);
+  r.set_priority(a.priority);
+  r.set_deadline_seconds(a.deadline_seconds);
+
+  kls::v1::GraphSpec* g = r.mutable_graph();
+  if (a.Given("--graph-k")) g->set_k(a.graph_k);
+  if (a.Given("--graph-sigma")) g->set_sigma(a.graph_sigma);
+  if (a.Given("--graph-delta")) g->set_delta(a.graph_delta);
+  if (a.Given("--graph-weight")) {
+    if (a.graph_weight == "binary") {
+      g->set_weight(kls::v1::GraphSpec::BINARY);
+    } else if (a.graph_weight == "gaussian") {
+      g->set_weight(kls::v1::GraphSpec::GAUSSIAN);
+    } else {
+      return kls::InvalidArgumentError("--graph-weight = '" + a.graph_weight + "' is not binary or gaussian");
+    }
+  }
+
+  // Which flags each method understands; anything else given is an error.
+  std::vector<std::string> allowed;
+  if (a.method == "kl_admm") {
+    allowed = {"--gamma", "--rank", "--rho-initial", "--rho-min", "--adaptive-rho", "--max-iterations",
+               "--tolerance", "--seed", "--threads"};
+    kls::v1::KlAdmmOptions* o = r.mutable_kl_admm();
+    if (a.Given("--gamma")) o->set_gamma(a.gamma);
+    if (a.Given("--rank")) o->set_rank(a.rank);
+    if (a.Given("--rho-initial")) o->set_rho_initial(a.rho_initial);
+    if (a.Given("--rho-min")) o->set_rho_min(a.rho_min);
+    if (a.Given("--adaptive-rho")) o->set_adaptive_rho(a.adaptive_rho);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+    if (a.Given("--seed")) o->set_seed(a.seed);
+    if (a.Given("--threads")) o->set_num_threads(a.threads);
+  } else if (a.method == "bcd_npkl") {
+    allowed = {"--loss", "--c", "--rank", "--max-iterations", "--tolerance", "--seed"};
+    kls::v1::BcdNpklOptions* o = r.mutable_bcd_npkl();
+    if (a.Given("--loss")) {
+      KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
+      o->set_loss(loss);
+    }
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--rank")) o->set_rank(a.rank);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+    if (a.Given("--seed")) o->set_seed(a.seed);
+  } else if (a.method == "simple_npkl") {
+    allowed = {"--loss", "--c", "--b", "--p", "--max-iterations", "--tolerance", "--active-set", "--low-rank"};
+    kls::v1::SimpleNpklOptions* o = r.mutable_simple_npkl();
+    if (a.Given("--loss")) {
+      KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
+      o->set_loss(loss);
+    }
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--b")) o->set_b(a.b);
+    if (a.Given("--p")) o->set_p(a.p);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+    if (a.Given("--active-set")) o->set_active_set(a.active_set);
+    if (a.Given("--low-rank")) o->set_low_rank(a.low_rank);
+  } else {
+    return kls::InvalidArgumentError("--method = '" + a.method + "' is not one of kl_admm, bcd_npkl, simple_npkl");
+  }
+  for (const auto& [name, option] : a.flags) {
+    if (name.rfind("--graph-", 0) == 0 || option->count() == 0) continue;
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      return kls::InvalidArgumentError(name + " does not apply to --method " + a.method);
+    }
+  }
+  return r;
+}
+
+int RunSubmit(kls::Client& client, const Output& out, const SubmitArgs& a) {
+  const auto request = BuildSubmit(a);
+  if (!request.ok()) return out.Failure(request.status());
+  const auto job = client.SubmitJob(*request);
+  if (!job.ok()) return out.Failure(job.status());
+  if (a.watch) {
+    if (!out.json_mode) std::cerr << "submitted " << job->id() << "\n";
+    return WatchToEnd(client, out, job->id());
+  }
+  return out.Success(JobJson(*job), job->id() + "  " + StateName(job->state()));
+}
+
+int RunGet(kls::Client& client, const Output& out, const std::string& id) {
+  const auto job = client.GetJob(id);
+  if (!job.ok()) return out.Failure(job.status(), {{"id", id}});
+  return out.Success(JobJson(*job), JobText(*job));
+}
+
+int RunCancel(kls::Client& client, const Output& out, const std::string& id) {
+  const auto job = client.CancelJob(id);
+  if (!job.ok()) return out.Failure(job.status(), {{"id", id}});
+  return out.Success(JobJson(*job), job->id() + "  " + StateName(job->state()));
+}
+
+struct ListArgs {
+  std::string state, dataset, page_token;
+  int page_size = 0;
+};
+
+int RunList(kls::Client& client, const Output& out, const ListArgs& a) {
+  kls::v1::ListJobsRequest request;
+  if (!a.state.empty()) {
+    std::string upper = a.state;
+    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    kls::v1::JobState state;
+    if (!kls::v1::JobState_Parse(upper, &state) || state == kls::v1::JOB_STATE_UNSPECIFIED) {
+      return out.Failure(kls::InvalidArgumentError(
+          "--state = '" + a.state + "' is not one of queued, running, succeeded, failed, cancelled"));
+    }
+    request.set_state(state);
+  }
+  request.set_dataset_id(a.dataset);
+  request.set_page_size(a.page_size);
+  request.set_page_token(a.page_token);
+  const auto response = client.ListJobs(request);
+  if (!response.ok()) return out.Failure(response.status());
+  json jobs = json::array();
+  std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "METHOD", "DATASET", "KERNEL", "PROGRESS"}};
+  for (const kls::v1::Job& j : response->jobs()) {
+    jobs.push_back(JobJson(j));
+    rows.push_back({j.id(), StateName(j.state()), j.method(), j.dataset_id(),
+                    j.kernel_name() + (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : ""),
+                    std::to_string(j.progress().iteration()) + "/" + std::to_string(j.progress().max_iterations())});
+  }
+  std::string text = Table(rows);
+  if (!response->next_page_token().empty()) text += "next page: --page-token " + response->next_page_token() + "\n";
+  return out.Success({{"jobs", jobs}, {"next_page_token", response->next_page_token()}}, text);
+}
+
+// ---- kernels and queries ------------------------------------------------------------
+
+int RunKernels(kls::Client& client, const Output& out, const std::string& name) {
+  const auto list = client.ListKernels(name);
+  if (!list.ok()) return out.Failure(list.status());
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"NAME", "VERSION", "METHOD", "DATASET", "POINTS", "RANK", "JOB"}};
+  for (const auto& k : *list) {
+    items.push_back(KernelJson(k));
+    rows.push_back({k.name(), std::to_string(k.version()), k.method(), k.dataset_id(), std::to_string(k.num_points()),
+                    std::to_string(k.rank()), k.job_id()});
+  }
+  return out.Success({{"kernels", items}}, Table(rows));
+}
+
+// "0,1;2,3" (also newlines as separators) → pairs; `source` names the input.
+kls::StatusOr<std::vector<std::pair<int, int>>> ParsePairs(const std::string& text, const std::string& source) {
+  std::vector<std::pair<int, int>> pairs;
+  std::string normalized = text;
+  std::replace(normalized.begin(), normalized.end(), '\n', ';');
+  int index = 0;
+  for (const std::string& raw : Split(normalized, ';')) {
+    const std::string item = Trim(raw.substr(0, raw.find('#')));
+    if (item.empty()) continue;
+    const std::vector<std::string> f = Split(item, ',');
+    int i = 0, j = 0;
+    if (f.size() != 2 || !ParseInt(f[0], &i) || !ParseInt(f[1], &j)) {
+      return kls::InvalidArgumentError(source + ": pair " + std::to_string(index) + " '" + item +
+                                       "' is not 'i,j' with integers");
+    }
+    pairs.emplace_back(i, j);
+    ++index;
+  }
+  if (pairs.empty()) return kls::InvalidArgumentError(source + ": no pairs given");
+  return pairs;
+}
+
+int RunSimilarity(kls::Client& client, const Output& out, const std::string& kernel, const std::string& pairs_text,
+                  const std::string& pairs_file) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  std::string text = pairs_text, source = "--pairs";
+  if (!pairs_file.empty()) {
+    std::ifstream in(pairs_file);
+    if (!in) return out.Failure(kls::NotFoundError("cannot read pairs file '" + pairs_file + "'"));
+    std::ostringstream content;
+    content << in.rdbuf();
+    text = content.str();
+    source = pairs_file;
+  }
+  const auto pairs = ParsePairs(text, source);
+  if (!pairs.ok()) return out.Failure(pairs.status());
+  const auto values = client.Similarity(*ref, *pairs);
+  if (!values.ok()) return out.Failure(values.status(), {{"kernel", kernel}});
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"I", "J", "VALUE"}};
+  for (size_t t = 0; t < pairs->size(); ++t) {
+    const auto [i, j] = (*pairs)[t];
+    items.push_back({{"i", i}, {"j", j}, {"value", (*values)[t]}});
+    rows.push_back({std::to_string(i), std::to_string(j), Fixed((*values)[t], 10)});
+  }
+  return out.Success({{"kernel", RefText(*ref)}, {"pairs", items}}, Table(rows));
+}
+
+struct TopKArgs {
+  std::string kernel, key, vector;
+  int item = 0, k = 10;
+  bool exclude_self = false;
+  CLI::Option* item_opt = nullptr;
+  CLI::Option* key_opt = nullptr;
+  CLI::Option* vector_opt = nullptr;
+};
+
+int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
+  const auto ref = kls::ParseKernelRef(a.kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  const int given = int(a.item_opt->count() > 0) + int(a.key_opt->count() > 0) + int(a.vector_opt->count() > 0);
+  if (given != 1) return out.Failure(kls::InvalidArgumentError("give exactly one of --item, --key or --vector"));
+  kls::v1::TopKRequest request;
+  *request.mutable_kernel() = *ref;
+  request.set_k(a.k);
+  request.set_exclude_self(a.exclude_self);
+  json query;
+  if (a.item_opt->count() > 0) {
+    request.set_item(a.item);
+    query = {{"item", a.item}};
+  } else if (a.key_opt->count() > 0) {
+    request.set_item_key(a.key);
+    query = {{"item_key", a.key}};
+  } else {
+    std::vector<double> v;
+    for (const std::string& s : Split(a.vector, ',')) {
+      double x = 0;
+      if (!ParseDouble(s, &x)) {
+        return out.Failure(kls::InvalidArgumentError("--vector: '" + s + "' is not a number"));
+      }
+      v.push_back(x);
+    }
+    *request.mutable_vector()->mutable_values() = {v.begin(), v.end()};
+    query = {{"vector", v}};
+  }
+  const auto response = client.TopK(request);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", a.kernel}});
+  json items = json::array();
+  const bool keyed = std::any_of(response->items().begin(), response->items().end(),
+                                 [](const kls::v1::ScoredItem& s) { return !s.item_key().empty(); });
+  std::vector<std::vector<std::string>> rows = {{"RANK", "INDEX", "SCORE"}};
+  if (keyed) rows[0].push_back("KEY");
+  int rank = 1;
+  for (const kls::v1::ScoredItem& s : response->items()) {
+    json item = {{"index", s.index()}, {"score", s.score()}};
+    if (!s.item_key().empty()) item["item_key"] = s.item_key();
+    items.push_back(item);
+    rows.push_back({std::to_string(rank++), std::to_string(s.index()), Fixed(s.score(), 10)});
+    if (keyed) rows.back().push_back(s.item_key());
+  }
+  return out.Success({{"kernel", RefText(*ref)}, {"query", query}, {"k", a.k}, {"items", items}}, Table(rows));
+}
+
+int RunExport(kls::Client& client, const Output& out, const std::string& kernel, const std::string& path) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  const auto exported = client.ExportKernel(*ref);
+  if (!exported.ok()) return out.Failure(exported.status(), {{"kernel", kernel}});
+  const auto& v = exported->embedding;
+  // Header v0..v{r-1}, one row per point, 17 significant digits: core's
+  // ReadCsvFile reads it back as an n × r matrix bit for bit.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream file(tmp);
+    if (!file) return out.Failure(kls::Status(kls::StatusCode::kPermissionDenied, "cannot write '" + path + "'"));
+    file << std::setprecision(17);
+    for (Eigen::Index c = 0; c < v.cols(); ++c) file << (c ? "," : "") << "v" << c;
+    file << "\n";
+    for (Eigen::Index r = 0; r < v.rows(); ++r) {
+      for (Eigen::Index c = 0; c < v.cols(); ++c) file << (c ? "," : "") << v(r, c);
+      file << "\n";
+    }
+    file.flush();
+    if (!file) return out.Failure(kls::InternalError("writing '" + tmp + "' failed"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return out.Failure(kls::InternalError("cannot rename '" + tmp + "' to '" + path + "'"));
+  }
+  json object = KernelJson(exported->info);
+  object["out"] = path;
+  std::ostringstream text;
+  text << "wrote " << path << ": kernel " << exported->info.name() << ":" << exported->info.version() << ", "
+       << v.rows() << " × " << v.cols() << " embedding";
+  return out.Success(object, text.str());
 }
 
 }  // namespace
@@ -124,11 +775,109 @@ int main(int argc, char** argv) {
   CLI::App* echo = app.add_subcommand("echo", "Send TEXT and print what comes back");
   echo->add_option("text", words, "Payload (several words are joined by single spaces)")->required();
 
+  UploadArgs upload_args;
+  CLI::App* upload = app.add_subcommand("upload", "Upload a CSV or LIBSVM data set (with constraints)");
+  upload->add_option("file", upload_args.file, "CSV (header; last column 'label') or LIBSVM file")->required();
+  upload->add_option("--name", upload_args.name, "Data-set name (default: the file name)");
+  upload->add_option("--format", upload_args.format, "auto (by extension: .csv → csv), csv or libsvm")
+      ->check(CLI::IsMember({"auto", "csv", "libsvm"}))
+      ->capture_default_str();
+  upload->add_option("--constraints", upload_args.constraints_file,
+                     "Pairwise constraints, lines 'i,j,kind' with kind 1/-1 or must/cannot");
+  upload->add_option("--protocol", upload_args.protocol, "Generate constraints from the labels: admm, bcd, simplenpkl")
+      ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
+  upload->add_option("--seed", upload_args.seed, "Seed of the constraint protocol")->capture_default_str();
+  CLI::App* datasets = app.add_subcommand("datasets", "List the stored data sets");
+
+  SubmitArgs submit_args;
+  CLI::App* submit = app.add_subcommand("submit", "Submit a kernel-learning job");
+  submit->add_option("--dataset", submit_args.dataset, "Data-set id (from upload)")->required();
+  submit->add_option("--kernel", submit_args.kernel, "Name of the kernel to learn (versions increment per name)");
+  submit->add_option("--method", submit_args.method, "kl_admm, bcd_npkl or simple_npkl")->required();
+  submit->add_option("--priority", submit_args.priority, "Higher runs first");
+  submit->add_option("--deadline-seconds", submit_args.deadline_seconds, "Solver time limit (0 = none)");
+  submit->add_flag("--watch", submit_args.watch, "Watch the job until it ends");
+  auto& f = submit_args.flags;
+  f["--gamma"] = submit->add_option("--gamma", submit_args.gamma, "kl_admm: weight of the graph term γ");
+  f["--rank"] = submit->add_option("--rank", submit_args.rank, "kl_admm, bcd_npkl: embedding rank (0 = automatic)");
+  f["--rho-initial"] = submit->add_option("--rho-initial", submit_args.rho_initial, "kl_admm: initial ρ");
+  f["--rho-min"] = submit->add_option("--rho-min", submit_args.rho_min, "kl_admm: smallest ρ");
+  f["--adaptive-rho"] = submit->add_option("--adaptive-rho", submit_args.adaptive_rho, "kl_admm: adapt ρ (true/false)");
+  f["--max-iterations"] = submit->add_option("--max-iterations", submit_args.max_iterations, "Iteration cap");
+  f["--tolerance"] = submit->add_option("--tolerance", submit_args.tolerance, "Convergence tolerance");
+  f["--seed"] = submit->add_option("--seed", submit_args.seed, "kl_admm, bcd_npkl: random seed");
+  f["--threads"] = submit->add_option("--threads", submit_args.threads, "kl_admm: threads (0 = all cores)");
+  f["--loss"] = submit->add_option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
+  f["--c"] = submit->add_option("--c", submit_args.c, "bcd_npkl, simple_npkl: loss weight C");
+  f["--b"] = submit->add_option("--b", submit_args.b, "simple_npkl: trace bound B");
+  f["--p"] = submit->add_option("--p", submit_args.p, "simple_npkl: p of the p-norm");
+  f["--active-set"] = submit->add_option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
+  f["--low-rank"] = submit->add_option("--low-rank", submit_args.low_rank, "simple_npkl: low-rank eigensolver rank");
+  f["--graph-k"] = submit->add_option("--graph-k", submit_args.graph_k, "Graph: neighbours (default 5)");
+  f["--graph-weight"] = submit->add_option("--graph-weight", submit_args.graph_weight, "Graph: binary or gaussian");
+  f["--graph-sigma"] = submit->add_option("--graph-sigma", submit_args.graph_sigma, "Graph: Gaussian width (0 = auto)");
+  f["--graph-delta"] = submit->add_option("--graph-delta", submit_args.graph_delta, "Graph: δ ≥ 0");
+
+  std::string job_id;
+  CLI::App* watch = app.add_subcommand("watch", "Show a job's progress until it ends");
+  watch->add_option("job", job_id, "Job id")->required();
+  CLI::App* get = app.add_subcommand("get", "Show one job");
+  get->add_option("job", job_id, "Job id")->required();
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a queued or running job");
+  cancel->add_option("job", job_id, "Job id")->required();
+  ListArgs list_args;
+  CLI::App* list = app.add_subcommand("list", "List jobs, oldest first");
+  list->add_option("--state", list_args.state, "queued, running, succeeded, failed or cancelled");
+  list->add_option("--dataset", list_args.dataset, "Only jobs on this data set");
+  list->add_option("--page-size", list_args.page_size, "Jobs per page (default 100, at most 1000)");
+  list->add_option("--page-token", list_args.page_token, "next_page_token of the previous page");
+
+  std::string kernel_name;
+  CLI::App* kernels = app.add_subcommand("kernels", "List learned kernels");
+  kernels->add_option("--name", kernel_name, "Only versions of this name");
+
+  std::string sim_kernel, pairs_text, pairs_file;
+  CLI::App* similarity = app.add_subcommand("similarity", "Kernel values K_ij for pairs");
+  similarity->add_option("--kernel", sim_kernel, "NAME, NAME:VERSION or NAME@ALIAS")->required();
+  auto* pairs_opt = similarity->add_option("--pairs", pairs_text, "Pairs 'i,j;i,j;...'");
+  auto* pairs_file_opt = similarity->add_option("--pairs-file", pairs_file, "File of 'i,j' lines");
+  pairs_opt->excludes(pairs_file_opt);
+
+  TopKArgs topk_args;
+  CLI::App* topk = app.add_subcommand("topk", "The k items most similar to an item, key or vector");
+  topk->add_option("--kernel", topk_args.kernel, "NAME, NAME:VERSION or NAME@ALIAS")->required();
+  topk_args.item_opt = topk->add_option("--item", topk_args.item, "Query item index");
+  topk_args.key_opt = topk->add_option("--key", topk_args.key, "Query item key");
+  topk_args.vector_opt = topk->add_option("--vector", topk_args.vector, "Query vector 'x,y,...' (length = rank)");
+  topk->add_option("--k", topk_args.k, "How many items")->capture_default_str();
+  topk->add_flag("--exclude-self", topk_args.exclude_self, "Leave the query item out");
+
+  std::string export_kernel, export_path;
+  CLI::App* export_cmd = app.add_subcommand("export", "Download a kernel's embedding V (K = V Vᵀ) as CSV");
+  export_cmd->add_option("--kernel", export_kernel, "NAME, NAME:VERSION or NAME@ALIAS")->required();
+  export_cmd->add_option("--out", export_path, "CSV file to write (header v0..v{r-1})")->required();
+
   CLI11_PARSE(app, argc, argv);
 
   kls::Client client(options);
   if (health->parsed()) return RunHealth(client, out, service);
   if (info->parsed()) return RunInfo(client, out);
   if (echo->parsed()) return RunEcho(client, out, words);
+  if (upload->parsed()) return RunUpload(client, out, upload_args);
+  if (datasets->parsed()) return RunDatasets(client, out);
+  if (submit->parsed()) return RunSubmit(client, out, submit_args);
+  if (watch->parsed()) return WatchToEnd(client, out, job_id);
+  if (get->parsed()) return RunGet(client, out, job_id);
+  if (cancel->parsed()) return RunCancel(client, out, job_id);
+  if (list->parsed()) return RunList(client, out, list_args);
+  if (kernels->parsed()) return RunKernels(client, out, kernel_name);
+  if (similarity->parsed()) {
+    if (pairs_opt->count() + pairs_file_opt->count() != 1) {
+      return out.Failure(kls::InvalidArgumentError("give --pairs or --pairs-file"));
+    }
+    return RunSimilarity(client, out, sim_kernel, pairs_text, pairs_file);
+  }
+  if (topk->parsed()) return RunTopK(client, out, topk_args);
+  if (export_cmd->parsed()) return RunExport(client, out, export_kernel, export_path);
   return 2;  // unreachable: require_subcommand(1)
 }

@@ -7,6 +7,12 @@
 
 #include "server/admin_service.h"
 #include "server/data_dir.h"
+#include "server/datasets_service.h"
+#include "server/jobs/job_manager.h"
+#include "server/jobs_service.h"
+#include "server/kernel_cache.h"
+#include "server/kernels_service.h"
+#include "server/queries_service.h"
 
 #ifndef KLS_VERSION
 #define KLS_VERSION "unknown"
@@ -16,7 +22,11 @@ namespace kls::server {
 namespace {
 
 // Health service names this server reports on, besides "" (the whole server).
-const char* const kServiceNames[] = {kls::v1::Admin::service_full_name()};
+const char* const kServiceNames[] = {
+    kls::v1::Admin::service_full_name(),   kls::v1::Datasets::service_full_name(),
+    kls::v1::Jobs::service_full_name(),    kls::v1::Kernels::service_full_name(),
+    kls::v1::Queries::service_full_name(),
+};
 
 std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
 
@@ -34,12 +44,46 @@ Status KlsServer::Start() {
 
   KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
 
+  // The store, then its integrity: problems are logged and served as
+  // DATA_LOSS by the affected calls, so one bad artifact does not take the
+  // whole server down.
+  StatusOr<std::unique_ptr<store::Store>> opened_store = store::OpenSqliteStore(data_dir_->path());
+  if (!opened_store.ok()) {
+    ReleaseState();
+    return opened_store.status().WithContext("opening the store in " + config_.data_dir);
+  }
+  store_ = std::move(opened_store).value();
+  const StatusOr<std::vector<std::string>> problems = store_->CheckIntegrity();
+  if (!problems.ok()) {
+    spdlog::error("store integrity check could not run: {}", problems.status().ToString());
+  } else if (!problems->empty()) {
+    spdlog::error("store integrity check found {} problem(s); affected items will answer DATA_LOSS",
+                  problems->size());
+    for (const std::string& p : *problems) spdlog::error("  {}", p);
+  } else {
+    spdlog::info("store integrity check passed");
+  }
+  kernel_cache_ = std::make_unique<KernelCache>(store_.get(), config_.kernel_cache_bytes());
+
+  // Job recovery and the worker pool, before any RPC can reach the queue.
+  JobManagerOptions job_options;
+  job_options.workers = config_.ResolvedWorkers();
+  job_manager_ = std::make_unique<JobManager>(store_.get(), job_options);
+  if (const Status s = job_manager_->Start(); !s.ok()) {
+    ReleaseState();
+    return s.WithContext("starting the job manager");
+  }
+
   ServerFacts facts;
   facts.version = KLS_VERSION;
   facts.data_dir = data_dir_->path();
   facts.worker_threads = config_.ResolvedWorkers();
   facts.max_message_bytes = config_.max_message_bytes();
   admin_service_ = std::make_unique<AdminService>(std::move(facts));
+  datasets_service_ = std::make_unique<DatasetsService>(store_.get());
+  jobs_service_ = std::make_unique<JobsService>(job_manager_.get(), store_.get());
+  kernels_service_ = std::make_unique<KernelsService>(store_.get(), kernel_cache_.get());
+  queries_service_ = std::make_unique<QueriesService>(kernel_cache_.get());
 
   // Both are process-wide switches read when a ServerBuilder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -55,40 +99,58 @@ Status KlsServer::Start() {
   // a busy port silently; a busy port must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(admin_service_.get());
+  builder.RegisterService(datasets_service_.get());
+  builder.RegisterService(jobs_service_.get());
+  builder.RegisterService(kernels_service_.get());
+  builder.RegisterService(queries_service_.get());
 
   server_ = builder.BuildAndStart();
   if (!server_ || selected_port == 0) {
     server_.reset();
-    data_dir_.reset();
+    ReleaseState();
     return Status(StatusCode::kUnavailable,
                   "cannot listen on " + config_.listen + " (address in use, or not an address of this machine)");
   }
   port_ = selected_port;
   SetServing(false);  // the default health service starts "" as SERVING
 
-  // Open what lives in the data directory. The store and job recovery go here.
-  const Status opened = data_dir_->RecordListenAddress(target());
-  if (!opened.ok()) {
+  const Status recorded = data_dir_->RecordListenAddress(target());
+  if (!recorded.ok()) {
     Stop(std::chrono::milliseconds(0));
-    return opened;
+    return recorded;
   }
 
   SetServing(true);
-  spdlog::info("kls-server {} serving on {}:{} (data dir {}, {} workers, max message {} MiB)", KLS_VERSION,
-               HostOf(config_.listen), port_, data_dir_->path(), config_.ResolvedWorkers(),
-               config_.max_message_mb);
+  spdlog::info("kls-server {} serving on {}:{} (data dir {}, {} workers, max message {} MiB, kernel cache {} MiB)",
+               KLS_VERSION, HostOf(config_.listen), port_, data_dir_->path(), config_.ResolvedWorkers(),
+               config_.max_message_mb, config_.kernel_cache_mb);
   return OkStatus();
 }
 
 void KlsServer::Stop(std::chrono::milliseconds grace) {
   if (!server_) return;
   SetServing(false);
+  // Stop taking jobs and stop the solvers first (running jobs return to the
+  // queue for the next start), then let in-flight calls finish within `grace`.
+  job_manager_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
   server_.reset();
-  admin_service_.reset();
-  data_dir_.reset();  // releases the lock only after no call can touch the directory
+  ReleaseState();
   spdlog::info("kls-server stopped");
+}
+
+void KlsServer::ReleaseState() {
+  queries_service_.reset();
+  kernels_service_.reset();
+  jobs_service_.reset();
+  datasets_service_.reset();
+  admin_service_.reset();
+  if (job_manager_) job_manager_->Shutdown();
+  job_manager_.reset();
+  kernel_cache_.reset();
+  store_.reset();
+  data_dir_.reset();  // releases the lock only after no call can touch the directory
 }
 
 void KlsServer::SetServing(bool serving) {

@@ -6,13 +6,21 @@
 //   1. validate the config;
 //   2. open the data directory: create it, take the lock (fails fast, before
 //      any port is bound, when another server owns it);
-//   3. build and start the gRPC server (Admin, grpc.health.v1, reflection)
-//      with health NOT_SERVING for "" and "kls.v1.Admin";
-//   4. open what lives in the data directory (today only the lock record;
-//      the store and job recovery slot in here);
-//   5. health → SERVING.
-// Stop() reverses it: health NOT_SERVING, Shutdown with a grace deadline
-// (in-flight calls finish or are cancelled), then the lock is released.
+//   3. open the store (data_dir/kls.db + artifacts/) and check its integrity:
+//      problems (corrupted or missing artifacts) are logged, not fatal — the
+//      affected data sets and kernels answer DATA_LOSS, the rest is served;
+//   4. start the JobManager: recovery (queued jobs re-queued, interrupted ones
+//      re-queued or failed with a reason), then its worker pool;
+//   5. build and start the gRPC server (Admin, Datasets, Jobs, Kernels,
+//      Queries, grpc.health.v1, reflection) with health NOT_SERVING;
+//   6. record the listen address in the lock file, health → SERVING.
+// Steps 3–4 run before the port is bound so that no RPC can reach a store or
+// job queue that is still recovering (a Submit racing recovery could queue a
+// job twice); until then clients see UNAVAILABLE.
+// Stop() reverses it: health NOT_SERVING, stop accepting calls (Shutdown with
+// a grace deadline: in-flight calls finish or are cancelled; Watch streams
+// end), JobManager::Shutdown (running solvers are cancelled and their jobs go
+// back to queued), then the store is closed and the lock released.
 //
 // Thread safety: Start/Stop from one thread; port(), target(), SetServing()
 // may be called from any thread once Start() returned OK.
@@ -26,11 +34,18 @@
 
 #include "core/common/status.h"
 #include "server/server_config.h"
+#include "server/store/store.h"
 
 namespace kls::server {
 
 class AdminService;
 class DataDir;
+class DatasetsService;
+class JobManager;
+class JobsService;
+class KernelCache;
+class KernelsService;
+class QueriesService;
 
 /// Release string of this build, e.g. "0.1.0".
 const char* KlsVersion();
@@ -65,11 +80,27 @@ class KlsServer {
   /// Absolute data directory path; empty before Start().
   std::string data_dir() const;
   const ServerConfig& config() const { return config_; }
+  /// The open store (tests put kernels into it directly); null before Start().
+  store::Store* store() const { return store_.get(); }
+  /// The cache of loaded kernels; null before Start().
+  KernelCache* kernel_cache() const { return kernel_cache_.get(); }
 
  private:
   ServerConfig config_;
+  /// Releases everything Start() created, in reverse order (no gRPC server).
+  void ReleaseState();
+
+  // Destroyed in reverse order: services before the manager, cache and store
+  // they point into, the lock last.
   std::unique_ptr<DataDir> data_dir_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<KernelCache> kernel_cache_;
+  std::unique_ptr<JobManager> job_manager_;
   std::unique_ptr<AdminService> admin_service_;
+  std::unique_ptr<DatasetsService> datasets_service_;
+  std::unique_ptr<JobsService> jobs_service_;
+  std::unique_ptr<KernelsService> kernels_service_;
+  std::unique_ptr<QueriesService> queries_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

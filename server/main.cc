@@ -29,9 +29,9 @@ int main(int argc, char** argv) {
   CLI::App app{"kls-server — the kernel learning service (gRPC)"};
   app.set_version_flag("--version", kls::server::KlsVersion());
   std::string config_file, listen, data_dir, log_level;
-  int workers = 0, max_message_mb = 0;
+  int workers = 0, max_message_mb = 0, kernel_cache_mb = 0;
   app.add_option("--config", config_file, "File of 'key = value' lines (listen, data_dir, workers, log_level, "
-                                          "max_message_mb); flags override it");
+                                          "max_message_mb, kernel_cache_mb); flags override it");
   auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
                          ->default_str(defaults.listen);
   auto* data_dir_opt = app.add_option("--data-dir", data_dir, "Data directory (created if missing, locked)")
@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   auto* max_message_opt =
       app.add_option("--max-message-mb", max_message_mb, "Largest message received or sent, in MiB")
           ->default_str(std::to_string(defaults.max_message_mb));
+  auto* kernel_cache_opt =
+      app.add_option("--kernel-cache-mb", kernel_cache_mb, "Memory budget of the loaded-kernel cache, in MiB")
+          ->default_str(std::to_string(defaults.kernel_cache_mb));
   CLI11_PARSE(app, argc, argv);
 
   kls::server::ConfigOverrides overrides;
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   if (workers_opt->count() > 0) overrides.workers = workers;
   if (log_level_opt->count() > 0) overrides.log_level = log_level;
   if (max_message_opt->count() > 0) overrides.max_message_mb = max_message_mb;
+  if (kernel_cache_opt->count() > 0) overrides.kernel_cache_mb = kernel_cache_mb;
   const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
   if (!loaded.ok()) {
     std::cerr << "kls-server: " << loaded.status() << "\n";

@@ -11,8 +11,9 @@
 namespace kls::server {
 namespace {
 
-constexpr const char* kKnownKeys = "listen, data_dir, workers, log_level, max_message_mb";
+constexpr const char* kKnownKeys = "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
+constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
 std::string Trim(const std::string& s) {
   const auto not_space = [](unsigned char c) { return !std::isspace(c); };
@@ -80,6 +81,10 @@ Status ServerConfig::Validate() const {
     return InvalidArgumentError("max_message_mb must be in 1.." + std::to_string(kMaxMessageMbLimit) +
                                 ", got " + std::to_string(max_message_mb));
   }
+  if (kernel_cache_mb < 1 || kernel_cache_mb > kMaxKernelCacheMb) {
+    return InvalidArgumentError("kernel_cache_mb must be in 1.." + std::to_string(kMaxKernelCacheMb) +
+                                ", got " + std::to_string(kernel_cache_mb));
+  }
   return OkStatus();
 }
 
@@ -127,6 +132,8 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->log_level = value;
     } else if (key == "max_message_mb") {
       KLS_RETURN_IF_ERROR(int_value(&config->max_message_mb));
+    } else if (key == "kernel_cache_mb") {
+      KLS_RETURN_IF_ERROR(int_value(&config->kernel_cache_mb));
     } else {
       return InvalidArgumentError(where + "unknown key '" + key + "' (known keys: " + kKnownKeys + ")");
     }
@@ -150,6 +157,7 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.workers) config.workers = *overrides.workers;
   if (overrides.log_level) config.log_level = *overrides.log_level;
   if (overrides.max_message_mb) config.max_message_mb = *overrides.max_message_mb;
+  if (overrides.kernel_cache_mb) config.kernel_cache_mb = *overrides.kernel_cache_mb;
   KLS_RETURN_IF_ERROR(config.Validate());
   return config;
 }

@@ -9,6 +9,7 @@
 //   workers = 8          # trailing comments are allowed too
 //   log_level = info
 //   max_message_mb = 64
+//   kernel_cache_mb = 1024
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -35,12 +36,17 @@ struct ServerConfig {
   std::string log_level = "info";
   /// Largest message, in MiB, the server receives or sends (1..2047).
   int max_message_mb = 64;
+  /// Memory budget, in MiB, of the cache of loaded kernels that queries read
+  /// (least recently used kernels are dropped beyond it); 1..1048576.
+  int kernel_cache_mb = 1024;
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
 
   /// max_message_mb in bytes.
   int64_t max_message_bytes() const { return int64_t{max_message_mb} * 1024 * 1024; }
+  /// kernel_cache_mb in bytes.
+  int64_t kernel_cache_bytes() const { return int64_t{kernel_cache_mb} * 1024 * 1024; }
   /// `workers`, with 0 resolved to the number of hardware cores (at least 1).
   int ResolvedWorkers() const;
 };
@@ -62,6 +68,7 @@ struct ConfigOverrides {
   std::optional<int> workers;
   std::optional<std::string> log_level;
   std::optional<int> max_message_mb;
+  std::optional<int> kernel_cache_mb;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the

@@ -201,17 +201,29 @@ double Objective(const Eigen::MatrixXd& v, const Eigen::MatrixXd& reduced, const
 // ---------------------------------------------------------------------------
 // The dual QPs of eq. (9)/(10):  min ½ αᵀHα − qᵀα,  0 ≤ α ≤ upper (upper may
 // be +∞). `alpha` holds the warm start on entry and the solution on exit.
-// Cyclic coordinate descent with exact 1-D steps (the paper's closed form
-// when t = 1, then exact after one step), then one exact solve on the free
-// set found, kept only if it is feasible and satisfies the KKT conditions;
-// otherwise the coordinate-descent point stands (its projected gradient is
-// below the tolerance or the pass limit was hit).
+//
+// Stage 1, cyclic coordinate descent with exact 1-D steps (Hsieh et al. 2008's
+// dual coordinate descent): for a single constraint this is the paper's
+// closed form α = clip(q/H) and ends after one pass; for a well-conditioned H
+// it converges linearly. Stage 2, only when stage 1 hits its pass limit:
+// H = YᵀY (+ a/C I) is the Gram matrix of the signed neighbours T_ij v_j, and
+// once the embedding clusters, two neighbours of i often have nearly equal
+// v_j, so H is (nearly) singular and coordinate descent zig-zags. Then a
+// primal active-set method (Nocedal & Wright §16.3) finishes from the
+// coordinate-descent point: Newton step to the minimizer over the free
+// variables, (H_FF + μI) x_F = q_F − H_FB α_B with a tiny μ so that an
+// (almost) flat direction gives a long step; the step is cut at the first
+// bound it meets, which joins the working set; at a free-set minimizer the
+// bound variable whose gradient sign most violates KKT is released. It is
+// kept only if it ends with a smaller projected gradient. The primal v of
+// eq. (8) depends on α only through Yα, which is unique even when α is not.
 class DualQpSolver {
  public:
   void Solve(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, Eigen::Ref<Eigen::VectorXd> alpha) {
     const int t = static_cast<int>(q.size());
-    const double tol = 1e-14 * std::max(1.0, q.cwiseAbs().maxCoeff());
     grad_.noalias() = h * alpha - q;
+    // Rounding in g = Hα − q is relative to the larger of |q| and |Hα|.
+    const double tol = 1e-12 * std::max({1.0, q.cwiseAbs().maxCoeff(), (grad_ + q).cwiseAbs().maxCoeff()});
     for (int pass = 0; pass < kMaxPasses; ++pass) {
       double violation = 0.0;
       for (int k = 0; k < t; ++k) {
@@ -230,13 +242,13 @@ class DualQpSolver {
           grad_.noalias() += step * h.col(k);
         }
       }
-      if (violation <= tol) break;
+      if (violation <= tol) return;
     }
-    Polish(h, q, upper, alpha, tol);
+    ActiveSet(h, q, upper, tol, alpha);
   }
 
  private:
-  static constexpr int kMaxPasses = 500;
+  static constexpr int kMaxPasses = 50;
 
   static double ProjectedGradient(double g, double a, double upper) {
     if (a <= 0.0) return std::min(g, 0.0);
@@ -244,45 +256,90 @@ class DualQpSolver {
     return g;
   }
 
-  void Polish(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, Eigen::Ref<Eigen::VectorXd> alpha,
-              double tol) {
-    const int t = static_cast<int>(q.size());
-    free_.clear();
-    for (int k = 0; k < t; ++k) {
-      if (alpha[k] > 0.0 && alpha[k] < upper) free_.push_back(k);
-    }
-    const int f = static_cast<int>(free_.size());
-    if (f == 0) return;
-    // H_FF α_F = q_F − H_FB α_B
-    hff_.resize(f, f);
-    rhs_.resize(f);
-    for (int s = 0; s < f; ++s) {
-      rhs_[s] = q[free_[s]];
-      for (int k = 0; k < t; ++k) {
-        if (!(alpha[k] > 0.0 && alpha[k] < upper)) rhs_[s] -= h(free_[s], k) * alpha[k];
-      }
-      for (int s2 = 0; s2 < f; ++s2) hff_(s, s2) = h(free_[s], free_[s2]);
-    }
-    ldlt_.compute(hff_);
-    if (ldlt_.info() != Eigen::Success) return;
-    sol_ = ldlt_.solve(rhs_);
-    if (!sol_.allFinite()) return;
-    // Residual check: a singular H_FF (hinge, dependent v_j) may give a
-    // least-squares-like answer that does not solve the system.
-    if ((hff_ * sol_ - rhs_).cwiseAbs().maxCoeff() > 1e3 * tol) return;
-    for (int s = 0; s < f; ++s) {
-      if (!(sol_[s] >= 0.0 && sol_[s] <= upper)) return;
-    }
-    trial_ = alpha;
-    for (int s = 0; s < f; ++s) trial_[free_[s]] = sol_[s];
-    grad_.noalias() = h * trial_ - q;
-    for (int k = 0; k < t; ++k) {
-      if (std::abs(ProjectedGradient(grad_[k], trial_[k], upper)) > 1e3 * tol) return;
-    }
-    alpha = trial_;
+  double Violation(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, const Eigen::VectorXd& a) {
+    grad_.noalias() = h * a - q;
+    double v = 0.0;
+    for (Eigen::Index k = 0; k < a.size(); ++k) v = std::max(v, std::abs(ProjectedGradient(grad_[k], a[k], upper)));
+    return v;
   }
 
-  Eigen::VectorXd grad_, rhs_, sol_, trial_;
+  void ActiveSet(const Eigen::MatrixXd& h, const Eigen::VectorXd& q, double upper, double tol,
+                 Eigen::Ref<Eigen::VectorXd> alpha) {
+    const int t = static_cast<int>(q.size());
+    current_ = alpha;
+    const double start_violation = Violation(h, q, upper, current_);
+    const double mu = 1e-12 * std::max(h.diagonal().maxCoeff(), 1e-300);
+    // Working set: variables at a bound whose gradient holds them there.
+    bound_.assign(t, false);
+    for (int k = 0; k < t; ++k) {
+      bound_[k] = (current_[k] <= 0.0 && grad_[k] > 0.0) || (current_[k] >= upper && grad_[k] < 0.0);
+    }
+    for (int it = 0; it < 4 * t + 20; ++it) {
+      free_.clear();
+      for (int k = 0; k < t; ++k) {
+        if (!bound_[k]) free_.push_back(k);
+      }
+      const int f = static_cast<int>(free_.size());
+      if (f > 0) {
+        hff_.resize(f, f);
+        step_.resize(f);
+        for (int s = 0; s < f; ++s) {
+          double rhs = q[free_[s]];
+          for (int k = 0; k < t; ++k) {
+            if (bound_[k]) rhs -= h(free_[s], k) * current_[k];
+          }
+          step_[s] = rhs;
+          for (int s2 = 0; s2 < f; ++s2) hff_(s, s2) = h(free_[s], free_[s2]);
+          hff_(s, s) += mu;
+        }
+        ldlt_.compute(hff_);
+        if (ldlt_.info() != Eigen::Success) break;
+        step_ = ldlt_.solve(step_);  // the free-set minimizer x_F
+        if (!step_.allFinite()) break;
+        // Longest step s ∈ [0, 1] from α_F towards x_F inside the box.
+        double length = 1.0;
+        int blocking = -1;
+        for (int s = 0; s < f; ++s) {
+          const double a = current_[free_[s]], d = step_[s] - a;
+          double limit = std::numeric_limits<double>::infinity();
+          if (d < 0.0) limit = a / -d;
+          if (d > 0.0 && std::isfinite(upper)) limit = (upper - a) / d;
+          if (limit < length) {
+            length = limit;
+            blocking = s;
+          }
+        }
+        for (int s = 0; s < f; ++s) {
+          const double a = current_[free_[s]];
+          current_[free_[s]] = std::clamp(a + length * (step_[s] - a), 0.0, upper);
+        }
+        if (blocking >= 0) {
+          const int k = free_[blocking];
+          current_[k] = step_[blocking] < current_[k] ? 0.0 : upper;  // exactly on the bound
+          bound_[k] = true;
+          continue;
+        }
+      }
+      // At the free-set minimizer: release the worst KKT violator, if any.
+      grad_.noalias() = h * current_ - q;
+      int release = -1;
+      double worst = tol;
+      for (int k = 0; k < t; ++k) {
+        if (!bound_[k]) continue;
+        const double wrong = current_[k] <= 0.0 ? -grad_[k] : grad_[k];  // > 0: pulls into the box
+        if (wrong > worst) {
+          worst = wrong;
+          release = k;
+        }
+      }
+      if (release < 0) break;
+      bound_[release] = false;
+    }
+    if (Violation(h, q, upper, current_) < start_violation) alpha = current_;
+  }
+
+  Eigen::VectorXd grad_, step_, current_;
+  std::vector<bool> bound_;
   Eigen::MatrixXd hff_;
   Eigen::LDLT<Eigen::MatrixXd> ldlt_;
   std::vector<int> free_;
@@ -297,7 +354,7 @@ class ColumnUpdater {
   ColumnUpdater(const Eigen::MatrixXd& reduced, const ColumnConstraints& cols, NpklLoss loss, double c, int r)
       : reduced_(reduced), cols_(cols), loss_(loss), c_(c), r_(r),
         duals_(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols.neighbor.size()))) {
-    p_.resize(r, std::max(cols.max_size, 1));
+    y_.resize(r, std::max(cols.max_size, 1));
     b_.resize(r);
   }
 
@@ -315,25 +372,25 @@ class ColumnUpdater {
     b_ -= a * v.col(i);
     const int first = cols_.offset[i];
     const int t = cols_.offset[i + 1] - first;
-    // P = [T_ij v_j]_{j∈T(i)} (signed columns; PPᵀ is sign-free).
-    for (int k = 0; k < t; ++k) p_.col(k) = cols_.sign[first + k] * v.col(cols_.neighbor[first + k]);
-    auto p = p_.leftCols(t);
+    // Y = [T_ij v_j]_{j∈T(i)} (signed columns; YYᵀ is sign-free).
+    for (int k = 0; k < t; ++k) y_.col(k) = cols_.sign[first + k] * v.col(cols_.neighbor[first + k]);
+    auto y = y_.leftCols(t);
 
     if (loss_ == NpklLoss::kSquare) {
-      // eq. (11): (aI + C P Pᵀ) v = C P 1 − b.
-      rhs_.noalias() = c_ * p.rowwise().sum();
+      // eq. (11): (aI + C YYᵀ) v = C Y 1 − b.
+      rhs_.noalias() = c_ * y.rowwise().sum();
       rhs_ -= b_;
       if (t < r_) {
-        // Sherman–Morrison–Woodbury: (aI + C PPᵀ)⁻¹ = (1/a)(I − P (a/C I + PᵀP)⁻¹ Pᵀ).
-        small_.noalias() = p.transpose() * p;
+        // Sherman–Morrison–Woodbury: (aI + C YYᵀ)⁻¹ = (1/a)(I − Y (a/C I + YᵀY)⁻¹ Yᵀ).
+        small_.noalias() = y.transpose() * y;
         small_.diagonal().array() += a / c_;
         llt_.compute(small_);
-        w_.noalias() = p.transpose() * rhs_;
+        w_.noalias() = y.transpose() * rhs_;
         llt_.solveInPlace(w_);
-        rhs_.noalias() -= p * w_;
+        rhs_.noalias() -= y * w_;
         v.col(i) = rhs_ / a;
       } else {
-        small_.noalias() = c_ * (p * p.transpose());
+        small_.noalias() = c_ * (y * y.transpose());
         small_.diagonal().array() += a;
         llt_.compute(small_);
         llt_.solveInPlace(rhs_);
@@ -342,20 +399,20 @@ class ColumnUpdater {
       return;
     }
 
-    // eq. (9) / (10): H = P (+ a/C I), q_s = T_is v_sᵀ b + a.
-    small_.noalias() = p.transpose() * p;
+    // eq. (9) / (10): H = P = YᵀY (+ a/C I), q = Yᵀb + a·1.
+    small_.noalias() = y.transpose() * y;
     double upper = std::numeric_limits<double>::infinity();
     if (loss_ == NpklLoss::kSquareHinge) {
       small_.diagonal().array() += a / c_;
     } else {
       upper = 0.5 * c_;  // hinge weight C/2 in the halved subproblem (6)
     }
-    q_.noalias() = p.transpose() * b_;
+    q_.noalias() = y.transpose() * b_;
     q_.array() += a;
     auto alpha = duals_.segment(first, t);
     qp_.Solve(small_, q_, upper, alpha);
-    // eq. (8): v = (Σ α_s T_is v_s − b) / a.
-    rhs_.noalias() = p * alpha;
+    // eq. (8): v = (Σ_s α_s T_is v_s − b) / a = (Yα − b) / a.
+    rhs_.noalias() = y * alpha;
     rhs_ -= b_;
     v.col(i) = rhs_ / a;
   }
@@ -366,27 +423,29 @@ class ColumnUpdater {
   const double c_;
   const int r_;
   Eigen::VectorXd duals_;  // α per (column, constraint) entry, warm starts
-  Eigen::MatrixXd p_, small_;
+  Eigen::MatrixXd y_, small_;
   Eigen::VectorXd b_, rhs_, w_, q_;
   Eigen::LLT<Eigen::MatrixXd> llt_;
   DualQpSolver qp_;
 };
 
-// ½∇ of eq. (5) is V G̃ with G̃ = Δ̃ + C Σ ℓ'(z_ij) T_ij (E_ij + E_ji)/2.
+// ½∇ of eq. (5) is V G̃ with G̃ = Δ̃ + C Σ ℓ'(z_ij) T_ij (E_ij + E_ji)/2,
+// formed as V Δ̃ plus the sparse pair terms (no second l × l matrix).
 double StationarityResidual(const Eigen::MatrixXd& v, const Eigen::MatrixXd& reduced, const ColumnConstraints& cols,
                             NpklLoss loss, double c) {
-  Eigen::MatrixXd g = reduced;
+  Eigen::MatrixXd vg = v * reduced;
   const int l = static_cast<int>(v.cols());
   for (int i = 0; i < l; ++i) {
     for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
       const int j = cols.neighbor[e];
       const double z = cols.sign[e] * v.col(i).dot(v.col(j));
-      // Each pair is visited from both ends; each visit adds its half.
-      g(i, j) += 0.5 * c * LossDerivative(loss, z) * cols.sign[e];
+      // G̃_ij = C ℓ' T_ij / 2; the visit from i adds v_i G̃_ij to column j,
+      // the visit from j (the same pair listed under j) the mirror term.
+      vg.col(j) += (0.5 * c * LossDerivative(loss, z) * cols.sign[e]) * v.col(i);
     }
   }
   const double scale = std::max(v.norm(), 1e-300) * std::max(1.0, reduced.norm());
-  return (v * g).norm() / scale;
+  return vg.norm() / scale;
 }
 
 // V⁰ ~ U[0, 1)^{r×l} (the paper's rand(r, l)) from the top 53 bits of each

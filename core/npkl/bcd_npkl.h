@@ -46,28 +46,34 @@
 // With a = Δ̃_ii and b = Σ_{k≠i} Δ̃_ik v_k (current columns), the block
 // subproblem eq. (6) is
 //     min_v ½ a‖v‖² + vᵀb + (C/2) Σ_{j∈T(i)} ℓ(T_ij vᵀv_j),
-// strictly convex since a > 0, and solved exactly:
-//   square        (aI + C Σ v_j v_jᵀ) v = C Σ T_ij v_j − b                    eq. (11)
+// strictly convex since a > 0, and solved exactly. With Y = [T_is v_s]_{s∈T(i)}
+// (r × |T(i)|, the signed neighbours) and P = YᵀY (the paper's P,
+// P_st = T_is T_it v_sᵀv_t), q = Yᵀb + a·1:
+//   square        (aI + C Y Yᵀ) v = C Y 1 − b                                 eq. (11)
 //                 through the |T(i)|×|T(i)| Sherman–Morrison–Woodbury system
-//                 (a/C I + PᵀP) when |T(i)| < r, by an r×r Cholesky otherwise;
+//                 (a/C I + P) when |T(i)| < r, by an r×r Cholesky otherwise;
 //   square hinge  min_{α ≥ 0} ½ αᵀ(P + (a/C) I)α − αᵀq                      eq. (10)
 //   hinge         min_{0 ≤ α ≤ C/2} ½ αᵀPα − αᵀq                             eq. (9)
 //                 (box C/2 here = the paper's C with its doubled hinge),
-//   with P_st = T_is T_it v_sᵀv_t, q_s = T_is v_sᵀ b + a, and the primal
-//   v = (Σ_s α_s T_is v_s − b) / a                                           eq. (8).
-// The small dual QPs are solved by cyclic coordinate descent (exact 1-D
-// minimization, warm-started from the previous sweep's α of the same column;
-// a single constraint is the paper's closed form α = clip(q/H)) followed by an
-// exact solve on the identified free set, accepted when it is feasible and
-// satisfies the KKT conditions. Every block step minimizes eq. (5) exactly over
-// v_i, so the objective is non-increasing; Theorem 1: the iterates converge to
-// a stationary point of (5). By Burer–Monteiro (Prop. 2) a stationary V with
-// rank(V) < r is globally optimal for the convex (4); r = RankBound(m)
-// (Prop. 3) is the default. For the square and square-hinge losses the tests
-// find the global optimum (agreement with CSDP to ~1e-6); for the hinge loss
-// the paper reports (Fig. 1) and the tests observe that BCD may stop at a
-// different, worse point (non-smooth loss: block-wise stationarity does not
-// imply stationarity).
+//   and then the primal v = (Y α − b) / a                                     eq. (8).
+// The small dual QPs are solved to a projected-gradient tolerance of
+// 1e-12 · max(1, ‖q‖∞, ‖Hα‖∞): cyclic coordinate descent warm-started from
+// the previous sweep's α of the same column (a single constraint is the
+// paper's closed form α = clip(q/H), exact in one step), and, when nearly
+// equal neighbours make H ill-conditioned and coordinate descent stalls
+// (50 passes), a primal active-set method. Every block step minimizes eq. (5)
+// exactly over v_i, so the objective is non-increasing. Theorem 1: the
+// iterates converge to a stationary point of (5) — the cited result (Grippo &
+// Sciandrone 2000, Prop. 5) needs a continuously differentiable objective, so
+// for the hinge loss only block-wise optimality follows. By Burer–Monteiro
+// (Prop. 2) a stationary V with rank(V) < r is globally optimal for the convex
+// (4); r = RankBound(m) (Prop. 3) is the default. For the square and square-
+// hinge losses the tests find the global optimum of (1) (relative objective
+// gap to CSDP ~1e-8, i.e. CSDP's own accuracy, and the KKT conditions of (1)
+// hold on all n points). For the hinge loss the paper reports (Fig. 1), and
+// the tests observe, that BCD may stop at a worse point (relative gaps up to
+// ~0.3 measured): no single column can improve there, but the point is not
+// optimal for (1).
 //
 // Start V⁰: entries uniform in [0, 1) (the paper's MATLAB rand(r, l)), drawn
 // from std::mt19937_64(seed) as the top 53 bits of each draw (no std::
@@ -106,8 +112,9 @@ struct BcdNpklOptions {
   /// ε of Algorithm 1, made RELATIVE: converged when
   /// ‖V^{t+1} − V^t‖_F <= tolerance · ‖V^{t+1}‖_F (the paper's absolute test
   /// depends on the scale of V, which grows with C). >= 0; 0 runs to
-  /// max_iterations.
-  double tolerance = 1e-6;
+  /// max_iterations. At 1e-5 the objective has typically settled to ~1e-9
+  /// relative (measured: iris ≈ 50–100 sweeps, n = 1000 / m = 1200 ≈ 150).
+  double tolerance = 1e-5;
   /// Seed of the std::mt19937_64 drawing V⁰ ~ U[0, 1)^{r×l}.
   uint64_t seed = 1;
 

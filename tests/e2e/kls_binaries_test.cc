@@ -2,6 +2,9 @@
 // Starts kls-server on a free port (--listen 127.0.0.1:0; the chosen address
 // is read from the data directory's lock file), waits for `kls health`, checks
 // `kls --json info` and `kls --json echo`, then SIGTERM → exit status 0.
+// The learning workflow (upload → submit --watch → similarity / topk /
+// export) is checked against core called directly on the same data, options
+// and seed, and again after a SIGTERM + restart on the same data directory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -19,6 +22,14 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/csv_reader.h"
+#include "core/graph/laplacian.h"
+#include "core/model/learned_kernel.h"
+#include "core/npkl/kl_admm.h"
+#include "core/npkl/npkl_problem.h"
 
 extern char** environ;
 
@@ -106,6 +117,16 @@ class E2eTest : public ::testing::Test {
     return result;
   }
 
+  // Runs `kls --json ...`, expects exit 0 and exactly one JSON object.
+  nlohmann::json KlsJson(std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    const RunResult r = Kls(args);
+    EXPECT_EQ(r.exit_code, 0) << args[1] << ": " << r.err << "\nserver log:\n" << ReadFile(server_log_);
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(j.is_object()) << r.out;
+    return j;
+  }
+
   RunResult Kls(std::vector<std::string> args) {
     args.insert(args.begin(), {KLS_CLI_BINARY, "--target", target_, "--timeout-seconds", "5"});
     return Run(args);
@@ -113,6 +134,9 @@ class E2eTest : public ::testing::Test {
 
   // Starts kls-server on a free port and waits until `kls health` says SERVING.
   void StartServer() {
+    target_.clear();
+    std::error_code ignored;
+    fs::remove(data_dir_ / "kls-server.lock", ignored);  // a restart must not read the old address
     server_pid_ = Spawn({KLS_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string(),
                          "--workers", "2"},
                         scratch_.path() / "server.out", server_log_);
@@ -222,6 +246,155 @@ TEST_F(E2eTest, DataDirThatIsAFileIsRefused) {
   const RunResult r = Run({KLS_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("exists but is not a directory"));
+}
+
+// KL-ADMM on iris exactly as `kls upload --protocol admm --seed 1` and
+// `kls submit --method kl_admm --gamma 10` ask for it, computed by core in
+// this process: the server's defaults for KL-ADMM are a 5-NN Gaussian graph
+// with automatic σ and δ = 0, one thread (deterministic for a seed).
+kls::LearnedKernel SolveIrisWithCore() {
+  auto iris = kls::ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  EXPECT_TRUE(iris.ok()) << iris.status();
+  auto constraints = kls::GenerateAdmmProtocol(iris->labels, /*seed=*/1);
+  EXPECT_TRUE(constraints.ok());
+  kls::GraphOptions graph;
+  graph.k = 5;
+  graph.weight = kls::EdgeWeight::kGaussian;
+  graph.num_threads = 1;
+  auto built = kls::BuildGraph(iris->features, graph);
+  EXPECT_TRUE(built.ok()) << built.status();
+  kls::NpklProblem problem;
+  problem.laplacian = std::move(built->laplacian);
+  problem.constraints = *constraints;
+  kls::KlAdmmOptions options;
+  options.gamma = 10;
+  auto result = kls::SolveKlAdmm(problem, options, kls::SolveControl{});
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result->kernel;
+}
+
+TEST_F(E2eTest, UploadLearnQueryAndRestart) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+
+  const nlohmann::json dataset =
+      KlsJson({"upload", std::string(KLS_TEST_DATA_DIR) + "/iris.csv", "--protocol", "admm", "--seed", "1"});
+  ASSERT_TRUE(dataset.contains("id")) << dataset;
+  EXPECT_EQ(dataset.at("num_points"), 150);
+  EXPECT_EQ(dataset.at("dim"), 4);
+  EXPECT_EQ(dataset.at("num_classes"), 3);
+  const std::string dataset_id = dataset.at("id");
+
+  const nlohmann::json job = KlsJson({"submit", "--dataset", dataset_id, "--kernel", "iris", "--method", "kl_admm",
+                                      "--gamma", "10", "--watch"});
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job;
+  EXPECT_EQ(job.at("kernel_name"), "iris");
+  EXPECT_EQ(job.at("kernel_version"), 1);
+  EXPECT_GT(job.at("progress").at("iteration").get<int>(), 0);
+  const nlohmann::json got = KlsJson({"get", job.at("id")});
+  EXPECT_EQ(got.at("state"), "SUCCEEDED");
+  const nlohmann::json listed = KlsJson({"list", "--state", "succeeded", "--dataset", dataset_id});
+  ASSERT_EQ(listed.at("jobs").size(), 1u);
+  EXPECT_EQ(listed.at("jobs")[0].at("id"), job.at("id"));
+
+  // The learned kernel, downloaded: core reads the CSV back bit for bit.
+  const fs::path exported = scratch_.path() / "iris-v.csv";
+  const nlohmann::json export_info = KlsJson({"export", "--kernel", "iris:1", "--out", exported.string()});
+  EXPECT_EQ(export_info.at("num_points"), 150);
+  auto v = kls::ReadCsvFile(exported.string());
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto served = kls::LearnedKernel::FromEmbedding(v->features);
+  ASSERT_TRUE(served.ok()) << served.status();
+
+  // The same problem solved by core in this process.
+  const kls::LearnedKernel direct = SolveIrisWithCore();
+  ASSERT_EQ(direct.num_points(), 150);
+  EXPECT_LT((direct.Dense() - served->Dense()).cwiseAbs().maxCoeff(), 1e-9 * (1 + direct.Dense().cwiseAbs().maxCoeff()));
+
+  const std::vector<std::pair<int, int>> pairs = {{0, 1}, {0, 100}, {50, 51}, {149, 149}, {10, 140}};
+  std::string pairs_text;
+  for (const auto& [i, j] : pairs) pairs_text += std::to_string(i) + "," + std::to_string(j) + ";";
+
+  // Similarity and top-k answers, checked against both.
+  auto check_answers = [&](const std::string& kernel) {
+    const nlohmann::json sim = KlsJson({"similarity", "--kernel", kernel, "--pairs", pairs_text});
+    ASSERT_EQ(sim.at("pairs").size(), pairs.size()) << sim;
+    for (size_t t = 0; t < pairs.size(); ++t) {
+      const auto [i, j] = pairs[t];
+      const double value = sim.at("pairs")[t].at("value");
+      EXPECT_EQ(value, served->value(i, j)) << i << "," << j;
+      EXPECT_NEAR(value, direct.value(i, j), 1e-9) << i << "," << j;
+    }
+    const nlohmann::json top = KlsJson({"topk", "--kernel", kernel, "--item", "7", "--k", "10", "--exclude-self"});
+    const std::vector<kls::ScoredItem> expected = served->TopK(7, 10, true);
+    const std::vector<kls::ScoredItem> expected_direct = direct.TopK(7, 10, true);
+    ASSERT_EQ(top.at("items").size(), expected.size()) << top;
+    for (size_t t = 0; t < expected.size(); ++t) {
+      EXPECT_EQ(top.at("items")[t].at("index"), expected[t].index) << t;
+      EXPECT_EQ(top.at("items")[t].at("score").get<double>(), expected[t].score) << t;
+      EXPECT_NEAR(top.at("items")[t].at("score").get<double>(), expected_direct[t].score, 1e-9) << t;
+    }
+  };
+  check_answers("iris");
+  check_answers("iris:1");
+
+  // Plain output is a table; errors are "<CODE>: message" on stderr.
+  const RunResult table = Kls({"similarity", "--kernel", "iris", "--pairs", "0,1"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("VALUE"));
+  const RunResult missing = Kls({"topk", "--kernel", "nope", "--item", "0"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, ::testing::StartsWith("NOT_FOUND: "));
+  const RunResult out_of_range = Kls({"--json", "similarity", "--kernel", "iris", "--pairs", "0,1;3,999"});
+  EXPECT_EQ(out_of_range.exit_code, 1);
+  EXPECT_THAT(out_of_range.err, HasSubstr("INVALID_ARGUMENT: j[1] = 999 is out of range for a kernel over 150 points"));
+  EXPECT_EQ(nlohmann::json::parse(out_of_range.out).at("error").at("code"), "INVALID_ARGUMENT");
+
+  // Restart on the same data directory: the kernel answers identically.
+  ASSERT_EQ(kill(server_pid_, SIGTERM), 0);
+  ASSERT_EQ(WaitFor(server_pid_, std::chrono::seconds(20)), 0) << ReadFile(server_log_);
+  server_pid_ = -1;
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  EXPECT_THAT(ReadFile(server_log_), HasSubstr("integrity check passed"));
+  check_answers("iris");
+  const nlohmann::json after = KlsJson({"get", job.at("id")});
+  EXPECT_EQ(after.at("state"), "SUCCEEDED");
+  EXPECT_EQ(after.at("kernel_version"), 1);
+}
+
+TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  const fs::path svm = scratch_.path() / "tiny.svm";
+  std::ofstream(svm) << "1 1:0.5 3:2\n-1 2:1.5\n1 1:1 2:1 3:1\n-1 3:-4\n";
+  const fs::path pairs = scratch_.path() / "pairs.csv";
+  std::ofstream(pairs) << "i,j,kind\n0,2,must\n1,3,1\n0,1,cannot\n# comment\n2,3,-1\n";
+  const nlohmann::json d = KlsJson({"upload", svm.string(), "--constraints", pairs.string(), "--name", "tiny"});
+  EXPECT_EQ(d.at("name"), "tiny");
+  EXPECT_EQ(d.at("num_points"), 4);
+  EXPECT_EQ(d.at("dim"), 3);
+  EXPECT_EQ(d.at("num_classes"), 2);
+  EXPECT_EQ(d.at("num_constraints"), 4);
+  const nlohmann::json all = KlsJson({"datasets"});
+  ASSERT_EQ(all.at("datasets").size(), 1u);
+
+  // A constraint that names a point the file does not have: refused before sending.
+  std::ofstream(pairs) << "0,9,1\n";
+  const RunResult bad = Kls({"upload", svm.string(), "--constraints", pairs.string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("INVALID_ARGUMENT: "));
+  EXPECT_THAT(bad.err, HasSubstr("j = 9 is out of range for 4 points"));
+
+  // Solver flags that do not belong to the method, and unknown ids.
+  const RunResult wrong_flag =
+      Kls({"submit", "--dataset", d.at("id"), "--method", "kl_admm", "--c", "2"});
+  EXPECT_EQ(wrong_flag.exit_code, 1);
+  EXPECT_THAT(wrong_flag.err, HasSubstr("--c does not apply to --method kl_admm"));
+  const RunResult no_dataset = Kls({"--json", "submit", "--dataset", "ds-nope", "--method", "kl_admm"});
+  EXPECT_EQ(no_dataset.exit_code, 1);
+  EXPECT_THAT(no_dataset.err, ::testing::StartsWith("NOT_FOUND: "));
+  EXPECT_EQ(nlohmann::json::parse(no_dataset.out).at("error").at("code"), "NOT_FOUND");
+  const RunResult no_job = Kls({"cancel", "job-nope"});
+  EXPECT_EQ(no_job.exit_code, 1);
+  EXPECT_THAT(no_job.err, ::testing::StartsWith("NOT_FOUND: "));
 }
 
 }  // namespace

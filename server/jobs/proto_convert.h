@@ -1,0 +1,106 @@
+// Conversions between the Jobs API (proto/kls/v1/jobs.proto), the store's
+// JobRecord and the core solver option structs. The only place in the job
+// layer where proto messages meet core types.
+//
+// What a JobRecord holds, as text:
+//   options_json   the submitted solver options and graph spec, as the JSON of
+//                  a kls.v1.SubmitJobRequest with only `graph` and the solver
+//                  oneof set, proto field names kept, e.g.
+//                    {"graph":{"k":7},"kl_admm":{"gamma":2,"max_iterations":50}}
+//                  Unset (optional) fields are absent and take the core default.
+//   progress_json  the last progress and, once the solver returned, its
+//                  termination, as the JSON of a kls.v1.Job with only
+//                  `progress` and `termination` set, e.g.
+//                    {"progress":{"iteration":12,"objective":3.5},"termination":"converged"}
+//
+// Validation errors are INVALID_ARGUMENT and name the field and its value the
+// way the client spelled it: "kl_admm.gamma = -1 must be positive and finite",
+// "graph.k = 0 must be >= 1".
+//
+// Thread safety: free functions without shared state.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/graph/laplacian.h"
+#include "core/npkl/bcd_npkl.h"
+#include "core/npkl/kl_admm.h"
+#include "core/npkl/simple_npkl.h"
+#include "kls/v1/jobs.pb.h"
+#include "server/store/store.h"
+
+namespace kls::server {
+
+/// Method names as stored in JobRecord::method and reported in kls.v1.Job.
+inline constexpr const char* kMethodKlAdmm = "kl_admm";
+inline constexpr const char* kMethodBcdNpkl = "bcd_npkl";
+inline constexpr const char* kMethodSimpleNpkl = "simple_npkl";
+
+/// A job's solver settings in core terms: what solver_dispatch runs.
+struct JobSpec {
+  std::string method;   ///< kMethodKlAdmm | kMethodBcdNpkl | kMethodSimpleNpkl
+  GraphOptions graph;   ///< defaults resolved (k = 5, weight per method, δ per method)
+  std::variant<KlAdmmOptions, BcdNpklOptions, SimpleNpklOptions> options;
+};
+
+// ---- Solver options: proto ↔ core ------------------------------------------
+// ToCore: every unset optional field keeps the core struct's in-class default.
+// ToProto: sets every field (round trip ToCore(ToProto(x)) == x for the
+// fields the proto mirrors).
+KlAdmmOptions ToCore(const kls::v1::KlAdmmOptions& p);
+BcdNpklOptions ToCore(const kls::v1::BcdNpklOptions& p);
+SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p);
+kls::v1::KlAdmmOptions ToProto(const KlAdmmOptions& o);
+kls::v1::BcdNpklOptions ToProto(const BcdNpklOptions& o);
+kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o);
+
+/// Graph settings for `method`: k defaults to 5; WEIGHT_UNSPECIFIED is
+/// Gaussian for kl_admm and binary otherwise; an unset δ is 0, except for
+/// bcd_npkl where it is C/2 (the BCDNPKL §4.2 protocol, which also keeps Δ_UU
+/// invertible); sigma unset/0 = automatic. The k-NN search runs on one thread
+/// (the worker pool already uses every core).
+GraphOptions ToCoreGraph(const kls::v1::GraphSpec& spec, const std::string& method, double bcd_c);
+
+/// Checks the graph spec fields that do not depend on the data set size.
+Status ValidateGraphSpec(const kls::v1::GraphSpec& spec);
+
+// ---- Submit → JobRecord ----------------------------------------------------
+/// Validates the request and builds the record to persist (state queued, no
+/// id). Errors (INVALID_ARGUMENT): empty dataset_id; missing solver ("solver:
+/// one of kl_admm, bcd_npkl, simple_npkl is required"); a bad option, graph
+/// field or deadline_seconds (named with its value).
+StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& request);
+
+/// Parses and validates a stored (method, options_json) pair into core
+/// settings. INVALID_ARGUMENT for an unknown method, malformed JSON, a solver
+/// oneof that does not match `method`, or an invalid field.
+StatusOr<JobSpec> ParseJobSpec(const std::string& method, const std::string& options_json);
+
+/// Checks the parts of `spec` that depend on the data set: graph k < n, ranks ≤ n.
+Status ValidateJobSpecForDataset(const JobSpec& spec, int64_t num_points);
+
+// ---- JobRecord → kls.v1.Job ------------------------------------------------
+kls::v1::JobState ToProto(store::JobState s);
+/// UNSPECIFIED → nullopt-equivalent handled by ToJobFilter; others map 1:1.
+StatusOr<store::JobState> ToStore(kls::v1::JobState s);
+/// Copies every field; progress and termination come from progress_json
+/// (a malformed progress_json is ignored: progress is advisory).
+kls::v1::Job ToProtoJob(const store::JobRecord& record);
+
+/// JSON for JobRecord::progress_json (see the file comment). `termination`
+/// empty = not finished yet.
+std::string ProgressJson(const ProgressEvent& event, const std::string& termination);
+
+/// ListJobsRequest → JobFilter: page_size 0 → 100, > 1000 or < 0 is
+/// INVALID_ARGUMENT.
+StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request);
+
+/// A kernel's summary_json: {"method", "termination", "iterations",
+/// "objective", "seconds", "setup_seconds", "primal_residual", "dual_residual"}.
+std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
+                              double dual_residual, double seconds);
+
+}  // namespace kls::server

@@ -1,0 +1,71 @@
+#include "server/jobs_service.h"
+
+#include "server/jobs/proto_convert.h"
+#include "server/status_mapping.h"
+
+namespace kls::server {
+namespace {
+
+grpc::Status MissingId() { return ToGrpcStatus(InvalidArgumentError("id is required")); }
+
+}  // namespace
+
+grpc::Status JobsService::Submit(grpc::ServerContext* /*context*/, const kls::v1::SubmitJobRequest* request,
+                                 kls::v1::Job* response) {
+  StatusOr<store::JobRecord> record = JobRecordFromSubmit(*request);
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  StatusOr<store::JobRecord> queued = manager_->Submit(std::move(record).value());
+  if (!queued.ok()) return ToGrpcStatus(queued.status());
+  *response = ToProtoJob(*queued);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Get(grpc::ServerContext* /*context*/, const kls::v1::GetJobRequest* request,
+                              kls::v1::Job* response) {
+  if (request->id().empty()) return MissingId();
+  StatusOr<store::JobRecord> job = manager_->Get(request->id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = ToProtoJob(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::List(grpc::ServerContext* /*context*/, const kls::v1::ListJobsRequest* request,
+                               kls::v1::ListJobsResponse* response) {
+  StatusOr<store::JobFilter> filter = ToJobFilter(*request);
+  if (!filter.ok()) return ToGrpcStatus(filter.status());
+  std::string next;
+  StatusOr<std::vector<store::JobRecord>> jobs = store_->ListJobs(*filter, &next);
+  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  for (const store::JobRecord& job : *jobs) *response->add_jobs() = ToProtoJob(job);
+  response->set_next_page_token(next);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Cancel(grpc::ServerContext* /*context*/, const kls::v1::CancelJobRequest* request,
+                                 kls::v1::Job* response) {
+  if (request->id().empty()) return MissingId();
+  StatusOr<store::JobRecord> job = manager_->Cancel(request->id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = ToProtoJob(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Watch(grpc::ServerContext* context, const kls::v1::WatchJobRequest* request,
+                                grpc::ServerWriter<kls::v1::JobEvent>* writer) {
+  if (request->id().empty()) return MissingId();
+  uint64_t version = 0;
+  while (!context->IsCancelled()) {
+    const uint64_t seen = version;
+    StatusOr<store::JobRecord> job = manager_->WaitForChange(request->id(), &version, kWatchPollInterval);
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    if (version != seen) {
+      kls::v1::JobEvent event;
+      *event.mutable_job() = ToProtoJob(*job);
+      if (!writer->Write(event)) return grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away");
+    }
+    if (store::IsTerminal(job->state)) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+}
+
+}  // namespace kls::server

@@ -1,0 +1,166 @@
+#include "server/kernel_cache.h"
+
+#include <climits>
+#include <new>
+#include <optional>
+
+namespace kls::server {
+namespace {
+
+int64_t KernelBytes(const LearnedKernel& k) {
+  return static_cast<int64_t>(k.num_points()) * k.rank() * static_cast<int64_t>(sizeof(double)) + 256;
+}
+
+int64_t KeyBytes(const ItemKeys& keys) {
+  int64_t bytes = 0;
+  // Each key lives twice (vector and map) plus node and bucket overhead.
+  for (const std::string& k : keys.keys) bytes += 2 * static_cast<int64_t>(k.size()) + 96;
+  return bytes;
+}
+
+}  // namespace
+
+Status ValidateKernelKey(const KernelKey& key, const std::string& field) {
+  if (key.name.empty()) return InvalidArgumentError(field + ".name must not be empty");
+  if (key.version < 0) {
+    return InvalidArgumentError(field + ".version = " + std::to_string(key.version) +
+                                " must be >= 0 (0 = latest)");
+  }
+  if (!key.alias.empty() && key.version != 0) {
+    return InvalidArgumentError(field + ": give either version (" + std::to_string(key.version) +
+                                ") or alias ('" + key.alias + "'), not both");
+  }
+  return OkStatus();
+}
+
+KernelCache::KernelCache(store::Store* store, int64_t budget_bytes)
+    : store_(store), budget_bytes_(budget_bytes < 1 ? 1 : budget_bytes) {}
+
+StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
+  KLS_RETURN_IF_ERROR(ValidateKernelKey(key, "kernel"));
+
+  // An explicit version names immutable content: answer from memory.
+  std::optional<store::KernelRecord> record;
+  int64_t version = key.version;
+  if (version == 0 || !key.alias.empty()) {
+    KLS_ASSIGN_OR_RETURN(store::KernelRecord resolved, store_->GetKernelRecord(key.name, key.version, key.alias));
+    version = resolved.version;
+    record = std::move(resolved);
+  }
+  const MapKey map_key{key.name, version};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(map_key);
+    if (it != entries_.end()) {
+      TouchLocked(it->second);
+      return Handle{it->second.record, it->second.kernel};
+    }
+  }
+
+  // Miss: load outside the lock. Two concurrent misses may both load; the
+  // second insertion finds the first and keeps it (same immutable content).
+  if (!record) {
+    KLS_ASSIGN_OR_RETURN(store::KernelRecord resolved, store_->GetKernelRecord(key.name, version));
+    record = std::move(resolved);
+  }
+  std::shared_ptr<const LearnedKernel> kernel;
+  try {
+    KLS_ASSIGN_OR_RETURN(LearnedKernel loaded, store_->LoadKernel(key.name, version));
+    kernel = std::make_shared<const LearnedKernel>(std::move(loaded));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("not enough memory to load kernel " + key.name + " v" +
+                                  std::to_string(version));
+  }
+
+  Entry entry;
+  entry.record = *record;
+  entry.kernel = kernel;
+  entry.bytes = KernelBytes(*kernel);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(map_key);
+  if (it != entries_.end()) {
+    TouchLocked(it->second);
+    return Handle{it->second.record, it->second.kernel};
+  }
+  if (entry.bytes <= budget_bytes_) InsertLocked(map_key, std::move(entry));
+  return Handle{*record, kernel};
+}
+
+StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::KernelRecord& record) {
+  const MapKey map_key{record.name, record.version};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(map_key);
+    if (it != entries_.end() && it->second.keys) return it->second.keys;
+  }
+
+  StatusOr<store::StoredDataset> data = store_->LoadDataset(record.dataset_id);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kNotFound) {
+      return NotFoundError("data set " + record.dataset_id + " that kernel " + record.name + " v" +
+                           std::to_string(record.version) + " was learned on no longer exists");
+    }
+    return data.status();
+  }
+  auto keys = std::make_shared<ItemKeys>();
+  keys->keys = std::move(data->data.item_keys);
+  keys->index.reserve(keys->keys.size());
+  for (size_t i = 0; i < keys->keys.size(); ++i) keys->index.emplace(keys->keys[i], static_cast<int>(i));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(map_key);
+  if (it == entries_.end()) return std::shared_ptr<const ItemKeys>(std::move(keys));
+  if (!it->second.keys) {
+    it->second.keys = keys;
+    const int64_t extra = KeyBytes(*keys);
+    it->second.bytes += extra;
+    charged_bytes_ += extra;
+    TouchLocked(it->second);
+    const std::shared_ptr<const ItemKeys> result = it->second.keys;
+    EvictLocked();  // may drop this very entry; `result` keeps the keys alive
+    return result;
+  }
+  return it->second.keys;
+}
+
+void KernelCache::Invalidate(const std::string& name, int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.lower_bound({name, version == 0 ? INT64_MIN : version}); it != entries_.end();) {
+    if (it->first.first != name || (version != 0 && it->first.second != version)) break;
+    charged_bytes_ -= it->second.bytes;
+    lru_.erase(it->second.lru_position);
+    it = entries_.erase(it);
+  }
+}
+
+int64_t KernelCache::charged_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return charged_bytes_;
+}
+
+int KernelCache::entry_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(entries_.size());
+}
+
+void KernelCache::InsertLocked(const MapKey& key, Entry entry) {
+  lru_.push_front(key);
+  entry.lru_position = lru_.begin();
+  charged_bytes_ += entry.bytes;
+  entries_.emplace(key, std::move(entry));
+  EvictLocked();
+}
+
+void KernelCache::EvictLocked() {
+  // Never evict the most recently used entry: it is the one being served.
+  while (charged_bytes_ > budget_bytes_ && lru_.size() > 1) {
+    auto it = entries_.find(lru_.back());
+    charged_bytes_ -= it->second.bytes;
+    entries_.erase(it);
+    lru_.pop_back();
+  }
+}
+
+void KernelCache::TouchLocked(Entry& entry) { lru_.splice(lru_.begin(), lru_, entry.lru_position); }
+
+}  // namespace kls::server

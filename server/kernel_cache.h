@@ -1,0 +1,118 @@
+// KernelCache: learned kernels loaded from the store, shared by the query and
+// export handlers, keyed by (name, version) and evicted least-recently-used
+// beyond a memory budget (config key kernel_cache_mb).
+//
+// Resolution: a reference with an explicit version (> 0) and no alias is
+// answered from the cache without touching the store; "latest" (version 0)
+// and aliases are resolved through the store on every call (one indexed
+// SQLite read), because either may move at any time — correctness first.
+// A kernel the store cannot verify (DATA_LOSS: corrupted artifact) is
+// returned as that error and never cached or served.
+//
+// Item keys: the data set's item keys (for TopK by key and for naming the
+// results) are loaded lazily, once per cached kernel, on the first call that
+// needs them; data sets are immutable, so the copy never goes stale.
+//
+// Memory: a kernel is charged n·r·8 bytes plus its keys once loaded. A kernel
+// larger than the whole budget is still served, but not kept.
+//
+// Thread safety: all methods are safe to call concurrently. The mutex is held
+// only for map and list updates; loading from the store and all query
+// computation run outside it, on shared_ptr<const> snapshots, so concurrent
+// queries never serialize on the cache.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/common/status.h"
+#include "core/model/learned_kernel.h"
+#include "server/store/store.h"
+
+namespace kls::server {
+
+/// The item keys of a data set and the inverse map key → point index.
+struct ItemKeys {
+  std::vector<std::string> keys;  ///< empty when the data set has no keys
+  std::unordered_map<std::string, int> index;
+  bool empty() const { return keys.empty(); }
+};
+
+/// Which kernel: `name` plus `version` (0 = latest) or `alias` (non-empty).
+struct KernelKey {
+  std::string name;
+  int64_t version = 0;
+  std::string alias;
+};
+
+class KernelCache {
+ public:
+  /// A resolved, loaded kernel. `kernel` stays valid for as long as the
+  /// caller holds it, even if the entry is evicted or the kernel deleted.
+  struct Handle {
+    store::KernelRecord record;
+    std::shared_ptr<const LearnedKernel> kernel;
+  };
+
+  /// `store` must outlive the cache. `budget_bytes` ≥ 1.
+  KernelCache(store::Store* store, int64_t budget_bytes);
+  KernelCache(const KernelCache&) = delete;
+  KernelCache& operator=(const KernelCache&) = delete;
+
+  /// Resolves and loads a kernel. NOT_FOUND for an unknown name, version or
+  /// alias; DATA_LOSS for a corrupted artifact; INVALID_ARGUMENT for a
+  /// malformed reference (empty name, negative version, alias with version).
+  StatusOr<Handle> Get(const KernelKey& key);
+
+  /// The item keys of the data set `record` was learned on (empty ItemKeys
+  /// when it has none). NOT_FOUND when that data set was deleted. Cached with
+  /// the kernel entry when the kernel is cached.
+  StatusOr<std::shared_ptr<const ItemKeys>> GetItemKeys(const store::KernelRecord& record);
+
+  /// Drops the cached `name` at `version` (0 = every version). Call after
+  /// deleting a kernel from the store, since a later kernel of the same name
+  /// may reuse the version number.
+  void Invalidate(const std::string& name, int64_t version);
+
+  /// Bytes currently charged and entries held (for tests and metrics).
+  int64_t charged_bytes() const;
+  int entry_count() const;
+  int64_t budget_bytes() const { return budget_bytes_; }
+
+ private:
+  using MapKey = std::pair<std::string, int64_t>;
+  struct Entry {
+    store::KernelRecord record;
+    std::shared_ptr<const LearnedKernel> kernel;
+    std::shared_ptr<const ItemKeys> keys;  ///< null until first needed
+    int64_t bytes = 0;
+    std::list<MapKey>::iterator lru_position;
+  };
+
+  /// Inserts (or finds an equal concurrent insertion) and evicts beyond the
+  /// budget. Requires mu_.
+  void InsertLocked(const MapKey& key, Entry entry);
+  void EvictLocked();
+  void TouchLocked(Entry& entry);
+
+  store::Store* const store_;
+  const int64_t budget_bytes_;
+
+  mutable std::mutex mu_;
+  std::map<MapKey, Entry> entries_;
+  std::list<MapKey> lru_;  ///< front = most recently used
+  int64_t charged_bytes_ = 0;
+};
+
+/// Checks the shape of a reference: non-empty name, version ≥ 0, not both an
+/// alias and a version. `field` prefixes the message ("kernel.version = -1 ...").
+Status ValidateKernelKey(const KernelKey& key, const std::string& field);
+
+}  // namespace kls::server

@@ -1,0 +1,100 @@
+#include "server/kernels_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+
+#include "server/status_mapping.h"
+
+namespace kls::server {
+
+KernelKey FromProto(const kls::v1::KernelRef& ref) { return KernelKey{ref.name(), ref.version(), ref.alias()}; }
+
+void ToProto(const store::KernelRecord& r, kls::v1::KernelInfo* info) {
+  info->set_name(r.name);
+  info->set_version(r.version);
+  info->set_job_id(r.job_id);
+  info->set_dataset_id(r.dataset_id);
+  info->set_method(r.method);
+  info->set_num_points(r.num_points);
+  info->set_rank(static_cast<int32_t>(r.rank));
+  info->set_summary_json(r.summary_json);
+  info->set_created_unix_ms(r.created_unix_ms);
+}
+
+grpc::Status KernelsService::Get(grpc::ServerContext*, const kls::v1::GetKernelRequest* request,
+                                 kls::v1::KernelInfo* response) {
+  const KernelKey key = FromProto(request->kernel());
+  if (const Status s = ValidateKernelKey(key, "kernel"); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<store::KernelRecord> record = store_->GetKernelRecord(key.name, key.version, key.alias);
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  ToProto(*record, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelsService::List(grpc::ServerContext*, const kls::v1::ListKernelsRequest* request,
+                                  kls::v1::ListKernelsResponse* response) {
+  const StatusOr<std::vector<store::KernelRecord>> records = store_->ListKernels(request->name());
+  if (!records.ok()) return ToGrpcStatus(records.status());
+  for (const store::KernelRecord& r : *records) ToProto(r, response->add_kernels());
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelsService::Delete(grpc::ServerContext*, const kls::v1::DeleteKernelRequest* request,
+                                    kls::v1::DeleteKernelResponse*) {
+  if (request->name().empty()) return ToGrpcStatus(InvalidArgumentError("name must not be empty"));
+  if (request->version() < 0) {
+    return ToGrpcStatus(InvalidArgumentError("version = " + std::to_string(request->version()) +
+                                             " must be >= 0 (0 = every version)"));
+  }
+  const Status deleted = store_->DeleteKernel(request->name(), request->version());
+  // Invalidate even on error: a partial delete must not leave stale entries.
+  cache_->Invalidate(request->name(), request->version());
+  if (deleted.ok()) spdlog::info("kernel {} {} deleted", request->name(),
+                                 request->version() == 0 ? std::string("(all versions)")
+                                                         : "v" + std::to_string(request->version()));
+  return ToGrpcStatus(deleted);
+}
+
+grpc::Status KernelsService::SetAlias(grpc::ServerContext*, const kls::v1::SetAliasRequest* request,
+                                      kls::v1::KernelInfo* response) {
+  if (request->name().empty()) return ToGrpcStatus(InvalidArgumentError("name must not be empty"));
+  if (request->alias().empty()) return ToGrpcStatus(InvalidArgumentError("alias must not be empty"));
+  if (request->version() < 1) {
+    return ToGrpcStatus(InvalidArgumentError("version = " + std::to_string(request->version()) +
+                                             " must be >= 1 (an alias names one version)"));
+  }
+  if (const Status s = store_->SetAlias(request->name(), request->alias(), request->version()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  const StatusOr<store::KernelRecord> record = store_->GetKernelRecord(request->name(), 0, request->alias());
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  ToProto(*record, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelsService::Export(grpc::ServerContext* context, const kls::v1::ExportKernelRequest* request,
+                                    grpc::ServerWriter<kls::v1::ExportKernelChunk>* writer) {
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  const LearnedKernel& kernel = *handle->kernel;
+  const int n = kernel.num_points();
+  const int r = kernel.rank();
+  const int64_t row_bytes = int64_t{r} * static_cast<int64_t>(sizeof(double));
+  const int rows_per_chunk = static_cast<int>(std::max<int64_t>(1, kExportChunkBytes / std::max<int64_t>(1, row_bytes)));
+  const double* data = kernel.embedding().data();  // row-major n × r
+
+  for (int first = 0; first < n; first += rows_per_chunk) {
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "export cancelled");
+    const int rows = std::min(rows_per_chunk, n - first);
+    kls::v1::ExportKernelChunk chunk;
+    if (first == 0) ToProto(handle->record, chunk.mutable_info());
+    chunk.set_first_row(first);
+    chunk.mutable_values()->Add(data + int64_t{first} * r, data + (int64_t{first} + rows) * r);
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "export: the client went away");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace kls::server

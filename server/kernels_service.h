@@ -1,0 +1,50 @@
+// kls.v1.Kernels: Get, List, Delete, SetAlias, Export (server stream).
+//
+// Export reads the kernel through the KernelCache (so a corrupted artifact is
+// DATA_LOSS, never streamed) and sends V row-major in chunks of at most
+// kExportChunkBytes of values; the first chunk also carries the KernelInfo.
+// Delete invalidates the cache so that a later kernel reusing the name and
+// version number is never answered from a stale entry.
+//
+// Thread safety: handlers run concurrently; the service holds no mutable state
+// of its own (the cache is thread-safe).
+#pragma once
+
+#include <cstdint>
+
+#include "kls/v1/kernels.grpc.pb.h"
+#include "server/kernel_cache.h"
+#include "server/store/store.h"
+
+namespace kls::server {
+
+class KernelsService final : public kls::v1::Kernels::Service {
+ public:
+  /// Upper bound on one Export chunk's values, in bytes (1 MiB).
+  static constexpr int64_t kExportChunkBytes = int64_t{1} << 20;
+
+  /// `store` and `cache` must outlive the grpc::Server the service is registered on.
+  KernelsService(store::Store* store, KernelCache* cache) : store_(store), cache_(cache) {}
+
+  grpc::Status Get(grpc::ServerContext* context, const kls::v1::GetKernelRequest* request,
+                   kls::v1::KernelInfo* response) override;
+  grpc::Status List(grpc::ServerContext* context, const kls::v1::ListKernelsRequest* request,
+                    kls::v1::ListKernelsResponse* response) override;
+  grpc::Status Delete(grpc::ServerContext* context, const kls::v1::DeleteKernelRequest* request,
+                      kls::v1::DeleteKernelResponse* response) override;
+  grpc::Status SetAlias(grpc::ServerContext* context, const kls::v1::SetAliasRequest* request,
+                        kls::v1::KernelInfo* response) override;
+  grpc::Status Export(grpc::ServerContext* context, const kls::v1::ExportKernelRequest* request,
+                      grpc::ServerWriter<kls::v1::ExportKernelChunk>* writer) override;
+
+ private:
+  store::Store* const store_;
+  KernelCache* const cache_;
+};
+
+/// kls.v1.KernelRef → KernelKey (no validation; see ValidateKernelKey).
+KernelKey FromProto(const kls::v1::KernelRef& ref);
+/// store::KernelRecord → kls.v1.KernelInfo.
+void ToProto(const store::KernelRecord& record, kls::v1::KernelInfo* info);
+
+}  // namespace kls::server

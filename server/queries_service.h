@@ -1,0 +1,39 @@
+// kls.v1.Queries: Similarity, TopK, Embed — the hot path of ranking backends.
+//
+// Each handler: validate the request shape → KernelCache::Get (a shared,
+// immutable LearnedKernel; no lock is held while computing) → check every
+// index against the kernel → the LearnedKernel call → reply.
+//
+// Bounds (queries.proto): at most kMaxBatch pairs or rows per request
+// (INVALID_ARGUMENT beyond), k in [1, kMaxK]. Index errors name the field,
+// position and value: "i[3] = 999 is out of range for a kernel over 150 points".
+// Unknown kernel, version or alias → NOT_FOUND; corrupted artifact → DATA_LOSS.
+//
+// Thread safety: handlers run concurrently; the service holds no mutable state.
+#pragma once
+
+#include "kls/v1/queries.grpc.pb.h"
+#include "server/kernel_cache.h"
+
+namespace kls::server {
+
+class QueriesService final : public kls::v1::Queries::Service {
+ public:
+  static constexpr int kMaxBatch = 100'000;  ///< pairs (Similarity) or rows (Embed) per request
+  static constexpr int kMaxK = 10'000;       ///< TopK.k upper bound
+
+  /// `cache` must outlive the grpc::Server the service is registered on.
+  explicit QueriesService(KernelCache* cache) : cache_(cache) {}
+
+  grpc::Status Similarity(grpc::ServerContext* context, const kls::v1::SimilarityRequest* request,
+                          kls::v1::SimilarityResponse* response) override;
+  grpc::Status TopK(grpc::ServerContext* context, const kls::v1::TopKRequest* request,
+                    kls::v1::TopKResponse* response) override;
+  grpc::Status Embed(grpc::ServerContext* context, const kls::v1::EmbedRequest* request,
+                     kls::v1::EmbedResponse* response) override;
+
+ private:
+  KernelCache* const cache_;
+};
+
+}  // namespace kls::server

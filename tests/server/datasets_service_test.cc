@@ -1,0 +1,306 @@
+// kls.v1.Datasets in-process: a KlsServer on port 0 with a temporary data dir.
+// Round trips go through kls::Client (dense and sparse encodings); malformed
+// streams, which the client library never sends, go through the raw stub.
+#include "server/datasets_service.h"
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/csv_reader.h"
+#include "kls/v1/datasets.grpc.pb.h"
+#include "server/kls_server.h"
+#include "temp_dir.h"
+
+namespace kls::server {
+namespace {
+
+using ::testing::HasSubstr;
+using Request = kls::v1::UploadDatasetRequest;
+
+Request Header(int64_t n, int32_t dim, int64_t constraints = 0, bool labels = false, bool keys = false) {
+  Request r;
+  kls::v1::DatasetHeader* h = r.mutable_header();
+  h->set_name("test");
+  h->set_num_points(n);
+  h->set_dim(dim);
+  h->set_num_constraints(constraints);
+  h->set_has_labels(labels);
+  h->set_has_item_keys(keys);
+  return r;
+}
+
+Request Dense(int64_t first_row, const std::vector<double>& values, const std::vector<int>& labels = {},
+              const std::vector<std::string>& keys = {}) {
+  Request r;
+  kls::v1::FeatureChunk* c = r.mutable_features();
+  c->set_first_row(first_row);
+  for (double v : values) c->add_values(v);
+  for (int l : labels) c->add_labels(l);
+  for (const auto& k : keys) c->add_item_keys(k);
+  return r;
+}
+
+Request Constraints(const std::vector<std::array<int, 3>>& pairs) {
+  Request r;
+  kls::v1::ConstraintChunk* c = r.mutable_constraints();
+  for (const auto& p : pairs) {
+    c->add_i(p[0]);
+    c->add_j(p[1]);
+    c->add_kind(p[2]);
+  }
+  return r;
+}
+
+class DatasetsServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.data_dir = dir_.Sub("data");
+    config.workers = 1;
+    config.log_level = "warn";
+    server_ = std::make_unique<KlsServer>(config);
+    const Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    ClientOptions options;
+    options.target = server_->target();
+    client_ = std::make_unique<Client>(options);
+    stub_ = kls::v1::Datasets::NewStub(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  }
+
+  // Sends `messages` as one Upload stream; the server may end it early.
+  grpc::Status UploadRaw(const std::vector<Request>& messages, kls::v1::DatasetInfo* info = nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    kls::v1::DatasetInfo ignored;
+    auto writer = stub_->Upload(&context, info ? info : &ignored);
+    for (const Request& m : messages) {
+      if (!writer->Write(m)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  // The bad-input checks: code, message fragments, nothing stored, server up.
+  void ExpectRejected(const std::vector<Request>& messages, grpc::StatusCode code,
+                      const std::vector<std::string>& fragments) {
+    const grpc::Status s = UploadRaw(messages);
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    for (const std::string& f : fragments) EXPECT_THAT(s.error_message(), HasSubstr(f));
+    const auto list = client_->ListDatasets();
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_TRUE(list->empty()) << "a rejected upload stored a data set";
+    EXPECT_EQ(*client_->CheckHealth(""), ServingStatus::kServing);
+  }
+
+  kls::testing::TempDir dir_;
+  std::unique_ptr<KlsServer> server_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<kls::v1::Datasets::Stub> stub_;
+};
+
+TEST_F(DatasetsServiceTest, DenseUploadRoundTripsThroughTheStore) {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris.ok()) << iris.status();
+  for (int i = 0; i < iris->num_points(); ++i) iris->item_keys.push_back("flower-" + std::to_string(i));
+  auto constraints = GenerateAdmmProtocol(iris->labels, /*seed=*/3);
+  ASSERT_TRUE(constraints.ok());
+
+  UploadOptions options;
+  options.name = "iris";
+  options.encoding = FeatureEncoding::kDense;
+  options.chunk_bytes = 1000;  // many chunks, so ordering and chunking are exercised
+  const auto info = client_->UploadDataset(*iris, *constraints, options);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name(), "iris");
+  EXPECT_EQ(info->num_points(), 150);
+  EXPECT_EQ(info->dim(), 4);
+  EXPECT_EQ(info->num_classes(), 3);
+  EXPECT_EQ(info->num_constraints(), constraints->size());
+
+  const auto stored = server_->store()->LoadDataset(info->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->data.features, iris->features);  // bit for bit
+  EXPECT_EQ(stored->data.labels, iris->labels);
+  EXPECT_EQ(stored->data.item_keys, iris->item_keys);
+  ASSERT_EQ(stored->constraints.size(), constraints->size());
+  for (int t = 0; t < constraints->size(); ++t) {
+    EXPECT_EQ(stored->constraints.pairs[t].i, constraints->pairs[t].i);
+    EXPECT_EQ(stored->constraints.pairs[t].j, constraints->pairs[t].j);
+    EXPECT_EQ(stored->constraints.pairs[t].kind, constraints->pairs[t].kind);
+  }
+
+  const auto got = client_->GetDataset(info->id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->id(), info->id());
+  EXPECT_EQ(got->num_constraints(), info->num_constraints());
+  const auto list = client_->ListDatasets();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id(), info->id());
+
+  ASSERT_TRUE(client_->DeleteDataset(info->id()).ok());
+  EXPECT_EQ(client_->GetDataset(info->id()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->DeleteDataset(info->id()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->GetDataset("").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatasetsServiceTest, SparseUploadRoundTripsThroughTheStore) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> value(-3, 3);
+  std::bernoulli_distribution present(0.1);
+  Dataset data;
+  data.features = Eigen::MatrixXd::Zero(300, 40);
+  for (int i = 0; i < 300; ++i) {
+    for (int j = 0; j < 40; ++j) {
+      if (present(rng)) data.features(i, j) = value(rng);
+    }
+    data.labels.push_back(i % 2);
+  }
+  UploadOptions options;
+  options.name = "sparse";
+  options.encoding = FeatureEncoding::kSparse;
+  options.chunk_bytes = 2048;
+  const auto info = client_->UploadDataset(data, PairwiseConstraints{}, options);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_points(), 300);
+  EXPECT_EQ(info->dim(), 40);
+  EXPECT_EQ(info->num_constraints(), 0);
+  const auto stored = server_->store()->LoadDataset(info->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->data.features, data.features);
+  EXPECT_EQ(stored->data.labels, data.labels);
+
+  // kAuto picks sparse here and dense for iris; both store the same values.
+  options.encoding = FeatureEncoding::kAuto;
+  const auto again = client_->UploadDataset(data, PairwiseConstraints{}, options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(server_->store()->LoadDataset(again->id())->data.features, data.features);
+}
+
+TEST_F(DatasetsServiceTest, DeclaredSizesBeyondTheLimitsAreResourceExhausted) {
+  using C = grpc::StatusCode;
+  ExpectRejected({Header(10'000'001, 1)}, C::RESOURCE_EXHAUSTED, {"header.num_points = 10000001", "10000000"});
+  ExpectRejected({Header(10, 1'000'001)}, C::RESOURCE_EXHAUSTED, {"header.dim = 1000001"});
+  ExpectRejected({Header(2'000'000, 1000)}, C::RESOURCE_EXHAUSTED,
+                 {"header.num_points × header.dim", "2000000000", "1073741824"});
+  ExpectRejected({Header(10, 2, 100'000'001)}, C::RESOURCE_EXHAUSTED, {"header.num_constraints = 100000001"});
+  // Nonsense sizes are plain bad arguments.
+  ExpectRejected({Header(0, 2)}, C::INVALID_ARGUMENT, {"header.num_points = 0"});
+  ExpectRejected({Header(3, -1)}, C::INVALID_ARGUMENT, {"header.dim = -1"});
+  ExpectRejected({Header(3, 2, -5)}, C::INVALID_ARGUMENT, {"header.num_constraints = -5"});
+  Request long_name = Header(1, 1);
+  long_name.mutable_header()->set_name(std::string(300, 'x'));
+  ExpectRejected({long_name}, C::INVALID_ARGUMENT, {"header.name is 300 bytes"});
+}
+
+TEST_F(DatasetsServiceTest, StreamShapeErrorsAreInvalidArgument) {
+  using C = grpc::StatusCode;
+  ExpectRejected({}, C::INVALID_ARGUMENT, {"no DatasetHeader"});
+  ExpectRejected({Dense(0, {1, 2}), Header(1, 2)}, C::INVALID_ARGUMENT, {"must start with a DatasetHeader"});
+  ExpectRejected({Header(1, 2), Header(1, 2)}, C::INVALID_ARGUMENT, {"second header"});
+  ExpectRejected({Header(1, 2), Request()}, C::INVALID_ARGUMENT, {"is empty"});
+  // Truncated: fewer rows or constraints than declared.
+  ExpectRejected({Header(4, 2), Dense(0, {1, 2, 3, 4})}, C::INVALID_ARGUMENT,
+                 {"2 of header.num_points = 4 rows", "truncated"});
+  ExpectRejected({Header(2, 2, 3), Dense(0, {1, 2, 3, 4}), Constraints({{0, 1, 1}})}, C::INVALID_ARGUMENT,
+                 {"1 of header.num_constraints = 3 constraints"});
+  // Too many rows or constraints.
+  ExpectRejected({Header(2, 2), Dense(0, {1, 2, 3, 4, 5, 6})}, C::INVALID_ARGUMENT,
+                 {"carries 3 rows, beyond header.num_points = 2"});
+  ExpectRejected({Header(2, 2, 1), Dense(0, {1, 2, 3, 4}), Constraints({{0, 1, 1}, {0, 0, 1}})},
+                 C::INVALID_ARGUMENT, {"beyond header.num_constraints = 1"});
+}
+
+TEST_F(DatasetsServiceTest, FeatureErrorsNameTheRowAndColumn) {
+  using C = grpc::StatusCode;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  ExpectRejected({Header(3, 3), Dense(0, {1, 2, 3}), Dense(1, {4, 5, nan})}, C::INVALID_ARGUMENT,
+                 {"features[1][2] = nan is not finite"});
+  ExpectRejected({Header(2, 2), Dense(0, {1, -inf, 3, 4})}, C::INVALID_ARGUMENT, {"features[0][1] = -inf is not finite"});
+  // Ragged: values not a multiple of dim.
+  ExpectRejected({Header(3, 3), Dense(0, {1, 2, 3, 4})}, C::INVALID_ARGUMENT,
+                 {"4 values, not a multiple of dim = 3"});
+  // Out of order.
+  ExpectRejected({Header(4, 1), Dense(0, {1}), Dense(2, {3})}, C::INVALID_ARGUMENT,
+                 {"features.first_row = 2 but 1 rows were received"});
+  // Both encodings in one chunk.
+  Request both = Dense(0, {1, 2});
+  both.mutable_features()->add_sparse_rows();
+  ExpectRejected({Header(1, 2), both}, C::INVALID_ARGUMENT, {"both dense values and sparse_rows"});
+  // Sparse rows: index range, order, lengths, finiteness.
+  auto sparse = [](int64_t first, std::vector<std::pair<int, double>> entries) {
+    Request r;
+    r.mutable_features()->set_first_row(first);
+    kls::v1::SparseRow* row = r.mutable_features()->add_sparse_rows();
+    for (auto [i, v] : entries) {
+      row->add_indices(i);
+      row->add_values(v);
+    }
+    return r;
+  };
+  ExpectRejected({Header(1, 3), sparse(0, {{0, 1}, {3, 2}})}, C::INVALID_ARGUMENT,
+                 {"features[0] (sparse): index 3 is out of range for dim = 3"});
+  ExpectRejected({Header(1, 3), sparse(0, {{2, 1}, {1, 2}})}, C::INVALID_ARGUMENT, {"strictly ascending"});
+  ExpectRejected({Header(1, 3), sparse(0, {{1, nan}})}, C::INVALID_ARGUMENT, {"features[0][1] = nan is not finite"});
+  Request uneven = sparse(0, {{0, 1}});
+  uneven.mutable_features()->mutable_sparse_rows(0)->add_indices(2);
+  ExpectRejected({Header(1, 3), uneven}, C::INVALID_ARGUMENT, {"2 indices but 1 values"});
+}
+
+TEST_F(DatasetsServiceTest, LabelKeyAndConstraintErrorsNameTheValue) {
+  using C = grpc::StatusCode;
+  // Labels: one per row when declared, none otherwise, non-negative.
+  ExpectRejected({Header(2, 1, 0, true), Dense(0, {1, 2}, {0})}, C::INVALID_ARGUMENT, {"1 labels for 2 rows"});
+  ExpectRejected({Header(2, 1), Dense(0, {1, 2}, {0, 1})}, C::INVALID_ARGUMENT, {"header.has_labels is false"});
+  ExpectRejected({Header(2, 1, 0, true), Dense(0, {1, 2}, {0, -4})}, C::INVALID_ARGUMENT, {"labels[1] = -4"});
+  // Keys: one per row, non-empty, unique across chunks.
+  ExpectRejected({Header(2, 1, 0, false, true), Dense(0, {1, 2}, {}, {"a"})}, C::INVALID_ARGUMENT,
+                 {"1 item_keys for 2 rows"});
+  ExpectRejected({Header(2, 1, 0, false, true), Dense(0, {1}, {}, {"a"}), Dense(1, {2}, {}, {"a"})},
+                 C::INVALID_ARGUMENT, {"item_keys[1] = 'a' repeats"});
+  ExpectRejected({Header(1, 1, 0, false, true), Dense(0, {1}, {}, {""})}, C::INVALID_ARGUMENT,
+                 {"item_keys[0] is empty"});
+  // Constraints: indices in range, kind ±1, equal-length arrays, no duplicates.
+  ExpectRejected({Header(4, 1, 2), Dense(0, {1, 2, 3, 4}), Constraints({{0, 1, 1}, {2, 10, -1}})},
+                 C::INVALID_ARGUMENT, {"constraints[1]: j = 10 is out of range for 4 points"});
+  ExpectRejected({Header(4, 1, 1), Constraints({{-1, 1, 1}}), Dense(0, {1, 2, 3, 4})}, C::INVALID_ARGUMENT,
+                 {"constraints[0]: i = -1 is out of range for 4 points"});
+  ExpectRejected({Header(4, 1, 1), Dense(0, {1, 2, 3, 4}), Constraints({{0, 1, 0}})}, C::INVALID_ARGUMENT,
+                 {"constraints[0]: kind = 0"});
+  Request uneven = Constraints({{0, 1, 1}});
+  uneven.mutable_constraints()->add_i(2);
+  ExpectRejected({Header(4, 1, 2), Dense(0, {1, 2, 3, 4}), uneven}, C::INVALID_ARGUMENT, {"equal length"});
+  ExpectRejected({Header(4, 1, 2), Dense(0, {1, 2, 3, 4}), Constraints({{0, 1, 1}, {1, 0, -1}})},
+                 C::INVALID_ARGUMENT, {"constraints[1]"});
+}
+
+TEST_F(DatasetsServiceTest, ConstraintsMayPrecedeOrInterleaveRows) {
+  kls::v1::DatasetInfo info;
+  const grpc::Status s = UploadRaw({Header(3, 2, 2, true), Constraints({{0, 2, -1}}), Dense(0, {1, 2}, {0}),
+                                    Dense(1, {3, 4, 5, 6}, {1, 0}), Constraints({{0, 1, 1}})},
+                                   &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.num_points(), 3);
+  EXPECT_EQ(info.num_constraints(), 2);
+  EXPECT_EQ(info.num_classes(), 2);
+  const auto stored = server_->store()->LoadDataset(info.id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->data.features(2, 1), 6.0);
+  EXPECT_EQ(stored->constraints.pairs[0].kind, PairKind::kCannotLink);
+}
+
+}  // namespace
+}  // namespace kls::server
