@@ -9,6 +9,11 @@
 
 namespace kls::bench {
 
+std::vector<Subcommand>& Subcommands() {
+  static std::vector<Subcommand> all;
+  return all;
+}
+
 double PeakRssMb() {
   std::ifstream in("/proc/self/status");
   std::string line;

@@ -3,7 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/common/status.h"
 #include "core/data/dataset.h"
@@ -30,9 +32,28 @@ int Fail(const Status& status);
 /// A subcommand: registers its options on `app` and returns the callback
 /// that runs it (exit code).
 using Runner = std::function<int()>;
-Runner RegisterKnn(CLI::App& app, bool* json);
-Runner RegisterEval(CLI::App& app, bool* json);
-Runner RegisterRepro(CLI::App& app, bool* json);
-Runner RegisterScale(CLI::App& app, bool* json);
+using Registrar = Runner (*)(CLI::App& app, bool* json);
+
+/// One kls-bench subcommand. Each bench/*_bench.cc file adds itself with
+/// KLS_BENCH_SUBCOMMAND, so a new benchmark touches no shared file but
+/// bench/CMakeLists.txt.
+struct Subcommand {
+  const char* name;
+  const char* help;
+  Registrar registrar;
+};
+
+/// Every registered subcommand (static registration order is unspecified;
+/// main sorts by name).
+std::vector<Subcommand>& Subcommands();
+
+struct SubcommandRegistration {
+  SubcommandRegistration(const char* name, const char* help, Registrar registrar) {
+    Subcommands().push_back({name, help, registrar});
+  }
+};
+
+#define KLS_BENCH_SUBCOMMAND(name, help, registrar) \
+  static const ::kls::bench::SubcommandRegistration kls_bench_registration_##registrar{name, help, registrar}
 
 }  // namespace kls::bench

@@ -56,4 +56,6 @@ Runner RegisterEval(CLI::App& app, bool* json) {
   };
 }
 
+KLS_BENCH_SUBCOMMAND("eval", "kernel k-means on an embedding: pair accuracy, NMI, time", RegisterEval);
+
 }  // namespace kls::bench

@@ -70,4 +70,6 @@ Runner RegisterKnn(CLI::App& app, bool* json) {
   };
 }
 
+KLS_BENCH_SUBCOMMAND("knn", "exact k-NN graph + Laplacian time vs n", RegisterKnn);
+
 }  // namespace kls::bench

@@ -1,7 +1,11 @@
-// kls-bench: benchmarks and paper reproductions for KLS.
+// kls-bench: benchmarks and paper reproductions for KLS. Subcommands register
+// themselves (KLS_BENCH_SUBCOMMAND in bench/*_bench.cc); `kls-bench --help`
+// lists them. Examples:
 //   kls-bench knn  --n 2000,20000 --dim 123 --json
 //   kls-bench eval --data tests/data/iris.csv --json
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -12,16 +16,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bool json = false;
   app.add_flag("--json", json, "print one JSON object");
+  auto subcommands = kls::bench::Subcommands();
+  std::sort(subcommands.begin(), subcommands.end(),
+            [](const auto& a, const auto& b) { return std::strcmp(a.name, b.name) < 0; });
   std::map<CLI::App*, kls::bench::Runner> runners;
-  auto add = [&](const char* name, const char* help, auto reg) {
-    CLI::App* sub = app.add_subcommand(name, help);
+  for (const auto& s : subcommands) {
+    CLI::App* sub = app.add_subcommand(s.name, s.help);
     sub->add_flag("--json", json, "print one JSON object");
-    runners[sub] = reg(*sub, &json);
-  };
-  add("knn", "exact k-NN graph + Laplacian time vs n", kls::bench::RegisterKnn);
-  add("eval", "kernel k-means on an embedding: pair accuracy, NMI, time", kls::bench::RegisterEval);
-  add("repro", "reproduce a paper's clustering table row (NPKL solvers)", kls::bench::RegisterRepro);
-  add("scale", "one NPKL solve on adult-like data of size n: time, memory", kls::bench::RegisterScale);
+    runners[sub] = s.registrar(*sub, &json);
+  }
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners) {
     if (sub->parsed()) return run();

@@ -126,4 +126,6 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   };
 }
 
+KLS_BENCH_SUBCOMMAND("repro", "reproduce a paper's clustering table row (NPKL solvers)", RegisterRepro);
+
 }  // namespace kls::bench

@@ -70,4 +70,6 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   };
 }
 
+KLS_BENCH_SUBCOMMAND("scale", "one NPKL solve on adult-like data of size n: time, memory", RegisterScale);
+
 }  // namespace kls::bench

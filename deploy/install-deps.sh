@@ -15,9 +15,13 @@ BUILD_PACKAGES=(
   libcli11-dev         # command-line parsing (kls, kls-server, kls-bench)
   nlohmann-json3-dev   # JSON output (kls --json, kls-bench --json)
   libgtest-dev libgmock-dev  # tests
-  coinor-csdp          # exact SDP solver used as a test oracle
+  coinor-csdp          # exact SDP solver used as a test oracle and QSDP baseline peer
+  libsvm-dev           # SVM with precomputed kernels (ONK, MKL classifiers)
+  libglpk-dev          # LP for the level method's lower bound (ONK)
+  libfaiss-dev         # FAISS IndexFlatIP: the peer of kls-bench topk
+  gnuplot-nox          # PNG scatter plots of embeddings (kls-bench embed --plot)
 )
-RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g ca-certificates)
+RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 ca-certificates)
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")

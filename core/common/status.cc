@@ -1,5 +1,7 @@
 #include "core/common/status.h"
 
+#include <sstream>
+
 namespace kls {
 
 const char* StatusCodeName(StatusCode code) {
@@ -33,6 +35,12 @@ std::string Status::ToString() const {
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
 }
 
 std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cassert>
+#include <exception>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -97,6 +99,26 @@ class [[nodiscard]] StatusOr {
   Status status_;
   std::optional<T> value_;
 };
+
+/// Shortest round-trip text of a double for error messages ("0.5", "-1e-09", "nan").
+std::string FormatNumber(double v);
+
+/// Runs `body` (returning StatusOr<T> or Status) and turns exceptions from
+/// Eigen, Spectra or allocation into RESOURCE_EXHAUSTED / INTERNAL statuses
+/// prefixed with `what` — the guard every core public entry point uses
+/// (../shared/STYLE.md habit 3).
+template <typename F>
+auto GuardExceptions(const char* what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError(std::string(what) + ": out of memory");
+  } catch (const std::exception& e) {
+    return InternalError(std::string(what) + ": " + e.what());
+  } catch (...) {
+    return InternalError(std::string(what) + ": unknown exception");
+  }
+}
 
 }  // namespace kls
 

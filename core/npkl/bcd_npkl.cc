@@ -21,12 +21,6 @@ namespace {
 
 using SparseMatrix = Eigen::SparseMatrix<double>;
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
 // ---------------------------------------------------------------------------
 // Boundary reduction (Prop. 1).
 
@@ -44,8 +38,8 @@ Status CheckSymmetric(const SparseMatrix& l) {
   const double diff = (l - lt).norm();
   const double scale = l.norm();
   if (!(diff <= 1e-10 * std::max(scale, 1e-300))) {
-    return InvalidArgumentError("laplacian: must be symmetric, ‖Δ − Δᵀ‖_F = " + Num(diff) +
-                                " with ‖Δ‖_F = " + Num(scale));
+    return InvalidArgumentError("laplacian: must be symmetric, ‖Δ − Δᵀ‖_F = " + FormatNumber(diff) +
+                                " with ‖Δ‖_F = " + FormatNumber(scale));
   }
   return OkStatus();
 }
@@ -105,8 +99,8 @@ Status Reduce(const NpklProblem& problem, BoundaryReduction* red) {
   const double max_pivot = pivots.maxCoeff();
   const double min_pivot = pivots.minCoeff();
   if (!(max_pivot > 0.0) || !(min_pivot > 1e-12 * max_pivot)) {
-    return InvalidArgumentError("laplacian: the block Δ_UU (smallest LDLᵀ pivot " + Num(min_pivot) +
-                                ", largest " + Num(max_pivot) + ")" + hint);
+    return InvalidArgumentError("laplacian: the block Δ_UU (smallest LDLᵀ pivot " + FormatNumber(min_pivot) +
+                                ", largest " + FormatNumber(max_pivot) + ")" + hint);
   }
 
   // Δ̃ −= Δ_LU (Δ_UU⁻¹ Δ_UL), a block of columns at a time so the dense
@@ -492,7 +486,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   const Eigen::MatrixXd& reduced = red.reduced;
   for (int i = 0; i < l; ++i) {
     if (!(reduced(i, i) > 0.0) || !std::isfinite(reduced(i, i))) {
-      return InvalidArgumentError("laplacian: the reduced Laplacian Δ̃ has Δ̃_ii = " + Num(reduced(i, i)) +
+      return InvalidArgumentError("laplacian: the reduced Laplacian Δ̃ has Δ̃_ii = " + FormatNumber(reduced(i, i)) +
                                   " at point " + std::to_string(red.boundary[i]) +
                                   "; eq. (6) needs Δ̃_ii > 0 (Δ must be positive definite, e.g. delta > 0)");
     }
@@ -562,7 +556,7 @@ Status BcdNpklOptions::Validate() const {
                                 " is not supported by BCDNPKL (use hinge, square_hinge or square)");
   }
   if (!(c > 0.0) || !std::isfinite(c)) {
-    return InvalidArgumentError("options.c = " + Num(c) + " must be positive and finite");
+    return InvalidArgumentError("options.c = " + FormatNumber(c) + " must be positive and finite");
   }
   if (rank < 0) {
     return InvalidArgumentError("options.rank = " + std::to_string(rank) + " must be >= 1 (or 0 for automatic)");
@@ -571,22 +565,14 @@ Status BcdNpklOptions::Validate() const {
     return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + Num(tolerance) + " must be non-negative and finite");
+    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be non-negative and finite");
   }
   return OkStatus();
 }
 
 StatusOr<NpklResult> SolveBcdNpkl(const NpklProblem& problem, const BcdNpklOptions& options,
                                   const SolveControl& control) {
-  try {
-    return Solve(problem, options, control);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("BCDNPKL: out of memory");
-  } catch (const std::exception& e) {
-    return InternalError(std::string("BCDNPKL: ") + e.what());
-  } catch (...) {
-    return InternalError("BCDNPKL: unknown exception");
-  }
+  return GuardExceptions("BCDNPKL", [&] { return Solve(problem, options, control); });
 }
 
 }  // namespace kls

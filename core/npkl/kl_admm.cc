@@ -18,12 +18,6 @@
 namespace kls {
 namespace {
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
 // T_i of eq. (11)–(13) for every i, in compressed rows: the points j with
 // (i, j) ∈ T and their targets T_ij (1 must-link / self, 0 cannot-link).
 // An unordered constraint {i, j}, i ≠ j, lands in both rows i and j — these
@@ -172,8 +166,8 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   const double diff = (l - lt).norm();
   const double scale = l.norm();
   if (!(diff <= 1e-10 * std::max(scale, 1e-300))) {
-    return InvalidArgumentError("laplacian: must be symmetric, ‖L − Lᵀ‖_F = " + Num(diff) +
-                                " with ‖L‖_F = " + Num(scale));
+    return InvalidArgumentError("laplacian: must be symmetric, ‖L − Lᵀ‖_F = " + FormatNumber(diff) +
+                                " with ‖L‖_F = " + FormatNumber(scale));
   }
   return OkStatus();
 }
@@ -276,25 +270,25 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
 
 Status KlAdmmOptions::Validate() const {
   if (!(gamma > 0.0) || !std::isfinite(gamma)) {
-    return InvalidArgumentError("options.gamma = " + Num(gamma) + " must be positive and finite");
+    return InvalidArgumentError("options.gamma = " + FormatNumber(gamma) + " must be positive and finite");
   }
   if (rank < 0) {
     return InvalidArgumentError("options.rank = " + std::to_string(rank) +
                                 " must be >= 1 (or 0 for automatic)");
   }
   if (!(rho_initial > 0.0) || !std::isfinite(rho_initial)) {
-    return InvalidArgumentError("options.rho_initial = " + Num(rho_initial) +
+    return InvalidArgumentError("options.rho_initial = " + FormatNumber(rho_initial) +
                                 " must be positive and finite");
   }
   if (!(rho_min > 0.0) || !std::isfinite(rho_min)) {
-    return InvalidArgumentError("options.rho_min = " + Num(rho_min) + " must be positive and finite");
+    return InvalidArgumentError("options.rho_min = " + FormatNumber(rho_min) + " must be positive and finite");
   }
   if (max_iterations < 1) {
     return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) +
                                 " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + Num(tolerance) +
+    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) +
                                 " must be non-negative and finite");
   }
   if (num_threads < 0) {
@@ -306,15 +300,7 @@ Status KlAdmmOptions::Validate() const {
 
 StatusOr<NpklResult> SolveKlAdmm(const NpklProblem& problem, const KlAdmmOptions& options,
                                  const SolveControl& control) {
-  try {
-    return Solve(problem, options, control);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("KL-ADMM: out of memory");
-  } catch (const std::exception& e) {
-    return InternalError(std::string("KL-ADMM: ") + e.what());
-  } catch (...) {
-    return InternalError("KL-ADMM: unknown exception");
-  }
+  return GuardExceptions("KL-ADMM", [&] { return Solve(problem, options, control); });
 }
 
 }  // namespace kls

@@ -17,15 +17,9 @@
 namespace kls {
 namespace {
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 Status Positive(const char* field, double v) {
   if (!(v > 0.0) || !std::isfinite(v)) {
-    return InvalidArgumentError(std::string("options.") + field + " = " + Num(v) + " must be finite and > 0");
+    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
   }
   return OkStatus();
 }
@@ -227,7 +221,7 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   const double diff = (l - lt).norm();
   const double scale = std::max(1.0, l.norm());
   if (!(diff <= 1e-10 * scale)) {
-    return InvalidArgumentError("laplacian: not symmetric (‖L − Lᵀ‖_F = " + Num(diff) + ")");
+    return InvalidArgumentError("laplacian: not symmetric (‖L − Lᵀ‖_F = " + FormatNumber(diff) + ")");
   }
   return OkStatus();
 }
@@ -400,19 +394,19 @@ Status SimpleNpklOptions::Validate() const {
   KLS_RETURN_IF_ERROR(Positive("b", b));
   KLS_RETURN_IF_ERROR(Positive("g", g));
   if (!(p > 1.0) || !std::isfinite(p)) {
-    return InvalidArgumentError("options.p = " + Num(p) + " must be finite and > 1");
+    return InvalidArgumentError("options.p = " + FormatNumber(p) + " must be finite and > 1");
   }
   if (!(step >= 0.0) || !std::isfinite(step)) {
-    return InvalidArgumentError("options.step = " + Num(step) + " must be finite and >= 0 (0 = guaranteed)");
+    return InvalidArgumentError("options.step = " + FormatNumber(step) + " must be finite and >= 0 (0 = guaranteed)");
   }
   if (max_iterations < 1) {
     return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + Num(tolerance) + " must be finite and >= 0");
+    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
   }
   if (!(active_point_fraction > 0.0 && active_point_fraction <= 1.0)) {
-    return InvalidArgumentError("options.active_point_fraction = " + Num(active_point_fraction) +
+    return InvalidArgumentError("options.active_point_fraction = " + FormatNumber(active_point_fraction) +
                                 " must be in (0, 1]");
   }
   if (low_rank < 0) {
@@ -464,13 +458,7 @@ StatusOr<std::vector<int>> SelectActiveConstraints(const PairwiseConstraints& co
 
 StatusOr<NpklResult> SolveSimpleNpkl(const NpklProblem& problem, const SimpleNpklOptions& options,
                                      const SolveControl& control) {
-  try {
-    return Solve(problem, options, control);
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError("SimpleNPKL: out of memory");
-  } catch (const std::exception& e) {
-    return InternalError(std::string("SimpleNPKL: ") + e.what());
-  }
+  return GuardExceptions("SimpleNPKL", [&] { return Solve(problem, options, control); });
 }
 
 }  // namespace kls
