@@ -22,7 +22,7 @@
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
 #include "core/graph/laplacian.h"
-#include "tests/test_util/sdp_oracle.h"
+#include "tests/test_util/npkl_sdp.h"
 
 namespace kls {
 namespace {
@@ -125,63 +125,20 @@ Eigen::MatrixXd Gradient(const NpklProblem& p, NpklLoss loss, double c, const Ei
   return g;
 }
 
-// Eq. (1) as an SDP in CSDP's primal form (maximize −objective):
-//   X = diag(Z (n×n),  B_k = [[t_k, p_k], [p_k, 1]] per pair k,  LP slacks),
-//   B_k ⪰ 0 ⇔ t_k ≥ p_k², and the objective is tr(ΔZ) + C Σ t_k; with
-//   square:        p_k = 1 − T_k Z_ij                      (t_k ≥ (1 − T Z)²)
-//   square hinge:  p_k − e_k = 1 − T_k Z_ij, p_k − f_k = 0, e, f ≥ 0
-//                  (p_k ≥ max(0, 1 − T Z), t_k ≥ p_k²)
-//   hinge:         s_k − e_k = 1 − T_k Z_ij, s, e ≥ 0, objective C Σ s_k
-//                  instead of the 2×2 blocks.
+// Eq. (1) as an SDP solved by CSDP (encoding in tests/test_util/npkl_sdp.cc).
 struct CsdpAnswer {
-  double objective = 0.0;  // −tr(C X), the minimum of eq. (1)
+  double objective = 0.0;  // the minimum of eq. (1)
   Eigen::MatrixXd z;
   double seconds = 0.0;
 };
 CsdpAnswer SolveWithCsdp(const NpklProblem& p, NpklLoss loss, double c) {
-  test_util::SdpOracle sdp;
-  const int n = p.num_points();
-  const int m = p.constraints.size();
-  const int zb = sdp.AddBlock(n);
-  for (int col = 0; col < p.laplacian.outerSize(); ++col) {
-    for (Eigen::SparseMatrix<double>::InnerIterator it(p.laplacian, col); it; ++it) {
-      if (it.row() <= col) sdp.AddObjective(zb, static_cast<int>(it.row()), col, -it.value());
-    }
-  }
-  std::vector<int> blocks;
-  if (loss != NpklLoss::kHinge) {
-    for (int k = 0; k < m; ++k) blocks.push_back(sdp.AddBlock(2));
-  }
-  const int lp = loss == NpklLoss::kSquare ? -1 : sdp.AddDiagonalBlock(2 * m);
-  for (int k = 0; k < m; ++k) {
-    const Pair& q = p.constraints.pairs[k];
-    const int link = sdp.AddConstraint(1.0);  // (p_k or s_k) + T Z_ij [− e_k] = 1
-    sdp.AddCoefficient(link, zb, q.i, q.j, 0.5 * q.sign());
-    if (loss == NpklLoss::kHinge) {
-      sdp.AddCoefficient(link, lp, 2 * k, 2 * k, 1.0);
-      sdp.AddCoefficient(link, lp, 2 * k + 1, 2 * k + 1, -1.0);
-      sdp.AddObjective(lp, 2 * k, 2 * k, -c);
-      continue;
-    }
-    sdp.AddCoefficient(link, blocks[k], 0, 1, 0.5);
-    const int one = sdp.AddConstraint(1.0);
-    sdp.AddCoefficient(one, blocks[k], 1, 1, 1.0);
-    sdp.AddObjective(blocks[k], 0, 0, -c);
-    if (loss == NpklLoss::kSquareHinge) {
-      sdp.AddCoefficient(link, lp, 2 * k, 2 * k, -1.0);
-      const int nonneg = sdp.AddConstraint(0.0);
-      sdp.AddCoefficient(nonneg, blocks[k], 0, 1, 0.5);
-      sdp.AddCoefficient(nonneg, lp, 2 * k + 1, 2 * k + 1, -1.0);
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto sol = sdp.Solve();
   CsdpAnswer out;
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto sol = test_util::SolveBcdWithCsdp(p, loss, c);
   EXPECT_TRUE(sol.ok()) << sol.status();
   if (!sol.ok()) return out;
-  out.objective = -sol->primal_objective;
-  out.z = sol->blocks[zb];
+  out.objective = sol->objective;
+  out.z = sol->kernel;
+  out.seconds = sol->seconds;
   // The encoding is right: eq. (1) at CSDP's Z is CSDP's optimal value.
   EXPECT_NEAR(FullObjective(p, loss, c, out.z), out.objective, 1e-6 * std::max(1.0, std::abs(out.objective)));
   return out;

@@ -18,7 +18,8 @@
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
 #include "core/graph/laplacian.h"
-#include "tests/test_util/sdp_oracle.h"
+#include "tests/test_util/npkl_sdp.h"
+#include "tests/test_util/npkl_sdp.h"
 
 namespace kls {
 namespace {
@@ -83,32 +84,11 @@ Eigen::MatrixXd Gradient(const NpklProblem& p, double gamma, const Eigen::Matrix
   return g;
 }
 
-// eq. (1) as a CSDP primal: X = diag(K, [[t_k, s_k], [s_k, 1]] per ordered
-// entry k = (i, j)), s_k = K_ij − T_ij, so X ⪰ 0 ⇔ K ⪰ 0 and t_k ≥ s_k²;
-// maximize −tr(LK) − (γ/2) Σ t_k.
+// eq. (1) solved by CSDP (encoding in tests/test_util/npkl_sdp.cc).
 StatusOr<Eigen::MatrixXd> SolveWithCsdp(const NpklProblem& p, double gamma, double* seconds) {
-  test_util::SdpOracle sdp;
-  const int n = p.num_points();
-  const int kb = sdp.AddBlock(n);
-  for (int j = 0; j < p.laplacian.outerSize(); ++j) {
-    for (Eigen::SparseMatrix<double>::InnerIterator it(p.laplacian, j); it; ++it) {
-      if (it.row() <= j) sdp.AddObjective(kb, static_cast<int>(it.row()), j, -it.value());
-    }
-  }
-  for (const Entry& e : OrderedEntries(p.constraints)) {
-    const int b = sdp.AddBlock(2);
-    sdp.AddObjective(b, 0, 0, -0.5 * gamma);
-    const int one = sdp.AddConstraint(1.0);  // X_b(1,1) = 1
-    sdp.AddCoefficient(one, b, 1, 1, 1.0);
-    const int link = sdp.AddConstraint(-e.t);  // s_k − K_ij = −T_ij
-    sdp.AddCoefficient(link, b, 0, 1, 0.5);    // off-diagonal: 2·0.5·X_01
-    sdp.AddCoefficient(link, kb, e.i, e.j, e.i == e.j ? -1.0 : -0.5);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto sol = sdp.Solve();
-  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!sol.ok()) return sol.status();
-  return sol->blocks[kb];
+  KLS_ASSIGN_OR_RETURN(test_util::NpklSdpAnswer sol, test_util::SolvePcpWithCsdp(p, gamma));
+  *seconds = sol.seconds;
+  return sol.kernel;
 }
 
 std::vector<int> RandomLabels(int n, int classes, uint64_t seed) {
