@@ -53,34 +53,16 @@ NpklProblem MakeProblem(const Eigen::MatrixXd& points, const std::vector<int>& l
   return p;
 }
 
-// Ordered constraint entries (i, j, T_ij): each i ≠ j pair twice, self pairs
-// once — written out independently of the solver's bookkeeping.
-struct Entry {
-  int i, j;
-  double t;
-};
-std::vector<Entry> OrderedEntries(const PairwiseConstraints& c) {
-  std::vector<Entry> out;
-  for (const Pair& p : c.pairs) {
-    const double t = p.kind == PairKind::kMustLink ? 1.0 : 0.0;
-    out.push_back({p.i, p.j, t});
-    if (p.i != p.j) out.push_back({p.j, p.i, t});
-  }
-  return out;
-}
-
-// eq. (1) for a dense K.
-double PcpObjective(const NpklProblem& p, double gamma, const Eigen::MatrixXd& k) {
-  const Eigen::MatrixXd l = Eigen::MatrixXd(p.laplacian);
-  double f = (l.cwiseProduct(k)).sum();
-  for (const Entry& e : OrderedEntries(p.constraints)) f += 0.5 * gamma * std::pow(k(e.i, e.j) - e.t, 2);
-  return f;
-}
+// Ordered constraint entries (i, j, T_ij) and eq. (1), written out
+// independently of the solver's bookkeeping (tests/test_util/npkl_sdp.h).
+using test_util::OrderedPcpEntries;
+using test_util::PcpObjective;
+using Entry = test_util::PcpEntry;
 
 // G = ∇f(K) = L + γ Σ_{(i,j)∈T} (K_ij − T_ij) E_ij (symmetric, since T is).
 Eigen::MatrixXd Gradient(const NpklProblem& p, double gamma, const Eigen::MatrixXd& k) {
   Eigen::MatrixXd g = Eigen::MatrixXd(p.laplacian);
-  for (const Entry& e : OrderedEntries(p.constraints)) g(e.i, e.j) += gamma * (k(e.i, e.j) - e.t);
+  for (const Entry& e : OrderedPcpEntries(p.constraints)) g(e.i, e.j) += gamma * (k(e.i, e.j) - e.t);
   return g;
 }
 
@@ -153,7 +135,7 @@ void ExpectMatchesCsdp(const ExactnessCase& c) {
   const double k_min = k_eig.eigenvalues().minCoeff() / k_eig.eigenvalues().maxCoeff();
   std::printf("[ %s ] n=%d |T|=%zu r=%d rank(K_csdp)=%d csdp=%.2fs admm=%.3fs it=%d (%.3f ms/it) "
               "gap=%.2e dK=%.2e |GK|=%.2e min eig G=%.2e\n",
-              c.name.c_str(), n, OrderedEntries(p.constraints).size(), r->kernel.rank(), kc_rank, csdp_seconds,
+              c.name.c_str(), n, OrderedPcpEntries(p.constraints).size(), r->kernel.rank(), kc_rank, csdp_seconds,
               r->stats.solve_seconds, r->stats.iterations, 1e3 * r->stats.solve_seconds / r->stats.iterations,
               gap, dk, complementarity, g_min);
 
@@ -229,7 +211,7 @@ TEST(KlAdmmExactness, IrisMatchesCsdp) {
 TEST(KlAdmm, AutomaticRankFollowsTable1) {
   const Dataset iris = LoadIris();
   const NpklProblem p = MakeProblem(iris.features, iris.labels, 1);
-  ASSERT_EQ(OrderedEntries(p.constraints).size(), 510u);
+  ASSERT_EQ(OrderedPcpEntries(p.constraints).size(), 510u);
   KlAdmmOptions o;
   o.max_iterations = 1;
   auto r = SolveKlAdmm(p, o);

@@ -21,21 +21,6 @@ double BcdLoss(NpklLoss loss, double z) {
   }
 }
 
-// Ordered PCP entries (i, j, T_ij): each i ≠ j pair twice, self pairs once.
-struct Entry {
-  int i, j;
-  double t;
-};
-std::vector<Entry> OrderedEntries(const PairwiseConstraints& c) {
-  std::vector<Entry> out;
-  for (const Pair& p : c.pairs) {
-    const double t = p.kind == PairKind::kMustLink ? 1.0 : 0.0;
-    out.push_back({p.i, p.j, t});
-    if (p.i != p.j) out.push_back({p.j, p.i, t});
-  }
-  return out;
-}
-
 // −tr(ΔX_0) as CSDP's maximization objective on block 0.
 void AddLaplacianObjective(const Eigen::SparseMatrix<double>& lap, int block, SdpOracle* sdp) {
   for (int col = 0; col < lap.outerSize(); ++col) {
@@ -102,9 +87,19 @@ StatusOr<NpklSdpAnswer> SolveBcdWithCsdp(const NpklProblem& p, NpklLoss loss, do
   return Run(sdp, zb);
 }
 
+std::vector<PcpEntry> OrderedPcpEntries(const PairwiseConstraints& c) {
+  std::vector<PcpEntry> out;
+  for (const Pair& p : c.pairs) {
+    const double t = p.kind == PairKind::kMustLink ? 1.0 : 0.0;
+    out.push_back({p.i, p.j, t});
+    if (p.i != p.j) out.push_back({p.j, p.i, t});
+  }
+  return out;
+}
+
 double PcpObjective(const NpklProblem& p, double gamma, const Eigen::MatrixXd& k) {
   double f = Eigen::MatrixXd(p.laplacian).cwiseProduct(k).sum();
-  for (const Entry& e : OrderedEntries(p.constraints)) f += 0.5 * gamma * std::pow(k(e.i, e.j) - e.t, 2);
+  for (const PcpEntry& e : OrderedPcpEntries(p.constraints)) f += 0.5 * gamma * std::pow(k(e.i, e.j) - e.t, 2);
   return f;
 }
 
@@ -115,7 +110,7 @@ StatusOr<NpklSdpAnswer> SolvePcpWithCsdp(const NpklProblem& p, double gamma) {
   SdpOracle sdp;
   const int kb = sdp.AddBlock(p.num_points());
   AddLaplacianObjective(p.laplacian, kb, &sdp);
-  for (const Entry& e : OrderedEntries(p.constraints)) {
+  for (const PcpEntry& e : OrderedPcpEntries(p.constraints)) {
     const int b = sdp.AddBlock(2);
     sdp.AddObjective(b, 0, 0, -0.5 * gamma);
     const int one = sdp.AddConstraint(1.0);  // X_b(1,1) = 1

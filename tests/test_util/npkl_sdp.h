@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <vector>
 
 #include "core/common/status.h"
 #include "core/npkl/npkl_problem.h"
@@ -20,6 +21,14 @@ struct NpklSdpAnswer {
 /// unordered pair once, for ℓ = square, square hinge or hinge.
 double BcdObjective(const NpklProblem& p, NpklLoss loss, double c, const Eigen::MatrixXd& z);
 StatusOr<NpklSdpAnswer> SolveBcdWithCsdp(const NpklProblem& p, NpklLoss loss, double c);
+
+/// KL-ADMM's ordered constraint entries (i, j, T_ij): each i ≠ j pair twice,
+/// self pairs once; T_ij = 1 must-link or self, 0 cannot-link.
+struct PcpEntry {
+  int i, j;
+  double t;
+};
+std::vector<PcpEntry> OrderedPcpEntries(const PairwiseConstraints& c);
 
 /// KL-ADMM eq. (1): min tr(LK) + (γ/2) Σ_{(i,j) ∈ T, ordered} (K_ij − T_ij)²,
 /// T_ij = 1 must-link or self pair, 0 cannot-link; K ⪰ 0.
