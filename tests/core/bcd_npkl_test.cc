@@ -23,6 +23,7 @@
 #include "core/eval/metrics.h"
 #include "core/graph/laplacian.h"
 #include "tests/test_util/npkl_sdp.h"
+#include "tests/test_util/sdp_oracle.h"
 
 namespace kls {
 namespace {
