@@ -6,6 +6,13 @@
 #include "core/npkl/simple_npkl.h"
 
 namespace kls::bench {
+namespace {
+SolveControl Control(const RunParams& params) {
+  SolveControl control;
+  control.progress = params.progress;
+  return control;
+}
+}  // namespace
 
 StatusOr<MethodSpec> ParseMethod(const std::string& name) {
   using F = MethodSpec::Family;
@@ -62,7 +69,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.seed = params.seed;
       o.num_threads = params.threads;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
-      return SolveKlAdmm(problem, o, SolveControl{});
+      return SolveKlAdmm(problem, o, Control(params));
     }
     case MethodSpec::Family::kBcd: {
       BcdNpklOptions o;
@@ -70,7 +77,8 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.c = c;
       o.seed = params.seed;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
-      return SolveBcdNpkl(problem, o, SolveControl{});
+      if (params.omega > 0.0) o.over_relaxation = params.omega;
+      return SolveBcdNpkl(problem, o, Control(params));
     }
     case MethodSpec::Family::kSimple: {
       SimpleNpklOptions o;
@@ -78,7 +86,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.c = c;
       o.b = params.b > 0 ? params.b : 1.0;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
-      return SolveSimpleNpkl(problem, o, SolveControl{});
+      return SolveSimpleNpkl(problem, o, Control(params));
     }
   }
   return InternalError("unknown method family");

@@ -2,8 +2,10 @@
 // (graph + constraints) and the method names of the issue tracker.
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
@@ -39,6 +41,9 @@ struct RunParams {
   int max_iterations = 0;  ///< 0 = solver default
   int threads = 1;
   uint64_t seed = 1;
+  double omega = 0.0;      ///< BCDNPKL over-relaxation ω; 0 = solver default
+  /// Progress sink handed to the solver (empty: none).
+  std::function<void(const ProgressEvent&)> progress;
 };
 
 /// Solves with the named method; the result's stats carry timings.

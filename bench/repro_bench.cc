@@ -40,7 +40,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
     std::string data, synthetic, method = "admm", protocol = "admm";
     int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0;
-    double c = 0, b = 0;
+    double c = 0, b = 0, omega = 0;
     uint64_t seed = 1;
     bool standardize = false;
   };
@@ -86,6 +86,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       params.seed = seed;
       params.threads = a->threads;
       params.max_iterations = a->max_iterations;
+      params.omega = a->omega;
       Stopwatch watch;
       auto result = RunMethod(*method, problem, params);
       if (!result.ok()) return Fail(result.status());

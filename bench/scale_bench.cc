@@ -11,7 +11,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
     std::string method = "admm", protocol;
     int n = 2000, k = 50, threads = 0, max_iterations = 0;
-    double c = 0, b = 0;
+    double c = 0, b = 0, omega = 0;
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
@@ -24,6 +24,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--threads", a->threads, "threads (0 = all cores)");
   app.add_option("--max-iterations", a->max_iterations, "iteration cap (0 = default; KL-ADMM on adult: 100)");
   app.add_option("--seed", a->seed, "seed");
+  app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation ω in (0, 2) (0 = solver default)");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
@@ -46,6 +47,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.c = c;
     params.b = a->b > 0 ? a->b : (method->family == F::kSimple ? a->n : 0.0);
     params.seed = a->seed;
+    params.omega = a->omega;
     params.threads = a->threads > 0 ? a->threads : 0;
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? 100 : 0);
     NpklProblem problem{graph->laplacian, *constraints};

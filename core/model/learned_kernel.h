@@ -44,9 +44,21 @@ class LearnedKernel {
   Eigen::VectorXd row(int i) const;
   /// The k largest K_ij over j (excluding j = i when exclude_self), highest
   /// first, ties by smaller index. O(nr + n log k).
+  ///
+  /// One pass over V (the query-path cost model of DESIGN.md: one GEMV +
+  /// partial selection, fused): rows are scored in blocks of kScanBlock into a
+  /// buffer that stays in L1, four rows at a time with independent SIMD
+  /// partial sums, and only scores that beat the current k-th best touch the
+  /// size-k heap. No n-length temporary, so the cost is one streaming read of
+  /// the float64 embedding (bench: `kls-bench topk`). Scores are exact float64
+  /// dot products (fixed summation order; they may differ from value(i, j) in
+  /// the last bits, since Eigen's dot sums in another order).
   std::vector<ScoredItem> TopK(int i, int k, bool exclude_self = true) const;
-  /// The k largest v_j · q for a query vector q of length r.
+  /// The k largest v_j · q for a query vector q of length r (same scan).
   std::vector<ScoredItem> TopKByVector(const Eigen::VectorXd& query, int k) const;
+
+  /// Rows scored per block of the TopK scan.
+  static constexpr int kScanBlock = 256;
 
   /// INVALID_ARGUMENT naming `field` and the value when i is out of range.
   Status CheckIndex(int i, const char* field) const;
@@ -56,7 +68,8 @@ class LearnedKernel {
 
  private:
   explicit LearnedKernel(Embedding e) : embedding_(std::move(e)) {}
-  std::vector<ScoredItem> SelectTop(const Eigen::VectorXd& scores, int k, int skip) const;
+  /// The fused scan behind TopK / TopKByVector; `skip` = an index to leave out, or -1.
+  std::vector<ScoredItem> ScanTop(const double* query, int k, int skip) const;
 
   Embedding embedding_;
 };

@@ -1,0 +1,451 @@
+// kls-bench embed: thesis §3.5.5.2 (Tables 3.8 / 3.9) — 2-D embeddings by
+// CMVU, MVE, SPE (SimpleNPKL, core/embed) or kernel PCA, scored by k-NN.
+//
+// Protocol per repetition (seeds S, S+1, …): draw `--n` (100) points at
+// random from the two largest classes, z-score them, split 60/20/20 into
+// train/validation/test, learn the embedding on all drawn points (CMVU sees
+// the training labels only), take the top `--dims` principal coordinates,
+// scale so ‖HXXᵀH‖_F² = N, choose k (odd, 1…15) and the capacity B = m·N, m ∈ --B-grid (thesis §3.5.5:
+// C = 1, m ∈ {0.1, 1, 2, 10}) on validation accuracy, report test accuracy.
+// `--sdp` also runs the original formulation with a general SDP solver
+// (CSDP) on the same points, as Table 3.9's baseline: MVE as in [SJ07]
+// (hard MVU distance equalities, centering), SPE as in [SJ09] (tr K <= 1,
+// single slack, cutting planes over the triplets).
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "bench/bench_util.h"
+#include "core/common/solve_control.h"
+#include "core/embed/embedding.h"
+#include "core/embed/knn_classifier.h"
+#include "tests/test_util/sdp_oracle.h"
+
+namespace kls::bench {
+namespace {
+
+struct MeanStd {
+  double sum = 0, sum2 = 0;
+  int n = 0;
+  void Add(double x) {
+    sum += x;
+    sum2 += x * x;
+    ++n;
+  }
+  double mean() const { return n ? sum / n : 0.0; }
+  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
+};
+
+Eigen::MatrixXd Standardized(Eigen::MatrixXd x) {
+  x.rowwise() -= x.colwise().mean();
+  for (Eigen::Index j = 0; j < x.cols(); ++j) {
+    const double sd = std::sqrt(x.col(j).squaredNorm() / std::max<Eigen::Index>(1, x.rows() - 1));
+    if (sd > 0) x.col(j) /= sd;
+  }
+  return x;
+}
+
+std::vector<double> ParseGrid(const std::string& text, Status* status) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      *status = InvalidArgumentError("--B-grid: '" + item + "' is not a positive number");
+      return {};
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) *status = InvalidArgumentError("--B-grid: is empty");
+  return out;
+}
+
+// Scatter plot of a 2-D embedding coloured by class, through gnuplot.
+Status WritePlot(const std::string& path, const Eigen::MatrixXd& y, const std::vector<int>& labels,
+                 const std::string& title) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return FailedPreconditionError("--plot: gnuplot is not installed (Debian package gnuplot-nox)");
+  }
+  if (y.cols() < 2) return InvalidArgumentError("--plot: needs --dims >= 2");
+  const std::string data_path = path + ".dat";
+  {
+    std::ofstream f(data_path);
+    if (!f) return InvalidArgumentError("--plot: cannot write " + data_path);
+    for (int c = 0; c <= *std::max_element(labels.begin(), labels.end()); ++c) {
+      for (Eigen::Index i = 0; i < y.rows(); ++i)
+        if (labels[i] == c) f << y(i, 0) << " " << y(i, 1) << "\n";
+      f << "\n\n";  // one gnuplot data block per class
+    }
+  }
+  FILE* gp = popen("gnuplot 2>&1", "w");
+  if (gp == nullptr) return InternalError("--plot: cannot start gnuplot");
+  std::fprintf(gp, "set terminal pngcairo size 800,600 enhanced font 'sans,11'\n");
+  std::fprintf(gp, "set output '%s'\n", path.c_str());
+  std::fprintf(gp, "set title '%s' noenhanced\nset key outside right\nset xlabel 'coordinate 1'\n", title.c_str());
+  std::fprintf(gp, "set ylabel 'coordinate 2'\nset grid\n");
+  std::fprintf(gp,
+               "plot '%s' index 0 with points pt 7 ps 1.2 lc rgb '#1f77b4' title 'class A', "
+               "'%s' index 1 with points pt 5 ps 1.2 lc rgb '#d62728' title 'class B'\n",
+               data_path.c_str(), data_path.c_str());
+  const int rc = pclose(gp);
+  std::remove(data_path.c_str());
+  if (rc != 0) return InternalError("--plot: gnuplot exited with status " + std::to_string(rc));
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// The original formulations with CSDP (Table 3.9's "standard SDP solver").
+
+// One MVE step of [SJ07]: max tr(K K₀) s.t. K ⪰ 0, Σ K_ij = 0, tr(T_e K) = D_e
+// on the graph edges, and tr K <= τ = 100 · tr(HXXᵀH), a cap that keeps a
+// disconnected graph's SDP bounded. (The provable cap for a connected graph,
+// (n/2)(Σ_e √D_e)², is ~1e4× larger and made CSDP stall, exit code 7.)
+StatusOr<Eigen::MatrixXd> MveSdpStep(const NeighborhoodGraph& g, const Eigen::MatrixXd& k0, double trace_cap) {
+  const int n = g.num_points;
+  test_util::SdpOracle sdp;
+  const int kb = sdp.AddBlock(n);
+  const int sb = sdp.AddDiagonalBlock(1);
+  for (int i = 0; i < n; ++i)
+    for (int j = i; j < n; ++j) sdp.AddObjective(kb, i, j, k0(i, j));  // off-diagonal counted twice: tr(K₀K)
+  const int center = sdp.AddConstraint(0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = i; j < n; ++j) sdp.AddCoefficient(center, kb, i, j, 1.0);  // Σ_ij K_ij (symmetric)
+  double root_sum = 0.0;
+  for (int e = 0; e < g.num_edges(); ++e) {
+    const int c = sdp.AddConstraint(g.squared_distance[e]);
+    const int i = g.edge_i[e], j = g.edge_j[e];
+    sdp.AddCoefficient(c, kb, i, i, 1.0);
+    sdp.AddCoefficient(c, kb, j, j, 1.0);
+    sdp.AddCoefficient(c, kb, i, j, -1.0);  // −K_ij − K_ji
+    root_sum += std::sqrt(g.squared_distance[e]);
+  }
+  (void)root_sum;
+  const int trace = sdp.AddConstraint(trace_cap);
+  for (int i = 0; i < n; ++i) sdp.AddCoefficient(trace, kb, i, i, 1.0);
+  sdp.AddCoefficient(trace, sb, 0, 0, 1.0);
+  KLS_ASSIGN_OR_RETURN(test_util::SdpOracle::Solution sol, sdp.Solve());
+  return sol.blocks[kb];
+}
+
+Eigen::MatrixXd TopCoordinatesOfDense(const Eigen::MatrixXd& k, int d) {
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (k + k.transpose()));
+  const int n = static_cast<int>(k.rows());
+  Eigen::MatrixXd out = Eigen::MatrixXd::Zero(n, d);
+  for (int c = 0; c < std::min(d, n); ++c)
+    out.col(c) = eig.eigenvectors().col(n - 1 - c) * std::sqrt(std::max(0.0, eig.eigenvalues()[n - 1 - c]));
+  return out;
+}
+
+// MVE [SJ07] with CSDP: K₀ from the input Gram matrix, then MVE steps until
+// the top-d eigenspace settles (same rule as SolveMve).
+StatusOr<Eigen::MatrixXd> MveSdp(const NeighborhoodGraph& g, const Eigen::MatrixXd& x, int d, int max_outer) {
+  const int n = g.num_points;
+  const Eigen::MatrixXd xc = x.rowwise() - x.colwise().mean();
+  Eigen::MatrixXd k = xc * xc.transpose();
+  const double cap = 100.0 * k.trace();
+  Eigen::MatrixXd u_prev;
+  for (int it = 0; it < max_outer; ++it) {
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (k + k.transpose()));
+    const Eigen::MatrixXd u = eig.eigenvectors().rightCols(d);
+    if (u_prev.size() > 0) {
+      const double change = std::sqrt(std::max(0.0, 2.0 * d - 2.0 * (u_prev.transpose() * u).squaredNorm()) / (2.0 * d));
+      if (change <= 1e-3) break;
+    }
+    u_prev = u;
+    const Eigen::MatrixXd k0 = 2.0 * u * u.transpose() - Eigen::MatrixXd::Identity(n, n);
+    KLS_ASSIGN_OR_RETURN(k, MveSdpStep(g, k0, cap));
+  }
+  return TopCoordinatesOfDense(k, d);
+}
+
+// SPE [SJ09] with CSDP: max tr(KW) − Cξ s.t. K ⪰ 0, tr K <= 1, Σ K_ij = 0,
+// D_ij >= D_ik − ξ for the working set of triplets (i, j ∉ N_i, k ∈ N_i), ξ >= 0;
+// cutting planes: add each point's most violated triplet until none is
+// violated by more than 1e-4 (relative to tr K = 1) beyond ξ.
+StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, int max_rounds) {
+  const int n = g.num_points;
+  struct Triplet { int i, j, k; };
+  std::vector<Triplet> working;
+  Eigen::MatrixXd k_sol;
+  for (int round = 0; round < max_rounds; ++round) {
+    test_util::SdpOracle sdp;
+    const int kb = sdp.AddBlock(n);
+    const int lp = sdp.AddDiagonalBlock(2 + static_cast<int>(working.size()));  // [ξ, s_trace, s_t...]
+    for (int e = 0; e < g.num_edges(); ++e) sdp.AddObjective(kb, g.edge_i[e], g.edge_j[e], 1.0);  // tr(KW)
+    sdp.AddObjective(lp, 0, 0, -c);
+    const int center = sdp.AddConstraint(0.0);
+    for (int i = 0; i < n; ++i)
+      for (int j = i; j < n; ++j) sdp.AddCoefficient(center, kb, i, j, 1.0);
+    const int trace = sdp.AddConstraint(1.0);
+    for (int i = 0; i < n; ++i) sdp.AddCoefficient(trace, kb, i, i, 1.0);
+    sdp.AddCoefficient(trace, lp, 1, 1, 1.0);
+    for (size_t t = 0; t < working.size(); ++t) {
+      // D_ij − D_ik + ξ − s_t = 0 with s_t >= 0; D_ij − D_ik = K_jj − 2K_ij − K_kk + 2K_ik.
+      const Triplet& tr = working[t];
+      const int row = sdp.AddConstraint(0.0);
+      sdp.AddCoefficient(row, kb, tr.j, tr.j, 1.0);
+      sdp.AddCoefficient(row, kb, tr.k, tr.k, -1.0);
+      sdp.AddCoefficient(row, kb, tr.i, tr.j, -1.0);
+      sdp.AddCoefficient(row, kb, tr.i, tr.k, 1.0);
+      sdp.AddCoefficient(row, lp, 0, 0, 1.0);
+      sdp.AddCoefficient(row, lp, 2 + static_cast<int>(t), 2 + static_cast<int>(t), -1.0);
+    }
+    KLS_ASSIGN_OR_RETURN(test_util::SdpOracle::Solution sol, sdp.Solve());
+    k_sol = sol.blocks[kb];
+    const double xi = sol.blocks[lp](0, 0);
+    auto dist = [&](int a, int b) { return k_sol(a, a) + k_sol(b, b) - 2.0 * k_sol(a, b); };
+    int added = 0;
+    std::vector<char> nb(n, 0);
+    for (int i = 0; i < n; ++i) {
+      for (int k : g.neighbors[i]) nb[k] = 1;
+      double worst = 1e-4;
+      Triplet best{-1, -1, -1};
+      for (int k : g.neighbors[i])
+        for (int j = 0; j < n; ++j) {
+          if (j == i || nb[j]) continue;
+          const double v = dist(i, k) - dist(i, j) - xi;
+          if (v > worst) {
+            worst = v;
+            best = {i, j, k};
+          }
+        }
+      for (int k : g.neighbors[i]) nb[k] = 0;
+      if (best.i >= 0) {
+        working.push_back(best);
+        ++added;
+      }
+    }
+    if (added == 0) break;
+  }
+  return TopCoordinatesOfDense(k_sol, d);
+}
+
+}  // namespace
+
+Runner RegisterEmbed(CLI::App& app, bool* json) {
+  struct Args {
+    std::string data, method = "mve", plot, b_grid = "0.1,1,2,10", kernel = "linear";
+    int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
+    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0;
+    uint64_t seed = 1;
+    bool no_standardize = false;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("--data", a->data, "labeled CSV (last column label)")->required();
+  app.add_option("--method", a->method, "cmvu | mve | spe | kpca");
+  app.add_option("--dims", a->dims, "embedding dimensions (thesis: 2)");
+  app.add_option("--n", a->n, "points drawn from the two largest classes per repetition");
+  app.add_option("--reps", a->reps, "repetitions (seeds S, S+1, ...)");
+  app.add_option("--seed", a->seed, "first seed");
+  app.add_option("--graph-k", a->graph_k, "k of the symmetrized k-NN graph the embedding preserves");
+  app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
+  app.add_option("--C", a->c, "slack weight C (thesis: 1)");
+  app.add_option("--B-grid", a->b_grid, "capacity multipliers m, B = m·N, chosen on validation");
+  app.add_option("--max-iterations", a->max_iterations, "SimpleNPKL iterations per solve");
+  app.add_option("--tolerance", a->tolerance, "relative duality gap to stop at");
+  app.add_option("--kernel", a->kernel, "kpca kernel: linear | rbf");
+  app.add_option("--rbf-sigma", a->rbf_sigma, "kpca RBF width (0 = heuristic)");
+  app.add_option("--sdp-reps", a->sdp_reps, "also solve MVE / SPE with CSDP on the first R repetitions");
+  app.add_option("--plot", a->plot, "write a PNG scatter plot of the first repetition's embedding");
+  app.add_flag("--no-standardize", a->no_standardize, "keep raw features");
+  return [a, json]() -> int {
+    const std::string& method = a->method;
+    if (method != "cmvu" && method != "mve" && method != "spe" && method != "kpca") {
+      return Fail(InvalidArgumentError("--method = '" + method + "' must be cmvu, mve, spe or kpca"));
+    }
+    if (a->kernel != "linear" && a->kernel != "rbf") {
+      return Fail(InvalidArgumentError("--kernel = '" + a->kernel + "' must be linear or rbf"));
+    }
+    if (a->dims < 1) return Fail(InvalidArgumentError("--dims = " + std::to_string(a->dims) + " must be >= 1"));
+    if (a->reps < 1) return Fail(InvalidArgumentError("--reps = " + std::to_string(a->reps) + " must be >= 1"));
+    if (a->n < 10) return Fail(InvalidArgumentError("--n = " + std::to_string(a->n) + " must be >= 10"));
+    if (a->knn_max < 1) return Fail(InvalidArgumentError("--knn-max = " + std::to_string(a->knn_max) + " must be >= 1"));
+    if (a->sdp_reps > 0 && method != "mve" && method != "spe") {
+      return Fail(InvalidArgumentError("--sdp-reps: the SDP baseline exists for mve and spe only"));
+    }
+    Status grid_status;
+    const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, &grid_status);
+    if (!grid_status.ok()) return Fail(grid_status);
+    auto data = LoadOrGenerate(a->data, "", 0, a->seed);
+    if (!data.ok()) return Fail(data.status());
+    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
+    // The two largest classes (ties: smaller id).
+    std::vector<int> count(data->num_classes(), 0);
+    for (int l : data->labels) ++count[l];
+    std::vector<int> order(count.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return count[x] > count[y]; });
+    if (order.size() < 2) return Fail(InvalidArgumentError("--data: needs at least two classes"));
+    std::vector<int> pool;
+    for (int i = 0; i < data->num_points(); ++i)
+      if (data->labels[i] == order[0] || data->labels[i] == order[1]) pool.push_back(i);
+    const int n = std::min<int>(a->n, static_cast<int>(pool.size()));
+    const int n_train = static_cast<int>(std::lround(0.6 * n)), n_val = static_cast<int>(std::lround(0.2 * n));
+
+    MeanStd acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs;
+    std::map<double, int> chosen_b;
+    std::map<int, int> chosen_k;
+    int not_converged = 0;
+    for (int rep = 0; rep < a->reps; ++rep) {
+      std::mt19937_64 rng(a->seed + rep);
+      std::vector<int> draw = pool;
+      std::shuffle(draw.begin(), draw.end(), rng);
+      draw.resize(n);
+      Eigen::MatrixXd x(n, data->dim());
+      std::vector<int> y(n);
+      for (int t = 0; t < n; ++t) {
+        x.row(t) = data->features.row(draw[t]);
+        y[t] = data->labels[draw[t]] == order[0] ? 0 : 1;
+      }
+      if (!a->no_standardize) x = Standardized(x);
+      {
+        // Scale so that the centered input Gram matrix has ‖HXXᵀH‖_F² = N:
+        // the thesis's B = m·N (§3.5.5) is then relative to the input kernel
+        // (m = 1: the same Frobenius norm), and the distance targets D and the
+        // capacity are commensurate. k-NN and KPCA are scale invariant.
+        const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
+        const double gram = (c * c.transpose()).norm();
+        if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(n)) / gram);
+      }
+      std::vector<int> perm(n);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const std::vector<int> train(perm.begin(), perm.begin() + n_train);
+      const std::vector<int> val(perm.begin() + n_train, perm.begin() + n_train + n_val);
+      const std::vector<int> test(perm.begin() + n_train + n_val, perm.end());
+
+      auto graph = BuildNeighborhood(x, a->graph_k);
+      if (!graph.ok()) return Fail(graph.status());
+      struct Best {
+        double val = -1, test = 0, b = 0;
+        int k = 0;
+        Eigen::MatrixXd coords;
+      } best;
+      for (double m : grid) {
+        EmbeddingMinimaxOptions opt;
+        opt.c = a->c;
+        opt.b = m * n;
+        opt.max_iterations = a->max_iterations;
+        opt.tolerance = a->tolerance;
+        Stopwatch watch;
+        StatusOr<LearnedKernel> kernel = InvalidArgumentError("unset");
+        if (method == "kpca") {
+          KpcaOptions ko;
+          ko.dims = a->dims;
+          ko.kernel = a->kernel == "rbf" ? KpcaOptions::Kernel::kRbf : KpcaOptions::Kernel::kLinear;
+          ko.rbf_sigma = a->rbf_sigma;
+          kernel = KernelPca(x, ko);
+          iters.Add(0);
+        } else {
+          StatusOr<EmbeddingResult> r = InvalidArgumentError("unset");
+          if (method == "cmvu") {
+            std::vector<int> seen(n, -1);
+            for (int i : train) seen[i] = y[i];
+            r = SolveColoredMvu(ColoredMvuProblem{*graph, seen}, opt);
+          } else if (method == "mve") {
+            MveOptions mo;
+            mo.inner = opt;
+            mo.dims = a->dims;
+            r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
+          } else {
+            r = SolveSpe(SpeProblem{*graph}, opt);
+          }
+          if (!r.ok()) return Fail(r.status());
+          if (r->stats.termination != Termination::kConverged) ++not_converged;
+          iters.Add(r->stats.iterations);
+          gaps.Add(r->duality_gap);
+          kernel = std::move(r->kernel);
+        }
+        if (!kernel.ok()) return Fail(kernel.status());
+        auto coords = PrincipalCoordinates(*kernel, a->dims);
+        if (!coords.ok()) return Fail(coords.status());
+        secs.Add(watch.Seconds());
+        for (int k = 1; k <= std::min(a->knn_max, n_train); k += 2) {
+          auto v = SplitKnnAccuracy(*coords, y, train, val, k);
+          if (!v.ok()) return Fail(v.status());
+          if (*v > best.val) {
+            auto t = SplitKnnAccuracy(*coords, y, train, test, k);
+            if (!t.ok()) return Fail(t.status());
+            best = {*v, *t, m, k, *coords};
+          }
+        }
+      }
+      acc.Add(100.0 * best.test);
+      val_acc.Add(100.0 * best.val);
+      ++chosen_b[best.b];
+      ++chosen_k[best.k];
+      if (rep == 0 && !a->plot.empty()) {
+        std::ostringstream title;
+        title << method << " on " << a->data.substr(a->data.find_last_of('/') + 1) << ", rep 1 (test acc "
+              << 100.0 * best.test << "%)";
+        Status st = WritePlot(a->plot, best.coords, y, title.str());
+        if (!st.ok()) return Fail(st);
+      }
+      if (rep < a->sdp_reps) {
+        Stopwatch watch;
+        auto coords = method == "mve" ? MveSdp(*graph, x, a->dims, 20) : SpeSdp(*graph, a->c, a->dims, 30);
+        if (!coords.ok()) return Fail(coords.status());
+        sdp_secs.Add(watch.Seconds());
+        double bv = -1, bt = 0;
+        for (int k = 1; k <= std::min(a->knn_max, n_train); k += 2) {
+          const double v = *SplitKnnAccuracy(*coords, y, train, val, k);
+          if (v > bv) {
+            bv = v;
+            bt = *SplitKnnAccuracy(*coords, y, train, test, k);
+          }
+        }
+        sdp_acc.Add(100.0 * bt);
+      }
+    }
+    nlohmann::json b_hist = nlohmann::json::object(), k_hist = nlohmann::json::object();
+    for (auto& [b, cnt] : chosen_b) b_hist[FormatNumber(b)] = cnt;
+    for (auto& [k, cnt] : chosen_k) k_hist[std::to_string(k)] = cnt;
+    nlohmann::json out = {{"benchmark", "embed"},
+                          {"method", method},
+                          {"data", a->data},
+                          {"n", n},
+                          {"classes", {order[0], order[1]}},
+                          {"dims", a->dims},
+                          {"graph_k", a->graph_k},
+                          {"C", a->c},
+                          {"B_grid_times_N", grid},
+                          {"reps", a->reps},
+                          {"test_accuracy_mean", acc.mean()},
+                          {"test_accuracy_std", acc.std()},
+                          {"validation_accuracy_mean", val_acc.mean()},
+                          {"seconds_per_solve_mean", secs.mean()},
+                          {"seconds_per_solve_std", secs.std()},
+                          {"iterations_mean", iters.mean()},
+                          {"duality_gap_mean", gaps.mean()},
+                          {"solves_not_converged", not_converged},
+                          {"chosen_B_times_N", b_hist},
+                          {"chosen_knn_k", k_hist},
+                          {"machine", MachineInfo()}};
+    if (a->sdp_reps > 0) {
+      out["sdp_solver"] = "csdp";
+      out["sdp_reps"] = a->sdp_reps;
+      out["sdp_test_accuracy_mean"] = sdp_acc.mean();
+      out["sdp_test_accuracy_std"] = sdp_acc.std();
+      out["sdp_seconds_mean"] = sdp_secs.mean();
+      out["sdp_seconds_std"] = sdp_secs.std();
+      out["speedup_per_solve"] = secs.mean() > 0 ? sdp_secs.mean() / secs.mean() : 0.0;
+    }
+    if (!a->plot.empty()) out["plot"] = a->plot;
+    Emit(out, *json);
+    return 0;
+  };
+}
+
+KLS_BENCH_SUBCOMMAND("embed", "2-D embedding by CMVU / MVE / SPE (SimpleNPKL) or KPCA, k-NN accuracy", RegisterEmbed);
+
+}  // namespace kls::bench

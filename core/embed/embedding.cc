@@ -1,0 +1,405 @@
+#include "core/embed/embedding.h"
+
+#include <Eigen/Dense>
+#include <Eigen/SVD>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "core/graph/knn.h"
+
+namespace kls {
+namespace {
+
+// Orthonormal basis of the top-d left singular vectors of the centered factor.
+Eigen::MatrixXd TopCenteredDirections(const Eigen::MatrixXd& v, int d) {
+  Eigen::MatrixXd c = v.rowwise() - v.colwise().mean();
+  Eigen::BDCSVD<Eigen::MatrixXd> svd(c, Eigen::ComputeThinU);
+  int keep = 0;
+  const Eigen::VectorXd& s = svd.singularValues();
+  const double floor = s.size() > 0 ? 1e-12 * s[0] : 0.0;
+  while (keep < std::min<int>(d, static_cast<int>(s.size())) && s[keep] > floor) ++keep;
+  return svd.matrixU().leftCols(keep);
+}
+
+EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
+  EmbeddingResult r;
+  r.kernel = std::move(kernel);
+  r.stats = std::move(inner.stats);
+  r.duality_gap = inner.duality_gap;
+  r.stationarity = inner.stationarity;
+  r.dual = std::move(inner.alpha);
+  return r;
+}
+
+StatusOr<LearnedKernel> KernelOf(const Eigen::MatrixXd& v, int n) {
+  LearnedKernel::Embedding e = v.cols() > 0 ? LearnedKernel::Embedding(v) : LearnedKernel::Embedding::Zero(n, 1);
+  return LearnedKernel::FromEmbedding(std::move(e));
+}
+
+EmbeddingMinimaxProblem DistanceProblem(const NeighborhoodGraph& g) {
+  EmbeddingMinimaxProblem p;
+  p.num_points = g.num_points;
+  p.pair_i = g.edge_i;
+  p.pair_j = g.edge_j;
+  p.slack = EmbeddingMinimaxProblem::Slack::kSquare;
+  p.target = g.squared_distance;
+  return p;
+}
+
+StatusOr<EmbeddingResult> ColoredMvu(const ColoredMvuProblem& problem, const EmbeddingMinimaxOptions& options,
+                                     const SolveControl& control) {
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  const int n = problem.graph.num_points;
+  EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
+  // Y = F Fᵀ with F the class indicators of the labeled points; H Y H is
+  // applied by the dual operator (A = HYH + Σ α T, thesis below (3.25)).
+  const int classes = 1 + *std::max_element(problem.labels.begin(), problem.labels.end());
+  p.prior.factor = Eigen::MatrixXd::Zero(n, std::max(classes, 0));
+  for (int i = 0; i < n; ++i)
+    if (problem.labels[i] >= 0) p.prior.factor(i, problem.labels[i]) = 1.0;
+  p.prior.factor_scale = Eigen::VectorXd::Ones(p.prior.factor.cols());
+  KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, options, control));
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(inner.v, n));
+  return MakeResult(std::move(inner), std::move(k));
+}
+
+StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& options, const SolveControl& control) {
+  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  const int n = problem.graph.num_points;
+  const int d = options.dims;
+  Stopwatch watch;
+  EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
+  p.prior.identity = -1.0;  // K₀ = 2 U_d U_dᵀ − I
+  Eigen::MatrixXd u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
+
+  EmbeddingResult result;
+  SolveStats total;
+  Eigen::VectorXd alpha;
+  EmbeddingMinimaxResult inner;
+  Termination termination = Termination::kIterationLimit;
+  int outer = 0;
+  int iterations_so_far = 0;
+  double change = 0.0;
+  Eigen::MatrixXd last_basis = u;
+  SolveControl inner_control = control;
+  inner_control.progress = [&](const ProgressEvent& e) {
+    ProgressEvent shifted = e;
+    shifted.iteration = iterations_so_far + e.iteration;
+    shifted.max_iterations = 0;
+    control.Report(shifted);
+  };
+  for (outer = 1; outer <= options.max_outer_iterations; ++outer) {
+    last_basis = u;
+    p.prior.factor = u;
+    p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
+    KLS_ASSIGN_OR_RETURN(inner, SolveEmbeddingMinimax(p, options.inner, inner_control,
+                                                      alpha.size() > 0 ? &alpha : nullptr));
+    iterations_so_far += inner.stats.iterations;
+    total.setup_seconds += inner.stats.setup_seconds;
+    alpha = inner.alpha;
+    // tr(K K₀) = 2 ‖U_dᵀ V‖² − ‖V‖², the MVE objective (3.26).
+    total.objective_history.push_back(2.0 * (u.transpose() * inner.v).squaredNorm() - inner.v.squaredNorm());
+    const Termination inner_why = inner.stats.termination;
+    if (inner_why == Termination::kCancelled || inner_why == Termination::kTimeLimit ||
+        inner_why == Termination::kNumericalIssue) {
+      termination = inner_why;
+      break;
+    }
+    // New K₀ from the eigenvectors of K (V's columns, descending).
+    const int keep = std::min<int>(d, static_cast<int>(inner.v.cols()));
+    Eigen::MatrixXd u_new = inner.v.leftCols(keep);
+    for (int c = 0; c < keep; ++c) u_new.col(c).normalize();
+    const double overlap = (u.transpose() * u_new).squaredNorm();
+    change =
+        std::sqrt(std::max(0.0, static_cast<double>(u.cols() + u_new.cols()) - 2.0 * overlap) / (2.0 * d));
+    u = std::move(u_new);
+    if (change <= options.outer_tolerance) {
+      termination = Termination::kConverged;
+      break;
+    }
+  }
+  total.iterations = iterations_so_far;
+  total.termination = termination;
+  total.solve_seconds = watch.Seconds() - total.setup_seconds;
+  total.final_objective = total.objective_history.empty() ? 0.0 : total.objective_history.back();
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(inner.v, n));
+  result = MakeResult(std::move(inner), std::move(k));
+  result.stats = std::move(total);
+  result.outer_iterations = std::min(outer, options.max_outer_iterations);
+  result.mve_basis = std::move(last_basis);
+  result.mve_change = change;
+  return result;
+}
+
+long long PairIndex(int a, int b, int n) {
+  if (a > b) std::swap(a, b);
+  return static_cast<long long>(a) * n - static_cast<long long>(a) * (a + 1) / 2 + (b - a - 1);
+}
+
+StatusOr<EmbeddingResult> Spe(const SpeProblem& problem, const EmbeddingMinimaxOptions& options,
+                              const SolveControl& control) {
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  const NeighborhoodGraph& g = problem.graph;
+  const int n = g.num_points;
+  EmbeddingMinimaxProblem p;
+  p.num_points = n;
+  p.slack = EmbeddingMinimaxProblem::Slack::kMax;
+  // Every pair (a < b) is a T_k; index PairIndex(a, b).
+  const long long num_pairs = static_cast<long long>(n) * (n - 1) / 2;
+  p.pair_i.reserve(num_pairs);
+  p.pair_j.reserve(num_pairs);
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) {
+      p.pair_i.push_back(a);
+      p.pair_j.push_back(b);
+    }
+  std::vector<Eigen::Triplet<double>> w;
+  for (int e = 0; e < g.num_edges(); ++e) {
+    w.emplace_back(g.edge_i[e], g.edge_j[e], 1.0);
+    w.emplace_back(g.edge_j[e], g.edge_i[e], 1.0);
+  }
+  p.prior.sparse.resize(n, n);
+  p.prior.sparse.setFromTriplets(w.begin(), w.end());
+  std::vector<char> is_neighbor(n, 0);
+  for (int i = 0; i < n; ++i) {
+    for (int k : g.neighbors[i]) is_neighbor[k] = 1;
+    for (int k : g.neighbors[i]) {
+      const int near = static_cast<int>(PairIndex(i, k, n));
+      for (int j = 0; j < n; ++j) {
+        if (j == i || is_neighbor[j]) continue;
+        p.triplet_near.push_back(near);
+        p.triplet_far.push_back(static_cast<int>(PairIndex(i, j, n)));
+      }
+    }
+    for (int k : g.neighbors[i]) is_neighbor[k] = 0;
+  }
+  KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, options, control));
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(inner.v, n));
+  return MakeResult(std::move(inner), std::move(k));
+}
+
+StatusOr<LearnedKernel> Kpca(const Eigen::MatrixXd& x, const KpcaOptions& options) {
+  KLS_RETURN_IF_ERROR(options.Validate());
+  const int n = static_cast<int>(x.rows());
+  if (n < 2 || x.cols() < 1) {
+    return InvalidArgumentError("features: is " + std::to_string(x.rows()) + " × " + std::to_string(x.cols()) +
+                                "; kernel PCA needs at least 2 points and 1 feature");
+  }
+  if (!x.allFinite()) return InvalidArgumentError("features: contains a non-finite value");
+  const int d = options.dims;
+  LearnedKernel::Embedding v = LearnedKernel::Embedding::Zero(n, d);
+  if (options.kernel == KpcaOptions::Kernel::kLinear) {
+    // HKH = (HX)(HX)ᵀ: its eigenpairs are HX's left singular vectors and σ².
+    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
+    Eigen::BDCSVD<Eigen::MatrixXd> svd(c, Eigen::ComputeThinU);
+    const int keep = std::min<int>(d, static_cast<int>(svd.singularValues().size()));
+    v.leftCols(keep) = svd.matrixU().leftCols(keep) * svd.singularValues().head(keep).asDiagonal();
+  } else {
+    double sigma = options.rbf_sigma;
+    if (sigma == 0.0) {
+      KnnOptions ko;
+      ko.k = std::min(10, n - 1);
+      ko.num_threads = 1;
+      KLS_ASSIGN_OR_RETURN(KnnGraph knn, ExactKnn(x, ko));
+      double sum = 0.0;
+      for (double dist : knn.distances) sum += dist;
+      sigma = 0.5 * sum / static_cast<double>(knn.distances.size());
+      if (!(sigma > 0.0)) sigma = 1.0;  // all points coincide
+    }
+    const Eigen::VectorXd sq = x.rowwise().squaredNorm();
+    Eigen::MatrixXd k = (-(sq.replicate(1, n) + sq.transpose().replicate(n, 1) - 2.0 * x * x.transpose())
+                              .cwiseMax(0.0) /
+                         (2.0 * sigma * sigma))
+                            .array()
+                            .exp()
+                            .matrix();
+    const Eigen::VectorXd mean = k.colwise().mean().transpose();
+    const double total = mean.mean();
+    k.rowwise() -= mean.transpose();
+    k.colwise() -= mean;
+    k.array() += total;
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (k + k.transpose()));
+    if (eig.info() != Eigen::Success) return InternalError("kernel PCA: eigensolver did not converge");
+    for (int c = 0; c < std::min(d, n); ++c) {
+      const double lambda = eig.eigenvalues()[n - 1 - c];
+      if (lambda > 0.0) v.col(c) = eig.eigenvectors().col(n - 1 - c) * std::sqrt(lambda);
+    }
+  }
+  return LearnedKernel::FromEmbedding(std::move(v));
+}
+
+}  // namespace
+
+Status NeighborhoodGraph::Validate() const {
+  const int n = num_points;
+  if (n < 2) return InvalidArgumentError("graph.num_points = " + std::to_string(n) + " must be >= 2");
+  if (static_cast<int>(neighbors.size()) != n) {
+    return InvalidArgumentError("graph.neighbors: has " + std::to_string(neighbors.size()) + " lists but there are " +
+                                std::to_string(n) + " points");
+  }
+  if (edge_i.size() != edge_j.size() || static_cast<Eigen::Index>(edge_i.size()) != squared_distance.size()) {
+    return InvalidArgumentError("graph: edge_i, edge_j and squared_distance have different sizes (" +
+                                std::to_string(edge_i.size()) + ", " + std::to_string(edge_j.size()) + ", " +
+                                std::to_string(squared_distance.size()) + ")");
+  }
+  for (int e = 0; e < num_edges(); ++e) {
+    if (edge_i[e] < 0 || edge_j[e] >= n || edge_i[e] >= edge_j[e]) {
+      return InvalidArgumentError("graph edge " + std::to_string(e) + " = (" + std::to_string(edge_i[e]) + ", " +
+                                  std::to_string(edge_j[e]) + ") must satisfy 0 <= i < j < " + std::to_string(n));
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    for (int j : neighbors[i]) {
+      if (j < 0 || j >= n || j == i) {
+        return InvalidArgumentError("graph.neighbors[" + std::to_string(i) + "] contains " + std::to_string(j));
+      }
+      if (!std::binary_search(neighbors[j].begin(), neighbors[j].end(), i)) {
+        return InvalidArgumentError("graph.neighbors: " + std::to_string(j) + " ∈ N_" + std::to_string(i) +
+                                    " but " + std::to_string(i) + " ∉ N_" + std::to_string(j) +
+                                    " (lists must be symmetric and ascending)");
+      }
+    }
+  return OkStatus();
+}
+
+StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, int k) {
+  return GuardExceptions("BuildNeighborhood", [&]() -> StatusOr<NeighborhoodGraph> {
+    const int n = static_cast<int>(features.rows());
+    KnnOptions ko;
+    ko.k = k;
+    ko.num_threads = 1;
+    KLS_ASSIGN_OR_RETURN(KnnGraph knn, ExactKnn(features, ko));
+    std::vector<std::set<int>> adj(n);
+    for (int i = 0; i < n; ++i)
+      for (int t = 0; t < k; ++t) {
+        const int j = knn.neighbor(i, t);
+        adj[i].insert(j);
+        adj[j].insert(i);
+      }
+    NeighborhoodGraph g;
+    g.num_points = n;
+    g.neighbors.resize(n);
+    std::vector<double> dist;
+    for (int i = 0; i < n; ++i) {
+      g.neighbors[i].assign(adj[i].begin(), adj[i].end());
+      for (int j : adj[i])
+        if (i < j) {
+          g.edge_i.push_back(i);
+          g.edge_j.push_back(j);
+          dist.push_back((features.row(i) - features.row(j)).squaredNorm());
+        }
+    }
+    g.squared_distance = Eigen::Map<const Eigen::VectorXd>(dist.data(), static_cast<Eigen::Index>(dist.size()));
+    return g;
+  });
+}
+
+Status ColoredMvuProblem::Validate() const {
+  KLS_RETURN_IF_ERROR(graph.Validate());
+  if (static_cast<int>(labels.size()) != graph.num_points) {
+    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
+                                std::to_string(graph.num_points) + " points");
+  }
+  bool any = false;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] < -1) {
+      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+                                  " must be a class id >= 0 or -1 (unlabeled)");
+    }
+    any = any || labels[i] >= 0;
+  }
+  if (!any) return InvalidArgumentError("labels: no point is labeled (CMVU needs the label kernel Y)");
+  return OkStatus();
+}
+
+Status MveProblem::Validate() const {
+  KLS_RETURN_IF_ERROR(graph.Validate());
+  if (initial.rows() != graph.num_points || initial.cols() < 1) {
+    return InvalidArgumentError("initial: is " + std::to_string(initial.rows()) + " × " +
+                                std::to_string(initial.cols()) + " but must be " + std::to_string(graph.num_points) +
+                                " × r with r >= 1");
+  }
+  if (!initial.allFinite()) return InvalidArgumentError("initial: contains a non-finite value");
+  return OkStatus();
+}
+
+Status MveOptions::Validate() const {
+  KLS_RETURN_IF_ERROR(inner.Validate());
+  if (dims < 1) return InvalidArgumentError("options.dims = " + std::to_string(dims) + " must be >= 1");
+  if (max_outer_iterations < 1) {
+    return InvalidArgumentError("options.max_outer_iterations = " + std::to_string(max_outer_iterations) +
+                                " must be >= 1");
+  }
+  if (!(outer_tolerance >= 0.0) || !std::isfinite(outer_tolerance)) {
+    return InvalidArgumentError("options.outer_tolerance = " + FormatNumber(outer_tolerance) +
+                                " must be finite and >= 0");
+  }
+  return OkStatus();
+}
+
+Status SpeProblem::Validate() const {
+  KLS_RETURN_IF_ERROR(graph.Validate());
+  if (max_triplets < 1) {
+    return InvalidArgumentError("max_triplets = " + std::to_string(max_triplets) + " must be >= 1");
+  }
+  long long triplets = 0;
+  const long long n = graph.num_points;
+  for (const auto& nb : graph.neighbors) triplets += static_cast<long long>(nb.size()) * (n - 1 - nb.size());
+  if (triplets > max_triplets) {
+    return InvalidArgumentError("SPE would generate " + std::to_string(triplets) + " triplet constraints (n = " +
+                                std::to_string(n) + "), more than max_triplets = " + std::to_string(max_triplets));
+  }
+  if (n * (n - 1) / 2 > 2'000'000'000LL) {
+    return InvalidArgumentError("graph.num_points = " + std::to_string(n) + " is too large for SPE's pair list");
+  }
+  return OkStatus();
+}
+
+Status KpcaOptions::Validate() const {
+  if (!(rbf_sigma >= 0.0) || !std::isfinite(rbf_sigma)) {
+    return InvalidArgumentError("options.rbf_sigma = " + FormatNumber(rbf_sigma) +
+                                " must be finite and >= 0 (0 = heuristic)");
+  }
+  if (dims < 1) return InvalidArgumentError("options.dims = " + std::to_string(dims) + " must be >= 1");
+  return OkStatus();
+}
+
+StatusOr<EmbeddingResult> SolveColoredMvu(const ColoredMvuProblem& problem, const EmbeddingMinimaxOptions& options,
+                                          const SolveControl& control) {
+  return GuardExceptions("CMVU", [&] { return ColoredMvu(problem, options, control); });
+}
+
+StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
+                                   const SolveControl& control) {
+  return GuardExceptions("MVE", [&] { return Mve(problem, options, control); });
+}
+
+StatusOr<EmbeddingResult> SolveSpe(const SpeProblem& problem, const EmbeddingMinimaxOptions& options,
+                                   const SolveControl& control) {
+  return GuardExceptions("SPE", [&] { return Spe(problem, options, control); });
+}
+
+StatusOr<LearnedKernel> KernelPca(const Eigen::MatrixXd& features, const KpcaOptions& options) {
+  return GuardExceptions("kernel PCA", [&] { return Kpca(features, options); });
+}
+
+StatusOr<Eigen::MatrixXd> PrincipalCoordinates(const LearnedKernel& kernel, int dims) {
+  if (dims < 1) return InvalidArgumentError("dims = " + std::to_string(dims) + " must be >= 1");
+  if (kernel.num_points() < 1) return InvalidArgumentError("kernel: is empty");
+  return GuardExceptions("PrincipalCoordinates", [&]() -> StatusOr<Eigen::MatrixXd> {
+    const Eigen::MatrixXd v = kernel.embedding();
+    const Eigen::MatrixXd c = v.rowwise() - v.colwise().mean();
+    Eigen::BDCSVD<Eigen::MatrixXd> svd(c, Eigen::ComputeThinU);
+    Eigen::MatrixXd out = Eigen::MatrixXd::Zero(v.rows(), dims);
+    const int keep = std::min<int>(dims, static_cast<int>(svd.singularValues().size()));
+    out.leftCols(keep) = svd.matrixU().leftCols(keep) * svd.singularValues().head(keep).asDiagonal();
+    return out;
+  });
+}
+
+}  // namespace kls

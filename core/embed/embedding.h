@@ -1,0 +1,140 @@
+// Data embedding through the SimpleNPKL scheme (thesis §3.4; ALGORITHMS.md
+// §3): colored maximum variance unfolding (CMVU, §3.4.1, eq. (3.25)), minimum
+// volume embedding (MVE, §3.4.2, eq. (3.26)) and structure preserving
+// embedding (SPE, §3.4.3), each "A and ∇J replaced in the SimpleNPKL loop"
+// (core/embed/embedding_minimax.h), plus the kernel PCA baseline of Table 3.8.
+//
+// Every solver returns the learned kernel as a LearnedKernel K = V Vᵀ
+// (core/model/learned_kernel.h); PrincipalCoordinates turns it into the
+// d-dimensional embedding that is plotted and classified (thesis §3.5.5.2).
+//
+// Common setting: the capacity tr K² <= B (p = 2), slack weight C; the
+// thesis fixes C = 1 and B = m·N, m ∈ {0.1, 1, 2, 10} (§3.5.5). K is
+// centered (Σ_ij K_ij = 0) exactly, see embedding_dual.h.
+//
+//   CMVU   min −tr(HKHY) + (C/2) Σ_{(i,j)∈N} ξ_ij²,  tr(K T_ij) = D_ij − ξ_ij
+//          Y = label kernel (Y_ij = 1 for two labeled points of the same class,
+//          0 otherwise; unlabeled points have zero rows: semi-supervised).
+//          A = HYH + Σ α_ij T_ij,  ∇J_ij = D_ij − tr(T_ij K) − α_ij / C.
+//   MVE    repeat: K₀ = Σ_{i<=d} v_i v_iᵀ − Σ_{i>d} v_i v_iᵀ = 2 U_d U_dᵀ − I from the
+//          current K (the input kernel at the start), then
+//          min −tr(K K₀) + (C/2) Σ ξ_ij²  with the MVU distance constraints (3.26);
+//          A = K₀ + Σ α_ij T_ij; until U_d stops changing.
+//   SPE    min −tr(KW) + C ξ,  tr(K T_ij) >= tr(K T_ik) − ξ  ∀ i, j ∉ N_i, k ∈ N_i, ξ >= 0;
+//          A = W − Σ α_ijk (T_ik − T_ij), ∇J_ijk = tr K (T_ik − T_ij), α >= 0, Σ α <= C.
+//          (The thesis writes "Σ_i α_ijk ∈ [0, C]"; with SPE's single slack ξ the
+//          dual set is Σ over all triplets <= C, which is what is used here.)
+//
+// N is the symmetrized k-NN graph of the input (D_ij its squared input-space
+// distances; W its 0/1 adjacency; N_i the graph neighbours of i).
+//
+// Thread safety: all functions are re-entrant.
+#pragma once
+
+#include <Eigen/Core>
+#include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/embed/embedding_minimax.h"
+#include "core/model/learned_kernel.h"
+
+namespace kls {
+
+/// The symmetrized k-NN graph the embeddings preserve.
+struct NeighborhoodGraph {
+  int num_points = 0;
+  std::vector<std::vector<int>> neighbors;  ///< N_i, ascending, symmetric (j ∈ N_i ⇔ i ∈ N_j)
+  std::vector<int> edge_i, edge_j;          ///< unique edges, edge_i < edge_j
+  Eigen::VectorXd squared_distance;         ///< D per edge, ‖x_i − x_j‖²
+
+  int num_edges() const { return static_cast<int>(edge_i.size()); }
+  /// Consistent sizes, symmetric neighbour lists, indices in range.
+  Status Validate() const;
+};
+
+/// Symmetrized exact k-NN graph of the rows of `features` (n × d).
+/// Errors: k < 1 or k >= n, empty or non-finite features. O(n² d).
+StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, int k);
+
+/// Result of every embedding solver.
+struct EmbeddingResult {
+  LearnedKernel kernel;          ///< K = V Vᵀ (centered)
+  SolveStats stats;              ///< termination, iterations (all inner iterations), P history
+  double duality_gap = 0.0;      ///< certified relative gap of the last SimpleNPKL solve
+  double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
+  Eigen::VectorXd dual;          ///< α of the last solve (per edge, or per SPE triplet)
+  int outer_iterations = 1;      ///< MVE: K₀ updates performed; 1 otherwise
+  Eigen::MatrixXd mve_basis;     ///< MVE: U_d of the K₀ = 2 U_d U_dᵀ − I of the last solve (n × d)
+  double mve_change = 0.0;       ///< MVE: last ‖U_d U_dᵀ − U_d' U_d'ᵀ‖_F / √(2d)
+};
+
+struct ColoredMvuProblem {
+  NeighborhoodGraph graph;
+  std::vector<int> labels;  ///< n entries: class id >= 0, or −1 for an unlabeled point
+  Status Validate() const;
+};
+
+/// CMVU (3.25) by the SimpleNPKL loop. Errors: INVALID_ARGUMENT for the
+/// problem (naming the field) or options; see SolveEmbeddingMinimax.
+StatusOr<EmbeddingResult> SolveColoredMvu(const ColoredMvuProblem& problem, const EmbeddingMinimaxOptions& options,
+                                          const SolveControl& control = SolveControl());
+
+struct MveProblem {
+  NeighborhoodGraph graph;
+  LearnedKernel::Embedding initial;  ///< n × r factor of the input kernel (K at the start)
+  Status Validate() const;
+};
+
+struct MveOptions {
+  EmbeddingMinimaxOptions inner;  ///< each (3.26) solve
+  /// Target dimensionality d >= 1 (the top d eigenvalues are grown).
+  int dims = 2;
+  /// K₀ updates (>= 1).
+  int max_outer_iterations = 20;
+  /// Stop when ‖U_d U_dᵀ − U_d' U_d'ᵀ‖_F / √(2d) <= outer_tolerance (>= 0).
+  double outer_tolerance = 1e-3;
+  Status Validate() const;
+};
+
+/// MVE (3.26): K₀ updates around warm-started SimpleNPKL solves. The result's
+/// stats.objective_history holds tr(K K₀) after each outer iteration;
+/// termination is the outer loop's (kConverged when U_d settled).
+StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
+                                   const SolveControl& control = SolveControl());
+
+struct SpeProblem {
+  NeighborhoodGraph graph;
+  /// Guard against the O(n² k) triplet count (>= 1).
+  long long max_triplets = 20'000'000;
+  Status Validate() const;
+};
+
+/// SPE (§3.4.3) by the SimpleNPKL loop over all triplets (i, j ∉ N_i, k ∈ N_i).
+StatusOr<EmbeddingResult> SolveSpe(const SpeProblem& problem, const EmbeddingMinimaxOptions& options,
+                                   const SolveControl& control = SolveControl());
+
+struct KpcaOptions {
+  enum class Kernel {
+    kLinear,  ///< K = X Xᵀ (PCA)
+    kRbf,     ///< K_ij = exp(−‖x_i − x_j‖² / (2σ²))
+  };
+  Kernel kernel = Kernel::kLinear;
+  /// RBF width σ > 0; 0 = the mean distance of each point to its 10 nearest neighbours, halved (ALGORITHMS.md §1).
+  double rbf_sigma = 0.0;
+  /// Output dimensions >= 1.
+  int dims = 2;
+  Status Validate() const;
+};
+
+/// Kernel PCA (baseline of Table 3.8): the top `dims` principal coordinates of
+/// the centered kernel HKH, V = U_d Λ_d^{1/2}. Linear kernel: thin SVD of the
+/// centered X (O(n d²)); RBF: dense eigendecomposition of HKH (O(n³)).
+StatusOr<LearnedKernel> KernelPca(const Eigen::MatrixXd& features, const KpcaOptions& options);
+
+/// The top `dims` principal coordinates of a learned kernel: center V, thin
+/// SVD HV = P Σ Qᵀ, return P_d Σ_d (n × dims, zero columns when rank < dims).
+/// Distances and the centered kernel's top-d part are those of K. O(n r²).
+StatusOr<Eigen::MatrixXd> PrincipalCoordinates(const LearnedKernel& kernel, int dims);
+
+}  // namespace kls

@@ -1,0 +1,294 @@
+#include "core/embed/embedding_minimax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace kls {
+namespace {
+
+Status PositiveOption(const char* field, double v) {
+  if (!(v > 0.0) || !std::isfinite(v)) {
+    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
+  }
+  return OkStatus();
+}
+
+// Everything the loop needs at one dual point α.
+struct Iterate {
+  Eigen::VectorXd alpha;
+  Eigen::MatrixXd v;     // n × r, K(α) = v vᵀ
+  Eigen::VectorXd z;     // z_k = tr(T_k K) per pair
+  Eigen::VectorXd grad;  // ∇J(α)
+  double primal = 0.0, dual = 0.0;
+  bool Finite() const { return std::isfinite(primal) && std::isfinite(dual) && v.allFinite(); }
+};
+
+double RelativeGap(const Iterate& x) { return (x.primal - x.dual) / std::max(1.0, std::abs(x.primal)); }
+
+class Evaluator {
+ public:
+  Evaluator(const EmbeddingMinimaxProblem& p, const EmbeddingMinimaxOptions& o)
+      : p_(p), o_(o), a_(p.num_points, p.prior, p.pair_i, p.pair_j) {
+    spectrum_.dense_threshold = o.dense_threshold;
+    spectrum_.lanczos_tolerance = o.lanczos_tolerance;
+  }
+
+  Eigen::VectorXd Project(const Eigen::VectorXd& a) const {
+    return p_.slack == EmbeddingMinimaxProblem::Slack::kSquare ? a : ProjectCappedSimplex(a, o_.c);
+  }
+
+  // Pair weights w(α) of A = H (M + Σ w_k T_k) H.
+  Eigen::VectorXd Weights(const Eigen::VectorXd& alpha) const {
+    if (p_.slack == EmbeddingMinimaxProblem::Slack::kSquare) return alpha;
+    Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(p_.pair_i.size()));
+    for (int t = 0; t < alpha.size(); ++t) {
+      if (alpha[t] == 0.0) continue;
+      w[p_.triplet_far[t]] += alpha[t];
+      w[p_.triplet_near[t]] -= alpha[t];
+    }
+    return w;
+  }
+
+  Status Evaluate(const Eigen::VectorXd& alpha, Iterate* out) {
+    a_.set_weights(Weights(alpha));
+    spectrum_.initial_rank = rank_hint_;
+    const Eigen::VectorXd* warm = warm_.size() > 0 ? &warm_ : nullptr;
+    KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, EmbeddingPositiveSpectrum(a_, spectrum_, warm));
+    rank_hint_ = std::max(2, s.rank() + 2);
+    if (s.rank() > 0) {
+      warm_ = s.eigenvectors.rowwise().sum();
+    } else {
+      warm_.resize(0);
+    }
+    const double norm = s.eigenvalues.norm();  // ‖A₊‖_F
+    const double root_b = std::sqrt(o_.b);
+    out->alpha = alpha;
+    if (norm > 0.0) {
+      // (3.8) with p = 2: K = √B A₊ / ‖A₊‖_F.
+      const Eigen::VectorXd lambda = (root_b / norm) * s.eigenvalues;
+      out->v = s.eigenvectors * lambda.cwiseSqrt().asDiagonal();
+    } else {
+      out->v = Eigen::MatrixXd::Zero(p_.num_points, 0);
+    }
+    const int m = static_cast<int>(p_.pair_i.size());
+    out->z.resize(m);
+    for (int k = 0; k < m; ++k) out->z[k] = (out->v.row(p_.pair_i[k]) - out->v.row(p_.pair_j[k])).squaredNorm();
+    const double tr_mk = p_.prior.TraceWith(out->v);
+    const double c = o_.c;
+    if (p_.slack == EmbeddingMinimaxProblem::Slack::kSquare) {
+      const Eigen::VectorXd residual = p_.target - out->z;  // ξ = D − tr(T K)
+      out->primal = -tr_mk + 0.5 * c * residual.squaredNorm();
+      out->dual = -root_b * norm + alpha.dot(p_.target) - alpha.squaredNorm() / (2.0 * c);  // (3.25)
+      out->grad = residual - alpha / c;
+    } else {
+      const int nt = static_cast<int>(p_.triplet_near.size());
+      out->grad.resize(nt);
+      double worst = 0.0;  // ξ = max(0, max_t D_near − D_far)
+      for (int t = 0; t < nt; ++t) {
+        const double g = out->z[p_.triplet_near[t]] - out->z[p_.triplet_far[t]];
+        out->grad[t] = g;  // ∇J_t = tr K (T_near − T_far), §3.4.3
+        worst = std::max(worst, g);
+      }
+      out->primal = -tr_mk + c * worst;
+      out->dual = -root_b * norm;
+    }
+    return OkStatus();
+  }
+
+ private:
+  const EmbeddingMinimaxProblem& p_;
+  const EmbeddingMinimaxOptions& o_;
+  EmbeddingDualMatrix a_;
+  SpectrumOptions spectrum_;
+  int rank_hint_ = 2;
+  Eigen::VectorXd warm_;
+};
+
+StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem, const EmbeddingMinimaxOptions& options,
+                                       const SolveControl& control, const Eigen::VectorXd* alpha0) {
+  Stopwatch setup_watch;
+  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  const int nd = problem.num_duals();
+  if (alpha0 != nullptr && alpha0->size() != nd) {
+    return InvalidArgumentError("alpha0: has " + std::to_string(alpha0->size()) + " values but the problem has " +
+                                std::to_string(nd) + " dual variables");
+  }
+  Evaluator eval(problem, options);
+  Iterate cur;
+  const Eigen::VectorXd start = alpha0 != nullptr ? eval.Project(*alpha0) : Eigen::VectorXd::Zero(nd);
+  KLS_RETURN_IF_ERROR(eval.Evaluate(start, &cur));
+
+  EmbeddingMinimaxResult result;
+  SolveStats& stats = result.stats;
+  stats.setup_seconds = setup_watch.Seconds();
+  Stopwatch solve_watch;
+  stats.objective_history.push_back(cur.primal);
+  Termination termination = Termination::kIterationLimit;
+  if (!cur.Finite()) {
+    termination = Termination::kNumericalIssue;
+  } else if (RelativeGap(cur) <= options.tolerance) {
+    termination = Termination::kConverged;
+  } else {
+    double eta = options.initial_eta;
+    for (int it = 1; it <= options.max_iterations; ++it) {
+      Termination why;
+      if (control.ShouldStop(&why)) {
+        termination = why;
+        break;
+      }
+      Iterate next;
+      Eigen::VectorXd delta;
+      bool ok = false, backtracked = false;
+      for (int bt = 0; bt < options.max_backtracks; ++bt) {
+        const Eigen::VectorXd alpha_new = eval.Project(cur.alpha + cur.grad / eta);
+        delta = alpha_new - cur.alpha;
+        KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next));
+        if (!next.Finite()) break;
+        // Ascent inequality of Prop. 3.28 ((3.21) with α = α_{t+1}).
+        const double lower = cur.dual + cur.grad.dot(delta) - 0.5 * eta * delta.squaredNorm();
+        if (next.dual >= lower - 1e-12 * (1.0 + std::abs(cur.dual))) {
+          ok = true;
+          break;
+        }
+        eta *= 2.0;
+        backtracked = true;
+      }
+      if (!ok) {
+        termination = Termination::kNumericalIssue;
+        break;
+      }
+      if (!backtracked) eta *= 0.5;
+      const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
+      cur = std::move(next);
+      stats.iterations = it;
+      stats.objective_history.push_back(cur.primal);
+      const double gap = RelativeGap(cur);
+      ProgressEvent e;
+      e.iteration = it;
+      e.objective = cur.primal;
+      e.primal_residual = gap;
+      e.dual_residual = step_inf;
+      e.elapsed_seconds = setup_watch.Seconds();
+      e.max_iterations = options.max_iterations;
+      control.Report(e);
+      if (gap <= options.tolerance) {
+        termination = Termination::kConverged;
+        break;
+      }
+      if (step_inf == 0.0) {
+        // A fixed point of the projected step is optimal in exact arithmetic;
+        // a remaining gap means the spectrum is not accurate enough.
+        termination = Termination::kNumericalIssue;
+        break;
+      }
+    }
+  }
+  stats.termination = termination;
+  stats.final_objective = cur.primal;
+  stats.solve_seconds = solve_watch.Seconds();
+  result.primal = cur.primal;
+  result.dual = cur.dual;
+  result.duality_gap = RelativeGap(cur);
+  result.stationarity =
+      nd == 0 ? 0.0 : (cur.alpha - eval.Project(cur.alpha + cur.grad)).cwiseAbs().maxCoeff();
+  result.alpha = std::move(cur.alpha);
+  result.v = std::move(cur.v);
+  return result;
+}
+
+}  // namespace
+
+Status EmbeddingMinimaxProblem::Validate() const {
+  const int n = num_points;
+  if (n < 2) return InvalidArgumentError("num_points = " + std::to_string(n) + " must be >= 2");
+  KLS_RETURN_IF_ERROR(prior.Validate(n));
+  if (pair_i.size() != pair_j.size()) {
+    return InvalidArgumentError("pair_j: has " + std::to_string(pair_j.size()) + " entries but pair_i has " +
+                                std::to_string(pair_i.size()));
+  }
+  const int m = static_cast<int>(pair_i.size());
+  for (int k = 0; k < m; ++k) {
+    const int i = pair_i[k], j = pair_j[k];
+    if (i < 0 || i >= n || j < 0 || j >= n || i == j) {
+      return InvalidArgumentError("pair " + std::to_string(k) + " = (" + std::to_string(i) + ", " +
+                                  std::to_string(j) + ") must be two different points in [0, " + std::to_string(n) +
+                                  ")");
+    }
+  }
+  if (slack == Slack::kSquare) {
+    if (target.size() != m) {
+      return InvalidArgumentError("target: has " + std::to_string(target.size()) + " values but there are " +
+                                  std::to_string(m) + " pairs");
+    }
+    for (int k = 0; k < m; ++k)
+      if (!(target[k] >= 0.0) || !std::isfinite(target[k])) {
+        return InvalidArgumentError("target[" + std::to_string(k) + "] = " + FormatNumber(target[k]) +
+                                    " must be a finite squared distance >= 0");
+      }
+  } else {
+    if (triplet_near.size() != triplet_far.size()) {
+      return InvalidArgumentError("triplet_far: has " + std::to_string(triplet_far.size()) +
+                                  " entries but triplet_near has " + std::to_string(triplet_near.size()));
+    }
+    for (size_t t = 0; t < triplet_near.size(); ++t) {
+      if (triplet_near[t] < 0 || triplet_near[t] >= m || triplet_far[t] < 0 || triplet_far[t] >= m) {
+        return InvalidArgumentError("triplet " + std::to_string(t) + " refers to pair " +
+                                    std::to_string(std::min(triplet_near[t], triplet_far[t]) < 0
+                                                       ? std::min(triplet_near[t], triplet_far[t])
+                                                       : std::max(triplet_near[t], triplet_far[t])) +
+                                    " but there are " + std::to_string(m) + " pairs");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status EmbeddingMinimaxOptions::Validate() const {
+  KLS_RETURN_IF_ERROR(PositiveOption("c", c));
+  KLS_RETURN_IF_ERROR(PositiveOption("b", b));
+  if (max_iterations < 1) {
+    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+  }
+  if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
+    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
+  }
+  KLS_RETURN_IF_ERROR(PositiveOption("initial_eta", initial_eta));
+  if (max_backtracks < 1) {
+    return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
+  }
+  if (dense_threshold < 0) {
+    return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
+  }
+  KLS_RETURN_IF_ERROR(PositiveOption("lanczos_tolerance", lanczos_tolerance));
+  return OkStatus();
+}
+
+Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
+  Eigen::VectorXd clipped = a.cwiseMax(0.0);
+  if (clipped.sum() <= cap) return clipped;
+  // Onto {α >= 0, Σ α = cap}: α = (a − θ)₊ with θ from the sorted values.
+  std::vector<double> s(a.data(), a.data() + a.size());
+  std::sort(s.begin(), s.end(), std::greater<double>());
+  double cumulative = 0.0, theta = 0.0;
+  for (size_t r = 0; r < s.size(); ++r) {
+    cumulative += s[r];
+    const double t = (cumulative - cap) / static_cast<double>(r + 1);
+    if (r + 1 == s.size() || s[r + 1] <= t) {
+      theta = t;
+      break;
+    }
+  }
+  return (a.array() - theta).max(0.0).matrix();
+}
+
+StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,
+                                                       const EmbeddingMinimaxOptions& options,
+                                                       const SolveControl& control, const Eigen::VectorXd* alpha0) {
+  return GuardExceptions("embedding minimax", [&] { return Solve(problem, options, control, alpha0); });
+}
+
+}  // namespace kls

@@ -1,0 +1,118 @@
+// The SimpleNPKL minimax loop (thesis Algorithm/Protocol 1, §3.2.3) with the
+// "A and ∇J" of the data-embedding problems of thesis §3.4. CMVU, MVE and SPE
+// (core/embed/embedding.h) are thin wrappers that fill an EmbeddingMinimaxProblem.
+//
+// Primal (over centered K ⪰ 0 with the capacity tr K² <= B, p = 2 as in
+// (3.25)):
+//
+//   square slack  P(K) = −tr(M K) + (C/2) Σ_k (D_k − tr(T_k K))²        CMVU (3.25), MVE (3.26)
+//   max slack     P(K) = −tr(M K) + C max(0, max_t [tr(T_near(t) K) − tr(T_far(t) K)])   SPE §3.4.3
+//
+// (the max-slack form is SPE's single slack ξ: D_far >= D_near − ξ for every
+// triplet t = (i, far j ∉ N_i, near k ∈ N_i)).
+//
+// Dual (the thesis's minimax, eq. (3.25) and the SPE minimax):
+//
+//   J(α) = min_K −tr(A(α) K) + ℓ(α) = −√B ‖A(α)₊‖_F + ℓ(α),   A(α) = H (M + Σ_k w_k(α) T_k) H,
+//   square slack: w = α (one α per pair, free sign: the constraints are the
+//                 equalities tr(T_k K) = D_k − ξ_k), ℓ(α) = Σ α_k D_k − ‖α‖²/(2C),
+//                 ∇J_k = D_k − tr(T_k K) − α_k / C                    (thesis below (3.25))
+//   max slack:    one α_t >= 0 per triplet with Σ_t α_t <= C (from ξ >= 0),
+//                 w_far(t) += α_t, w_near(t) −= α_t, i.e. A = W − Σ α (T_ik − T_ij),
+//                 ℓ = 0, ∇J_t = tr(K (T_near − T_far))                 (thesis §3.4.3)
+//
+// with K(α) = √B A₊ / ‖A₊‖_F the closed form (3.8) for p = 2. Weak duality
+// P(K) >= J(α) holds for every feasible K and α, so P(K(α)) − J(α) certifies
+// the returned K (relative gap (P − J)/max(1, |P|), the stopping rule).
+//
+// Iteration: α ← Π(α + ∇J(α)/η) with Π the identity (square slack) or the
+// Euclidean projection onto {α >= 0, Σ α <= C} (max slack). η is found by the
+// ascent test of Prop. 3.28, J(α⁺) >= J(α) + ⟨∇J, α⁺ − α⟩ − (η/2)‖α⁺ − α‖²:
+// doubled until it holds, halved after a step that needed no doubling (a
+// Lipschitz-constant search; J never decreases). Lemma 3.4's bound does not
+// apply directly because the constraint form's equivalent G changes with α.
+//
+// Cost per iteration: one positive spectrum of A (dense O(n³) for
+// n <= dense_threshold, else Lanczos at O(nnz(S) + n q + m) per product),
+// O(m r) for the distances, O(#triplets) for the SPE gradient and projection
+// (O(#triplets log #triplets) when the projection is active).
+//
+// Thread safety: re-entrant.
+#pragma once
+
+#include <Eigen/Core>
+#include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/embed/embedding_dual.h"
+
+namespace kls {
+
+struct EmbeddingMinimaxProblem {
+  enum class Slack {
+    kSquare,  ///< (C/2) Σ ξ_k², equality targets D_k (CMVU, MVE)
+    kMax,     ///< C ξ with one ξ >= 0 for all triplets (SPE)
+  };
+  int num_points = 0;                ///< n >= 2
+  EmbeddingPrior prior;              ///< M
+  std::vector<int> pair_i, pair_j;   ///< the pairs k = (i, j), i != j, of the T_k
+  Slack slack = Slack::kSquare;
+  Eigen::VectorXd target;            ///< kSquare: D_k >= 0 per pair
+  std::vector<int> triplet_near;     ///< kMax: pair index of (i, k ∈ N_i) per triplet
+  std::vector<int> triplet_far;      ///< kMax: pair index of (i, j ∉ N_i) per triplet
+
+  int num_duals() const {
+    return slack == Slack::kSquare ? static_cast<int>(pair_i.size()) : static_cast<int>(triplet_near.size());
+  }
+  /// Field-naming INVALID_ARGUMENT for inconsistent shapes, out-of-range
+  /// indices, i == j pairs, negative or non-finite targets.
+  Status Validate() const;
+};
+
+struct EmbeddingMinimaxOptions {
+  /// C > 0: slack weight (thesis §3.5.5: C = 1).
+  double c = 1.0;
+  /// B > 0: capacity tr K² <= B (thesis §3.5.5: B = m·N, m ∈ {0.1, 1, 2, 10}).
+  double b = 1.0;
+  /// Projected-gradient iterations (>= 1).
+  int max_iterations = 500;
+  /// Stop when the relative duality gap <= tolerance (>= 0).
+  double tolerance = 1e-4;
+  /// Initial η (> 0); the step length is 1/η, adapted by the ascent test.
+  double initial_eta = 1.0;
+  /// η doublings allowed per iteration before kNumericalIssue (>= 1).
+  int max_backtracks = 60;
+  /// Dense eigensolver at or below this many points (>= 0).
+  int dense_threshold = 300;
+  /// Spectra relative tolerance (> 0).
+  double lanczos_tolerance = 1e-10;
+
+  /// INVALID_ARGUMENT naming the field ("options.b = -1 must be finite and > 0").
+  Status Validate() const;
+};
+
+struct EmbeddingMinimaxResult {
+  Eigen::MatrixXd v;      ///< n × r, K = V Vᵀ = √B A₊/‖A₊‖_F, columns in descending eigenvalue order
+  Eigen::VectorXd alpha;  ///< final dual variables (num_duals)
+  SolveStats stats;       ///< objective_history = P per iterate (element 0: the start)
+  double primal = 0.0;    ///< P(K)
+  double dual = 0.0;      ///< J(α)
+  double duality_gap = 0.0;   ///< (P − J) / max(1, |P|)
+  double stationarity = 0.0;  ///< ‖α − Π(α + ∇J(α))‖∞
+};
+
+/// Runs the loop from α₀ = `alpha0` (projected; nullptr = 0). Progress: one
+/// event per iteration (objective = P, primal_residual = relative gap,
+/// dual_residual = ‖Δα‖∞). Termination as in SolveSimpleNpkl. Errors:
+/// INVALID_ARGUMENT (problem, options, alpha0 size), INTERNAL (eigensolver),
+/// RESOURCE_EXHAUSTED (allocation).
+StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,
+                                                       const EmbeddingMinimaxOptions& options,
+                                                       const SolveControl& control = SolveControl(),
+                                                       const Eigen::VectorXd* alpha0 = nullptr);
+
+/// Euclidean projection onto {α >= 0, Σ α <= cap} (the SPE dual set). O(m log m).
+Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap);
+
+}  // namespace kls

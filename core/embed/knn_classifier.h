@@ -1,0 +1,30 @@
+// k-nearest-neighbour classification on an embedding with a held-out split:
+// the evaluation of thesis §3.5.5.2 (Table 3.8), where k-NN is trained on the
+// training points of the 2-D embedding, k is chosen on the validation points
+// and accuracy is reported on the test points. (core/eval's KnnAccuracy is the
+// leave-one-out variant over all points.)
+//
+// Thread safety: re-entrant.
+#pragma once
+
+#include <Eigen/Core>
+#include <vector>
+
+#include "core/common/status.h"
+
+namespace kls {
+
+/// Predicted class of each `query` row of `points` (n × r) by a majority vote
+/// of its k nearest `train` rows (Euclidean; ties in distance by smaller
+/// index). A tied vote goes to the class of the nearest neighbour among the
+/// tied classes. O(|query| · |train| · r).
+/// Errors: k < 1 or k > |train|, indices out of range, labels.size() != n,
+/// negative training labels.
+StatusOr<std::vector<int>> KnnPredict(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                      const std::vector<int>& train, const std::vector<int>& query, int k);
+
+/// Fraction of `query` points whose KnnPredict label equals labels[q].
+StatusOr<double> SplitKnnAccuracy(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                  const std::vector<int>& train, const std::vector<int>& query, int k);
+
+}  // namespace kls

@@ -1,0 +1,394 @@
+#include "core/mkl/onk.h"
+
+#include <glpk.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mkl/box_projection.h"
+
+namespace kls {
+namespace {
+
+// f(α) and K·(Yα) of (7) with one kernel product; the gradient then costs O(n).
+class QuarticOracle {
+ public:
+  QuarticOracle(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, double rho) : k_(k), y_(y), rho_(rho) {}
+
+  // Ku = K (y ∘ α), using the lower triangle only (K is symmetric): half the
+  // memory traffic of a full GEMV, which dominates for large n.
+  void Product(const Eigen::VectorXd& alpha, Eigen::VectorXd& ku) {
+    u_ = y_.cwiseProduct(alpha);
+    ku.noalias() = k_.selfadjointView<Eigen::Lower>() * u_;
+    ++evaluations_;
+  }
+  // f from α and its product (no kernel access).
+  double Value(const Eigen::VectorXd& alpha, const Eigen::VectorXd& ku) const {
+    const double sq = alpha.squaredNorm();
+    return -2.0 * alpha.sum() + alpha.cwiseProduct(y_).dot(ku) + sq * sq / (4.0 * rho_);
+  }
+  void Gradient(const Eigen::VectorXd& alpha, const Eigen::VectorXd& ku, Eigen::VectorXd& g) const {
+    const double sq = alpha.squaredNorm();
+    g = 2.0 * y_.cwiseProduct(ku) + (sq / rho_) * alpha;
+    g.array() -= 2.0;
+  }
+  int evaluations() const { return evaluations_; }
+
+ private:
+  const Eigen::MatrixXd& k_;
+  const Eigen::VectorXd& y_;
+  double rho_;
+  Eigen::VectorXd u_;
+  int evaluations_ = 0;
+};
+
+// Slack for rounding in the test (13): both sides are O(|f|) sums.
+double ArmijoSlack(double f) { return 1e-13 * (1.0 + std::abs(f)); }
+
+struct Projector {
+  const Eigen::VectorXd& y;
+  double c;
+  std::vector<double> breaks;
+  std::vector<int> active;
+  void operator()(const Eigen::VectorXd& v, Eigen::VectorXd& x) {
+    ProjectOntoBoxHyperplaneUnchecked(v, y, c, x, &breaks, &active);
+  }
+};
+
+bool Report(const SolveControl& control, OnkResult& r, int iteration, double objective, double residual,
+            const Stopwatch& watch, int max_iterations) {
+  r.stats.iterations = iteration;
+  r.stats.objective_history.push_back(objective);
+  ProgressEvent e;
+  e.iteration = iteration;
+  e.objective = objective;
+  e.primal_residual = residual;
+  e.elapsed_seconds = watch.Seconds();
+  e.max_iterations = max_iterations;
+  control.Report(e);
+  Termination why;
+  if (control.ShouldStop(&why)) {
+    r.stats.termination = why;
+    return true;
+  }
+  return false;
+}
+
+// Algorithm 2 (and its accelerated form when `accelerated`).
+void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& opt,
+                 const SolveControl& control, bool accelerated, OnkResult& r) {
+  const int n = static_cast<int>(y.size());
+  Stopwatch watch;
+  QuarticOracle oracle(k, y, opt.rho);
+  Projector project{y, opt.c, {}, {}};
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(n), kx = Eigen::VectorXd::Zero(n);  // α_0 = 0 ∈ P, K·0 = 0
+  Eigen::VectorXd x_prev = x, kx_prev = kx;
+  double fx = 0.0;
+  Eigen::VectorXd g(n), g_prev(n), s(n), ks(n), xn(n), kxn(n), gn(n);
+  double gamma = 1.0;
+  bool have_secant = false;
+  double t = 1.0;
+  r.stats.termination = Termination::kIterationLimit;
+  for (int it = 1; it <= opt.max_iterations; ++it) {
+    // Point where the gradient-mapping step is taken: x (Alg. 2) or the
+    // extrapolated s (accelerated). K(Ys) is a combination of stored products.
+    double beta = 0.0, t_next = 1.0;
+    if (accelerated) {
+      t_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * t * t));
+      beta = (t - 1.0) / t_next;
+    }
+    s = x + beta * (x - x_prev);
+    ks = kx + beta * (kx - kx_prev);
+    const double fs = beta == 0.0 ? fx : oracle.Value(s, ks);
+    oracle.Gradient(s, ks, g);
+    if (!accelerated && have_secant) {
+      // secant estimate of the local Lipschitz constant as the trial γ
+      gamma = std::max(opt.min_gamma, (g - g_prev).norm() / std::max((x - x_prev).norm(), 1e-300));
+    }
+    double fn = 0.0;
+    int doublings = 0;
+    while (true) {
+      project(s - g / gamma, xn);  // eq. (11)
+      oracle.Product(xn, kxn);
+      fn = oracle.Value(xn, kxn);
+      const Eigen::VectorXd d = xn - s;
+      // Armijo–Goldstein rule (13)
+      if (fn <= fs + g.dot(d) + 0.5 * gamma * d.squaredNorm() + ArmijoSlack(fs)) break;
+      gamma *= 2.0;
+      if (++doublings > 200 || !std::isfinite(fn)) {
+        r.stats.termination = Termination::kNumericalIssue;
+        break;
+      }
+    }
+    if (r.stats.termination == Termination::kNumericalIssue) break;
+    const double step = (xn - s).norm();
+    const double scale = std::max(s.norm(), 1.0);
+    if (accelerated && fn > fx && !(beta == 0.0 && step <= opt.tolerance * scale)) {
+      if (beta == 0.0) {
+        // A plain step from x did not decrease f: only rounding is left.
+        r.stats.termination = Termination::kConverged;
+        r.stats.iterations = it;
+        r.stats.objective_history.push_back(fx);
+        break;
+      }
+      // Function restart: drop the momentum and retake the step from x.
+      t = 1.0;
+      x_prev = x;
+      kx_prev = kx;
+      if (Report(control, r, it, fx, step, watch, opt.max_iterations)) break;
+      continue;
+    }
+    g_prev = g;
+    x_prev = x;
+    kx_prev = kx;
+    x.swap(xn);
+    kx.swap(kxn);
+    fx = fn;
+    t = t_next;
+    have_secant = true;
+    r.last_gamma = gamma;
+    if (step <= opt.tolerance * scale) {  // Algorithm 2, step 5
+      r.stats.termination = Termination::kConverged;
+      r.stats.iterations = it;
+      r.stats.objective_history.push_back(fx);
+      break;
+    }
+    if (Report(control, r, it, fx, step, watch, opt.max_iterations)) break;
+  }
+  r.alpha = x;
+  r.objective = fx;
+  r.lower_bound = fx;
+  r.function_evaluations = oracle.evaluations();
+  r.stats.final_objective = fx;
+  r.stats.solve_seconds = watch.Seconds();
+}
+
+struct GlpDeleter {
+  void operator()(glp_prob* p) const { glp_delete_prob(p); }
+};
+
+// Algorithm 1.
+Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& opt,
+                const SolveControl& control, OnkResult& r) {
+  const int n = static_cast<int>(y.size());
+  Stopwatch watch;
+  QuarticOracle oracle(k, y, opt.rho);
+  Projector project{y, opt.c, {}, {}};
+
+  // LP (8): min t s.t. t >= f_j + g_jᵀ(α − α_j), α ∈ P. Columns 1..n = α, n+1 = t.
+  std::unique_ptr<glp_prob, GlpDeleter> lp(glp_create_prob());
+  glp_set_obj_dir(lp.get(), GLP_MIN);
+  glp_add_cols(lp.get(), n + 1);
+  for (int j = 1; j <= n; ++j) glp_set_col_bnds(lp.get(), j, GLP_DB, 0.0, opt.c);
+  glp_set_col_bnds(lp.get(), n + 1, GLP_FR, 0.0, 0.0);
+  glp_set_obj_coef(lp.get(), n + 1, 1.0);
+  std::vector<int> ind(n + 2);
+  std::vector<double> val(n + 2);
+  glp_add_rows(lp.get(), 1);
+  for (int j = 1; j <= n; ++j) {
+    ind[j] = j;
+    val[j] = y[j - 1];
+  }
+  glp_set_mat_row(lp.get(), 1, n, ind.data(), val.data());
+  glp_set_row_bnds(lp.get(), 1, GLP_FX, 0.0, 0.0);
+  glp_smcp smcp;
+  glp_init_smcp(&smcp);
+  smcp.msg_lev = GLP_MSG_OFF;
+  smcp.meth = GLP_DUALP;
+
+  std::vector<Eigen::VectorXd> cuts;  // gradients g_j
+  std::vector<double> cut_offsets;    // f_j − g_jᵀα_j, so the cut is g_jᵀα + offset
+  Eigen::MatrixXd gmat;               // m × n, rows g_j
+  Eigen::VectorXd lambda;             // dual multipliers of (10), warm start
+
+  Eigen::VectorXd alpha = Eigen::VectorXd::Zero(n), ka(n), g(n), best = alpha;
+  double f_up = std::numeric_limits<double>::infinity(), f_low = -std::numeric_limits<double>::infinity();
+  r.stats.termination = Termination::kIterationLimit;
+  Eigen::VectorXd z(n), trial(n), mom(n);
+  for (int it = 1; it <= opt.max_iterations; ++it) {
+    oracle.Product(alpha, ka);
+    const double fa = oracle.Value(alpha, ka);
+    oracle.Gradient(alpha, ka, g);
+    if (fa < f_up) {
+      f_up = fa;
+      best = alpha;
+    }
+    // New cut, as an LP row: t − g_jᵀα >= f_j − g_jᵀα_j.
+    const double offset = fa - g.dot(alpha);
+    cuts.push_back(g);
+    cut_offsets.push_back(offset);
+    const int row = glp_add_rows(lp.get(), 1);
+    for (int j = 1; j <= n; ++j) {
+      ind[j] = j;
+      val[j] = -g[j - 1];
+    }
+    ind[n + 1] = n + 1;
+    val[n + 1] = 1.0;
+    glp_set_mat_row(lp.get(), row, n + 1, ind.data(), val.data());
+    glp_set_row_bnds(lp.get(), row, GLP_LO, offset, 0.0);
+    int ret = glp_simplex(lp.get(), &smcp);
+    if (ret != 0 || glp_get_status(lp.get()) != GLP_OPT) {
+      // Rebuild the basis from scratch once before giving up.
+      glp_adv_basis(lp.get(), 0);
+      smcp.meth = GLP_PRIMAL;
+      ret = glp_simplex(lp.get(), &smcp);
+      smcp.meth = GLP_DUALP;
+      if (ret != 0 || glp_get_status(lp.get()) != GLP_OPT) {
+        r.stats.termination = Termination::kNumericalIssue;
+        break;
+      }
+    }
+    f_low = std::max(f_low, glp_get_obj_val(lp.get()));  // lower bound f_i(u_i), eq. (8)
+    const double gap = f_up - f_low;
+    r.lower_bound = f_low;
+    if (gap <= opt.tolerance * std::max(1.0, std::abs(f_up))) {
+      r.stats.termination = Termination::kConverged;
+      r.stats.iterations = it;
+      r.stats.objective_history.push_back(f_up);
+      break;
+    }
+    if (Report(control, r, it, f_up, gap, watch, opt.max_iterations)) break;
+
+    // Level (9) and projection (10) of α_i onto {α ∈ P : g_jᵀα + offset_j <= l}.
+    const double level = f_low + opt.level_tau * gap;
+    const int m = static_cast<int>(cuts.size());
+    gmat.conservativeResize(m, n);
+    gmat.row(m - 1) = g.transpose();
+    Eigen::VectorXd rhs(m);
+    for (int j = 0; j < m; ++j) rhs[j] = level - cut_offsets[j];
+    lambda.conservativeResize(m);
+    lambda[m - 1] = 0.0;
+    // Dual ascent: D(λ) = min_{α∈P} ½‖α − α_i‖² + λᵀ(Gα − rhs), concave with
+    // ∇D = Gα(λ) − rhs, α(λ) = π_P(α_i − Gᵀλ); Lipschitz constant ‖G‖².
+    const Eigen::MatrixXd gram = gmat * gmat.transpose();
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram, Eigen::EigenvaluesOnly);
+    const double lip = std::max(eig.eigenvalues().maxCoeff(), 1e-300);
+    Eigen::VectorXd mu = lambda, lam_prev = lambda, grad_d(m);
+    double tk = 1.0;
+    const double feas_tol = 1e-10 * (1.0 + std::abs(level));
+    for (int inner = 0; inner < opt.level_projection_iterations; ++inner) {
+      project(alpha - gmat.transpose() * mu, trial);
+      grad_d = gmat * trial - rhs;
+      Eigen::VectorXd lam_next = (mu + grad_d / lip).cwiseMax(0.0);
+      const double t_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * tk * tk));
+      mu = lam_next + ((tk - 1.0) / t_next) * (lam_next - lambda);
+      lam_prev = lambda;
+      lambda = lam_next;
+      tk = t_next;
+      // Stop when α(λ) is (nearly) in the level set and complementary slackness holds.
+      const double viol = grad_d.maxCoeff();
+      const double comp = (lambda.array() * grad_d.array().abs()).maxCoeff();
+      if (viol <= feas_tol && comp <= feas_tol) break;
+    }
+    project(alpha - gmat.transpose() * lambda, trial);
+    alpha = trial;  // α_{i+1} ∈ P exactly
+  }
+  r.alpha = best;
+  r.objective = f_up;
+  r.function_evaluations = oracle.evaluations();
+  r.stats.final_objective = f_up;
+  r.stats.solve_seconds = watch.Seconds();
+  return OkStatus();
+}
+
+}  // namespace
+
+const char* OnkMethodName(OnkMethod m) {
+  switch (m) {
+    case OnkMethod::kGradient: return "gradient";
+    case OnkMethod::kAccelerated: return "accelerated";
+    case OnkMethod::kLevel: return "level";
+  }
+  return "unknown";
+}
+
+StatusOr<OnkMethod> ParseOnkMethod(const std::string& name) {
+  if (name == "gradient" || name == "cgd") return OnkMethod::kGradient;
+  if (name == "accelerated" || name == "fista") return OnkMethod::kAccelerated;
+  if (name == "level") return OnkMethod::kLevel;
+  return InvalidArgumentError("onk method = \"" + name + "\": expected gradient, accelerated or level");
+}
+
+Status OnkOptions::Validate() const {
+  if (!(c > 0 && std::isfinite(c))) return InvalidArgumentError("onk c = " + FormatNumber(c) + ": must be finite and > 0");
+  if (!(rho > 0 && std::isfinite(rho)))
+    return InvalidArgumentError("onk rho = " + FormatNumber(rho) + ": must be finite and > 0");
+  if (!(tolerance > 0 && tolerance < 1))
+    return InvalidArgumentError("onk tolerance = " + FormatNumber(tolerance) + ": must be in (0, 1)");
+  if (max_iterations < 1)
+    return InvalidArgumentError("onk max_iterations = " + std::to_string(max_iterations) + ": must be >= 1");
+  if (!(level_tau > 0 && level_tau < 1))
+    return InvalidArgumentError("onk level_tau = " + FormatNumber(level_tau) + ": must be in (0, 1)");
+  if (level_projection_iterations < 1)
+    return InvalidArgumentError("onk level_projection_iterations = " + std::to_string(level_projection_iterations) +
+                                ": must be >= 1");
+  if (!(min_gamma > 0)) return InvalidArgumentError("onk min_gamma = " + FormatNumber(min_gamma) + ": must be > 0");
+  return OkStatus();
+}
+
+StatusOr<OnkResult> SolveOnk(const Eigen::MatrixXd& kernel, const Eigen::VectorXd& y, const OnkOptions& options,
+                             const SolveControl& control) {
+  return GuardExceptions("SolveOnk", [&]() -> StatusOr<OnkResult> {
+    KLS_RETURN_IF_ERROR(options.Validate());
+    const Eigen::Index n = y.size();
+    if (n < 2) return InvalidArgumentError("onk labels: need at least 2 points, got " + std::to_string(n));
+    if (kernel.rows() != n || kernel.cols() != n) {
+      return InvalidArgumentError("onk kernel is " + std::to_string(kernel.rows()) + "x" +
+                                  std::to_string(kernel.cols()) + " but there are " + std::to_string(n) + " labels");
+    }
+    KLS_RETURN_IF_ERROR(ValidateSignLabels(y, "onk labels"));
+    int npos = 0;
+    for (Eigen::Index i = 0; i < n; ++i) npos += y[i] > 0;
+    if (npos == 0 || npos == n) return InvalidArgumentError("onk labels: both classes (+1 and -1) must be present");
+    for (Eigen::Index j = 0; j < n; ++j)
+      for (Eigen::Index i = j; i < n; ++i)
+        if (!std::isfinite(kernel(i, j))) {
+          return InvalidArgumentError("onk kernel(" + std::to_string(i) + ", " + std::to_string(j) +
+                                      ") = " + FormatNumber(kernel(i, j)) + ": must be finite");
+        }
+    OnkResult r;
+    if (options.method == OnkMethod::kLevel) {
+      KLS_RETURN_IF_ERROR(RunLevel(kernel, y, options, control, r));
+    } else {
+      RunGradient(kernel, y, options, control, options.method == OnkMethod::kAccelerated, r);
+    }
+    return r;
+  });
+}
+
+double OnkObjective(const Eigen::MatrixXd& kernel, const Eigen::VectorXd& y, const Eigen::VectorXd& alpha,
+                    double rho) {
+  const Eigen::VectorXd u = y.cwiseProduct(alpha);
+  const double sq = alpha.squaredNorm();
+  return -2.0 * alpha.sum() + u.dot(kernel * u) + sq * sq / (4.0 * rho);
+}
+
+Eigen::VectorXd OnkGradient(const Eigen::MatrixXd& kernel, const Eigen::VectorXd& y, const Eigen::VectorXd& alpha,
+                            double rho) {
+  const Eigen::VectorXd u = y.cwiseProduct(alpha);
+  Eigen::VectorXd g = 2.0 * y.cwiseProduct(kernel * u) + (alpha.squaredNorm() / rho) * alpha;
+  g.array() -= 2.0;
+  return g;
+}
+
+Eigen::MatrixXd OnkLearnedKernel(const Eigen::MatrixXd& kernel, const Eigen::VectorXd& y,
+                                 const Eigen::VectorXd& alpha, double rho) {
+  const Eigen::VectorXd u = y.cwiseProduct(alpha);
+  Eigen::MatrixXd g = kernel;
+  g.noalias() += (u * u.transpose()) / (2.0 * rho);
+  return g;
+}
+
+double OnkSigma(const Eigen::MatrixXd& x, int k) {
+  // Σ_ij ‖x_i − x_j‖² / n² = 2 (mean ‖x_i‖² − ‖mean x‖²)
+  const double n = static_cast<double>(x.rows());
+  const double mean_sq = x.rowwise().squaredNorm().sum() / n;
+  const double center = (x.colwise().sum() / n).squaredNorm();
+  return std::pow(4.0, k - 1) * 2.0 * (mean_sq - center);
+}
+
+}  // namespace kls

@@ -1,0 +1,237 @@
+#include "core/qsdp/reg_problems.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "core/common/solve_control.h"
+#include "core/graph/knn.h"
+#include "core/graph/laplacian.h"
+
+namespace kls {
+
+Status RegMvuOptions::Validate(int num_points) const {
+  if (m < 1 || m + 1 > num_points) {
+    return InvalidArgumentError("m = " + std::to_string(m) + " must be in [1, n - 1] for n = " +
+                                std::to_string(num_points));
+  }
+  if (neighbors < 1 || neighbors >= num_points) {
+    return InvalidArgumentError("neighbors = " + std::to_string(neighbors) + " must be in [1, n) for n = " +
+                                std::to_string(num_points));
+  }
+  if (!(nu > 0.0) || !std::isfinite(nu)) return InvalidArgumentError("nu = " + FormatNumber(nu) + " must be finite and > 0");
+  if (num_threads < 0) return InvalidArgumentError("num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  return basis.Validate().WithContext("basis");
+}
+
+Status RegPcpOptions::Validate(int num_points) const {
+  if (m < 1 || m > num_points) {
+    return InvalidArgumentError("m = " + std::to_string(m) + " must be in [1, n] for n = " + std::to_string(num_points));
+  }
+  if (neighbors < 1 || neighbors >= num_points) {
+    return InvalidArgumentError("neighbors = " + std::to_string(neighbors) + " must be in [1, n) for n = " +
+                                std::to_string(num_points));
+  }
+  if (sigma_neighbor < 1 || sigma_neighbor >= num_points) {
+    return InvalidArgumentError("sigma_neighbor = " + std::to_string(sigma_neighbor) + " must be in [1, n) for n = " +
+                                std::to_string(num_points));
+  }
+  if (num_threads < 0) return InvalidArgumentError("num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  return basis.Validate().WithContext("basis");
+}
+
+QsdpProblem MakeRegMvuProblem(const Eigen::MatrixXd& q, const std::vector<int>& edge_i, const std::vector<int>& edge_j,
+                              const Eigen::VectorXd& squared_distance, double nu) {
+  const int k = static_cast<int>(edge_i.size());
+  QsdpProblem p;
+  p.left.resize(k, q.cols());
+  for (int e = 0; e < k; ++e) p.left.row(e) = q.row(edge_i[e]) - q.row(edge_j[e]);
+  p.right = p.left;
+  p.target = squared_distance;
+  p.weight = Eigen::VectorXd::Constant(k, nu);
+  p.trace_weight = 1.0;
+  return p;
+}
+
+QsdpProblem MakeRegPcpProblem(const Eigen::MatrixXd& q, const PairwiseConstraints& constraints) {
+  const int n = static_cast<int>(q.rows());
+  const int k = n + constraints.size();
+  QsdpProblem p;
+  p.left.resize(k, q.cols());
+  p.right.resize(k, q.cols());
+  p.target.resize(k);
+  p.left.topRows(n) = q;
+  p.right.topRows(n) = q;
+  p.target.head(n).setOnes();
+  for (int c = 0; c < constraints.size(); ++c) {
+    const Pair& pr = constraints.pairs[static_cast<size_t>(c)];
+    p.left.row(n + c) = q.row(pr.i);
+    p.right.row(n + c) = q.row(pr.j);
+    p.target[n + c] = pr.kind == PairKind::kMustLink ? 1.0 : 0.0;
+  }
+  p.weight = Eigen::VectorXd::Ones(k);
+  p.trace_weight = 0.0;
+  return p;
+}
+
+namespace {
+
+int CountComponents(const Eigen::SparseMatrix<double>& adjacency) {
+  const int n = static_cast<int>(adjacency.rows());
+  std::vector<int> seen(static_cast<size_t>(n), 0), stack;
+  int components = 0;
+  for (int s = 0; s < n; ++s) {
+    if (seen[static_cast<size_t>(s)]) continue;
+    ++components;
+    seen[static_cast<size_t>(s)] = 1;
+    stack.push_back(s);
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      for (Eigen::SparseMatrix<double>::InnerIterator it(adjacency, v); it; ++it) {
+        const int u = static_cast<int>(it.row());
+        if (!seen[static_cast<size_t>(u)]) {
+          seen[static_cast<size_t>(u)] = 1;
+          stack.push_back(u);
+        }
+      }
+    }
+  }
+  return components;
+}
+
+}  // namespace
+
+StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, const RegMvuOptions& options) {
+  return GuardExceptions("BuildRegMvu", [&]() -> StatusOr<RegularizedKernelProblem> {
+    const int n = static_cast<int>(points.rows());
+    KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("RegMvuOptions"));
+    RegularizedKernelProblem out;
+    out.sign = -1.0;
+    Stopwatch watch;
+    KnnOptions knn;
+    knn.k = options.neighbors;
+    knn.num_threads = options.num_threads;
+    KLS_ASSIGN_OR_RETURN(KnnGraph g, ExactKnn(points, knn));
+    const Eigen::SparseMatrix<double> w = SymmetricAdjacency(g, options.neighbors, EdgeWeight::kBinary, 0.0);
+    const int components = CountComponents(w);
+    if (components != 1) {
+      return FailedPreconditionError("the " + std::to_string(options.neighbors) + "-NN graph has " +
+                                     std::to_string(components) +
+                                     " connected components; RegMVU (11) is unbounded unless it is connected");
+    }
+    out.laplacian = CombinatorialLaplacian(w);
+    std::vector<int> ei, ej;
+    std::vector<double> d2;
+    for (int c = 0; c < w.outerSize(); ++c) {
+      for (Eigen::SparseMatrix<double>::InnerIterator it(w, c); it; ++it) {
+        const int i = static_cast<int>(it.row()), j = static_cast<int>(it.col());
+        if (i >= j) continue;
+        ei.push_back(i);
+        ej.push_back(j);
+        d2.push_back((points.row(i) - points.row(j)).squaredNorm());
+      }
+    }
+    out.num_edges = static_cast<int>(ei.size());
+    out.graph_seconds = watch.Seconds();
+    watch.Reset();
+    KLS_ASSIGN_OR_RETURN(out.basis, SmoothestEigenvectors(out.laplacian, options.m, 1, options.basis));
+    out.basis_seconds = watch.Seconds();
+    out.problem = MakeRegMvuProblem(out.basis.vectors, ei, ej,
+                                    Eigen::Map<const Eigen::VectorXd>(d2.data(), static_cast<Eigen::Index>(d2.size())),
+                                    options.nu);
+    return out;
+  });
+}
+
+StatusOr<RegularizedKernelProblem> BuildRegPcp(const Eigen::MatrixXd& points, const PairwiseConstraints& constraints,
+                                               const RegPcpOptions& options) {
+  return GuardExceptions("BuildRegPcp", [&]() -> StatusOr<RegularizedKernelProblem> {
+    const int n = static_cast<int>(points.rows());
+    KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("RegPcpOptions"));
+    KLS_RETURN_IF_ERROR(constraints.Validate(n).WithContext("constraints"));
+    RegularizedKernelProblem out;
+    out.sign = 1.0;
+    Stopwatch watch;
+    KnnOptions knn;
+    knn.k = std::max(options.neighbors, options.sigma_neighbor);
+    knn.num_threads = options.num_threads;
+    KLS_ASSIGN_OR_RETURN(KnnGraph g, ExactKnn(points, knn));
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) sum += g.distance(i, options.sigma_neighbor - 1);
+    out.sigma = sum / n;
+    if (!(out.sigma > 0.0)) {
+      return FailedPreconditionError("sigma = " + FormatNumber(out.sigma) +
+                                     ": every point coincides with its nearest neighbours");
+    }
+    const Eigen::SparseMatrix<double> w = SymmetricAdjacency(g, options.neighbors, EdgeWeight::kGaussian, out.sigma);
+    out.num_edges = static_cast<int>(w.nonZeros() / 2);
+    out.laplacian = NormalizedLaplacian(w, 0.0);
+    out.graph_seconds = watch.Seconds();
+    watch.Reset();
+    KLS_ASSIGN_OR_RETURN(out.basis, SmoothestEigenvectors(out.laplacian, options.m, 0, options.basis));
+    out.basis_seconds = watch.Seconds();
+    out.problem = MakeRegPcpProblem(out.basis.vectors, constraints);
+    return out;
+  });
+}
+
+StatusOr<PairwiseConstraints> GeneratePerClassConstraints(const std::vector<int>& labels, int must_per_class,
+                                                          int cannot_per_pair, uint64_t seed) {
+  const int n = static_cast<int>(labels.size());
+  if (n < 2) return InvalidArgumentError("labels: has " + std::to_string(n) + " entries; need at least 2");
+  if (must_per_class < 0) return InvalidArgumentError("must_per_class = " + std::to_string(must_per_class) + " must be >= 0");
+  if (cannot_per_pair < 0) return InvalidArgumentError("cannot_per_pair = " + std::to_string(cannot_per_pair) + " must be >= 0");
+  int classes = 0;
+  for (int i = 0; i < n; ++i) {
+    if (labels[static_cast<size_t>(i)] < 0) {
+      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[static_cast<size_t>(i)]) +
+                                  " is negative");
+    }
+    classes = std::max(classes, labels[static_cast<size_t>(i)] + 1);
+  }
+  std::vector<std::vector<int>> members(static_cast<size_t>(classes));
+  for (int i = 0; i < n; ++i) members[static_cast<size_t>(labels[static_cast<size_t>(i)])].push_back(i);
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](uint64_t bound) {  // unbiased integer in [0, bound)
+    const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % bound);
+    uint64_t x;
+    do x = rng(); while (x >= limit);
+    return static_cast<int>(x % bound);
+  };
+  PairwiseConstraints out;
+  std::set<std::pair<int, int>> used;
+  auto draw = [&](const std::vector<int>& a, const std::vector<int>& b, bool same, int count, PairKind kind) {
+    const long long available =
+        same ? static_cast<long long>(a.size()) * (static_cast<long long>(a.size()) - 1) / 2
+             : static_cast<long long>(a.size()) * static_cast<long long>(b.size());
+    const long long want = std::min<long long>(count, available);
+    long long got = 0;
+    while (got < want) {
+      const int i = a[static_cast<size_t>(uniform(a.size()))];
+      const int j = b[static_cast<size_t>(uniform(b.size()))];
+      if (i == j) continue;
+      const std::pair<int, int> key(std::min(i, j), std::max(i, j));
+      if (!used.insert(key).second) continue;
+      out.pairs.push_back({key.first, key.second, kind});
+      ++got;
+    }
+  };
+  for (int c = 0; c < classes; ++c) {
+    const auto& mc = members[static_cast<size_t>(c)];
+    if (mc.size() >= 2) draw(mc, mc, true, must_per_class, PairKind::kMustLink);
+  }
+  for (int a = 0; a < classes; ++a) {
+    for (int b = a + 1; b < classes; ++b) {
+      const auto& ma = members[static_cast<size_t>(a)];
+      const auto& mb = members[static_cast<size_t>(b)];
+      if (!ma.empty() && !mb.empty()) draw(ma, mb, false, cannot_per_pair, PairKind::kCannotLink);
+    }
+  }
+  return out;
+}
+
+}  // namespace kls

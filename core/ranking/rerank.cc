@@ -1,0 +1,94 @@
+#include "core/ranking/rerank.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace kls {
+
+StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> TfIdf(const Eigen::SparseMatrix<double>& tags) {
+  return GuardExceptions("TfIdf", [&]() -> StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> {
+    const Eigen::Index n = tags.rows(), v = tags.cols();
+    if (n == 0 || v == 0) return InvalidArgumentError("tags is empty");
+    Eigen::SparseMatrix<double, Eigen::RowMajor> t = tags;
+    Eigen::VectorXd df = Eigen::VectorXd::Zero(v);
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(t, i); it; ++it) {
+        if (!(it.value() >= 0.0) || !std::isfinite(it.value()))
+          return InvalidArgumentError("tags(" + std::to_string(i) + ", " + std::to_string(it.col()) + ") = " +
+                                      FormatNumber(it.value()) + " must be finite and >= 0");
+        if (it.value() > 0.0) df[it.col()] += 1.0;
+      }
+    for (Eigen::Index i = 0; i < n; ++i) {
+      double norm2 = 0.0;
+      for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(t, i); it; ++it) {
+        it.valueRef() = it.value() > 0.0 ? std::log(static_cast<double>(n) / df[it.col()]) : 0.0;
+        norm2 += it.value() * it.value();
+      }
+      if (norm2 > 0.0)
+        for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(t, i); it; ++it)
+          it.valueRef() /= std::sqrt(norm2);
+    }
+    t.prune(0.0);
+    return t;
+  });
+}
+
+StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::RowMajor>& tfidf, int tag) {
+  if (tag < 0 || tag >= tfidf.cols())
+    return InvalidArgumentError("query tag = " + std::to_string(tag) + " is outside the vocabulary [0, " +
+                                std::to_string(tfidf.cols()) + ")");
+  Eigen::VectorXd s = Eigen::VectorXd::Zero(tfidf.rows());
+  for (Eigen::Index i = 0; i < tfidf.rows(); ++i) s[i] = tfidf.coeff(i, tag);
+  return s;
+}
+
+std::vector<int> TopCandidates(const Eigen::VectorXd& scores, int count) {
+  std::vector<int> idx;
+  for (Eigen::Index i = 0; i < scores.size(); ++i)
+    if (scores[i] > 0.0) idx.push_back(static_cast<int>(i));
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return scores[a] > scores[b]; });
+  if (static_cast<int>(idx.size()) > count) idx.resize(std::max(0, count));
+  return idx;
+}
+
+StatusOr<Eigen::MatrixXd> ParametricKernelMatrix(const Eigen::MatrixXd& x, ParametricKernel kind, int degree,
+                                                 double width) {
+  return GuardExceptions("ParametricKernelMatrix", [&]() -> StatusOr<Eigen::MatrixXd> {
+    if (x.rows() == 0) return InvalidArgumentError("x is empty");
+    if (!x.allFinite()) return InvalidArgumentError("x has a non-finite entry");
+    Eigen::MatrixXd g = x * x.transpose();
+    switch (kind) {
+      case ParametricKernel::kLinear:
+        return g;
+      case ParametricKernel::kPolynomial:
+        if (degree < 1) return InvalidArgumentError("degree = " + std::to_string(degree) + " must be >= 1");
+        return Eigen::MatrixXd((g.array() + 1.0).pow(degree));
+      case ParametricKernel::kRbf: {
+        const Eigen::VectorXd sq = g.diagonal();
+        Eigen::MatrixXd d2 = (-2.0 * g).colwise() + sq;
+        d2.rowwise() += sq.transpose();
+        d2 = d2.cwiseMax(0.0);
+        double w = width;
+        if (!(w > 0.0)) {
+          const double n = static_cast<double>(x.rows());
+          w = n > 1 ? d2.sum() / (n * (n - 1)) : 1.0;
+          if (!(w > 0.0)) w = 1.0;
+        }
+        return Eigen::MatrixXd((-d2 / w).array().exp());
+      }
+    }
+    return InvalidArgumentError("unknown kernel kind");
+  });
+}
+
+double TopNAccuracy(const std::vector<int>& order, const std::vector<char>& relevant, int n) {
+  const int m = std::min<int>(n, static_cast<int>(order.size()));
+  if (m <= 0) return 0.0;
+  int hits = 0;
+  for (int t = 0; t < m; ++t) hits += relevant[order[t]] ? 1 : 0;
+  return static_cast<double>(hits) / m;
+}
+
+}  // namespace kls

@@ -1,0 +1,46 @@
+// Query-dependent two-level social image re-ranking (thesis §6.3.4, §6.4):
+// (1) text retrieval over the whole corpus by tf-idf similarity of the query
+// and each image's tags picks a candidate set; (2) VisualRank (visual_rank.h)
+// with some kernel on the candidates re-orders them. The kernels compared in
+// Table 6.3: raw (no re-ranking), text (linear kernel of tf-idf tags), linear,
+// polynomial, RBF on visual features, and NPK (npk_ranking.h).
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/SparseCore>
+#include <vector>
+
+#include "core/common/status.h"
+
+namespace kls {
+
+/// Normalized tf-idf rows (§6.4.3): t_ij = δ_ij idf_j / ‖δ_i idf‖₂ with
+/// idf_j = log(n / r_j), r_j = images tagged with j. (The thesis prints
+/// idf_j = log(r_j), which would weight frequent tags up; the standard
+/// inverse form is used.) An image with no tags keeps a zero row.
+/// `tags`: n × V, non-zero = tagged. Errors: empty matrix, negative entries.
+StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> TfIdf(const Eigen::SparseMatrix<double>& tags);
+
+/// Raw text score of every image for a single-tag query: cos(q, t_i) = t_i[tag].
+/// Errors: tag outside [0, V).
+StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::RowMajor>& tfidf, int tag);
+
+/// Up to `count` indices with score > 0, by descending score, ties by smaller index.
+std::vector<int> TopCandidates(const Eigen::VectorXd& scores, int count);
+
+enum class ParametricKernel {
+  kLinear,      ///< x·y
+  kPolynomial,  ///< (1 + x·y)^degree
+  kRbf,         ///< exp(−‖x − y‖² / width)
+};
+
+/// Dense kernel matrix on the rows of `x`. width <= 0 for RBF means the mean
+/// squared pairwise distance. Errors: degree < 1, empty or non-finite x.
+StatusOr<Eigen::MatrixXd> ParametricKernelMatrix(const Eigen::MatrixXd& x, ParametricKernel kind, int degree = 2,
+                                                 double width = 0.0);
+
+/// Top-N accuracy (§6.4.3, [JB08]): the fraction of the first min(N, |order|)
+/// ranked items that are relevant (0 for an empty order).
+double TopNAccuracy(const std::vector<int>& order, const std::vector<char>& relevant, int n);
+
+}  // namespace kls
