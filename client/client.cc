@@ -1,10 +1,13 @@
 #include "client/client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "client/grpc_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -53,6 +56,44 @@ StatusOr<Response> Unary(const ClientOptions& options, Call&& call) {
   return response;
 }
 
+// Adds the bearer token to every call made on the channel, including calls
+// made through stubs this file does not know about.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;
+};
+
+class TokenInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(const std::string& token) : header_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;  // lives as long as the channel (which owns the factory)
+};
+
+StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return NotFoundError(std::string("cannot read ") + what + " '" + path + "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (text.str().find("-----BEGIN") == std::string::npos) {
+    return InvalidArgumentError(std::string(what) + " '" + path + "' is not a PEM file");
+  }
+  return text.str();
+}
+
 bool UseSparse(const Dataset& data, FeatureEncoding encoding) {
   if (encoding != FeatureEncoding::kAuto) return encoding == FeatureEncoding::kSparse;
   const Eigen::Index nonzeros = (data.features.array() != 0.0).count();
@@ -87,6 +128,23 @@ StatusOr<kls::v1::KernelRef> ParseKernelRef(const std::string& text) {
   return ref;
 }
 
+Status LoadTlsFiles(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                    ClientOptions* options) {
+  if (cert_file.empty() != key_file.empty()) {
+    return InvalidArgumentError("a client certificate needs its key: give both --tls-cert and --tls-key (got " +
+                                std::string(cert_file.empty() ? "only --tls-key" : "only --tls-cert") + ")");
+  }
+  if (!ca_file.empty()) {
+    KLS_ASSIGN_OR_RETURN(options->tls_root_certs_pem, ReadPem(ca_file, "--tls-ca file"));
+  }
+  if (!cert_file.empty()) {
+    KLS_ASSIGN_OR_RETURN(options->tls_cert_chain_pem, ReadPem(cert_file, "--tls-cert file"));
+    KLS_ASSIGN_OR_RETURN(options->tls_private_key_pem, ReadPem(key_file, "--tls-key file"));
+  }
+  options->tls = true;
+  return OkStatus();
+}
+
 const char* ServingStatusName(ServingStatus status) {
   switch (status) {
     case ServingStatus::kUnknown: return "UNKNOWN";
@@ -103,8 +161,19 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(std
   const int max_bytes = std::clamp(options_.max_message_mb, 1, 2047) * 1024 * 1024;
   args.SetMaxReceiveMessageSize(max_bytes);
   args.SetMaxSendMessageSize(max_bytes);
-  // TODO(security): insecure credentials until the server offers TLS.
-  channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options_.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls_root_certs_pem;
+    ssl.pem_cert_chain = options_.tls_cert_chain_pem;
+    ssl.pem_private_key = options_.tls_private_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (!options_.token.empty()) interceptors.push_back(std::make_unique<TokenInterceptorFactory>(options_.token));
+  channel_ = grpc::experimental::CreateCustomChannelWithInterceptors(options_.target, credentials, args,
+                                                                     std::move(interceptors));
   stubs_->admin = kls::v1::Admin::NewStub(channel_);
   stubs_->health = grpc::health::v1::Health::NewStub(channel_);
   stubs_->datasets = kls::v1::Datasets::NewStub(channel_);
@@ -389,6 +458,45 @@ StatusOr<ExportedKernel> Client::ExportKernel(const kls::v1::KernelRef& kernel) 
                          std::to_string(out.embedding.size()) + " values");
   }
   return out;
+}
+
+StatusOr<kls::v1::KernelInfo> Client::ImportKernel(const std::string& name, const LearnedKernel::Embedding& embedding,
+                                                   const std::vector<std::string>& item_keys, int64_t chunk_bytes) {
+  const int64_t n = embedding.rows();
+  const int64_t dim = embedding.cols();
+  if (!item_keys.empty() && static_cast<int64_t>(item_keys.size()) != n) {
+    return InvalidArgumentError("item_keys has " + std::to_string(item_keys.size()) + " keys for " +
+                                std::to_string(n) + " rows; give one per row or none");
+  }
+  if (chunk_bytes < 1) return InvalidArgumentError("chunk_bytes = " + std::to_string(chunk_bytes) + " must be >= 1");
+  grpc::ClientContext context;
+  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * double(n) * double(dim)), &context);
+  kls::v1::KernelInfo info;
+  std::unique_ptr<grpc::ClientWriter<kls::v1::ImportKernelChunk>> writer(stubs_->kernels->Import(&context, &info));
+
+  kls::v1::ImportKernelChunk message;
+  kls::v1::ImportKernelHeader* header = message.mutable_header();
+  header->set_name(name);
+  header->set_num_points(n);
+  header->set_dim(static_cast<int32_t>(dim));
+  header->set_has_item_keys(!item_keys.empty());
+  bool open = writer->Write(message);
+  const int64_t rows_per_chunk = std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(1, 8 * dim));
+  for (int64_t first = 0; open && first < n; first += rows_per_chunk) {
+    const int64_t rows = std::min(rows_per_chunk, n - first);
+    message.Clear();
+    kls::v1::ImportKernelRows* chunk = message.mutable_rows();
+    chunk->set_first_row(first);
+    chunk->mutable_values()->Add(embedding.data() + first * dim, embedding.data() + (first + rows) * dim);
+    if (!item_keys.empty()) {
+      for (int64_t r = first; r < first + rows; ++r) chunk->add_item_keys(item_keys[r]);
+    }
+    open = writer->Write(message);  // false: the server already answered (an error); Finish says which
+  }
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return info;
 }
 
 // ---- Queries ----------------------------------------------------------------

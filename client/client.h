@@ -37,7 +37,31 @@ struct ClientOptions {
   /// Largest message the client receives or sends, in MiB; keep it at least
   /// the server's max_message_mb (ServerInfo.max_message_bytes).
   int max_message_mb = 64;
+
+  // ---- Security (README "Security") ----------------------------------------
+  /// Bearer token sent with every call ("authorization: Bearer TOKEN");
+  /// empty = none. Needed when the server has a tokens_file.
+  std::string token;
+  /// Connect with TLS. The server certificate is verified against
+  /// tls_root_certs_pem, or the system's CAs when that is empty.
+  bool tls = false;
+  /// CA certificates (PEM) that sign the server's certificate.
+  std::string tls_root_certs_pem;
+  /// Client certificate chain and its private key (PEM), for servers that
+  /// require mutual TLS; both or neither.
+  std::string tls_cert_chain_pem;
+  std::string tls_private_key_pem;
+  /// Host name to verify the server certificate against instead of the
+  /// target's host (e.g. the certificate says "kls.internal" but you dial an IP).
+  std::string tls_server_name;
 };
+
+/// Reads PEM files into `options` and turns TLS on. `ca_file` may be empty
+/// (system CAs); `cert_file` and `key_file` are both set (mutual TLS) or both
+/// empty. NOT_FOUND naming the file if one is unreadable, INVALID_ARGUMENT if
+/// only one of cert/key is given.
+Status LoadTlsFiles(const std::string& ca_file, const std::string& cert_file, const std::string& key_file,
+                    ClientOptions* options);
 
 /// Health of one service as grpc.health.v1 reports it.
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
@@ -116,6 +140,13 @@ class Client {
   /// Kernels.Export: the whole embedding, reassembled from its chunks.
   /// Deadline as for uploads (grows with n × rank).
   StatusOr<ExportedKernel> ExportKernel(const kls::v1::KernelRef& kernel);
+  /// Kernels.Import: stores `embedding` (n × dim, row-major; K = V Vᵀ) as the
+  /// next version of kernel `name`, streamed in chunks of about `chunk_bytes`.
+  /// `item_keys` is empty or one unique, non-empty key per row. Deadline as
+  /// for uploads (grows with n × dim). Nothing is stored on any error.
+  StatusOr<kls::v1::KernelInfo> ImportKernel(const std::string& name, const LearnedKernel::Embedding& embedding,
+                                             const std::vector<std::string>& item_keys = {},
+                                             int64_t chunk_bytes = int64_t{1} << 20);
 
   // ---- Queries --------------------------------------------------------------
   /// K_ij for each pair.

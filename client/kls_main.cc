@@ -1,6 +1,8 @@
 // kls: command-line client for kls-server.
 //
 //   kls [--target HOST:PORT] [--json] [--timeout-seconds S] SUBCOMMAND ...
+//       [--token T (or env KLS_TOKEN)] [--tls] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
+//       [--tls-server-name NAME]
 //
 //   health [--service NAME] | info | echo TEXT...
 //   upload FILE [--name N] [--format auto|csv|libsvm] [--constraints FILE |
@@ -14,6 +16,7 @@
 //   similarity --kernel NAME[:VERSION|@ALIAS] (--pairs "0,1;2,3" | --pairs-file FILE)
 //   topk --kernel REF (--item N | --key K | --vector "x,y,...") [--k 10] [--exclude-self]
 //   export --kernel REF --out FILE.csv
+//   import FILE.csv --name NAME                store embedding rows as a kernel
 //
 // Exit status 0 on success; 1 when the call fails (or a watched job does not
 // succeed, or the service is not SERVING), with "<GRPC_STATUS_NAME>: message"
@@ -749,6 +752,26 @@ int RunExport(kls::Client& client, const Output& out, const std::string& kernel,
   return out.Success(object, text.str());
 }
 
+// CSV rows → Kernels.Import. The file is the layout `export` writes (header,
+// one embedding row per line), optionally with a first column `key`.
+int RunImport(kls::Client& client, const Output& out, const std::string& path, const std::string& name) {
+  kls::StatusOr<kls::Dataset> data = kls::ReadCsvFile(path);
+  if (!data.ok()) return out.Failure(data.status());
+  if (data->has_labels()) {
+    return out.Failure(kls::InvalidArgumentError(
+        "'" + path + "' has a label column; import takes embedding rows only (remove the 'label' column)"));
+  }
+  const kls::LearnedKernel::Embedding v = data->features;  // column-major → row-major
+  const auto info = client.ImportKernel(name, v, data->item_keys);
+  if (!info.ok()) return out.Failure(info.status(), {{"file", path}});
+  json object = KernelJson(*info);
+  object["file"] = path;
+  std::ostringstream text;
+  text << "imported " << path << " as kernel " << info->name() << ":" << info->version() << " ("
+       << info->num_points() << " × " << info->rank() << (data->item_keys.empty() ? "" : ", with item keys") << ")";
+  return out.Success(object, text.str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -766,6 +789,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-mb", options.max_message_mb, "Largest message sent or received, in MiB")
       ->capture_default_str()
       ->check(CLI::Range(1, 2047));
+  std::string tls_ca, tls_cert, tls_key;
+  app.add_option("--token", options.token, "Bearer token sent with every call")->envname("KLS_TOKEN");
+  app.add_flag("--tls", options.tls, "Connect with TLS (implied by --tls-ca/--tls-cert; default CAs: the system's)");
+  app.add_option("--tls-ca", tls_ca, "CA certificate (PEM) that signed the server's certificate");
+  app.add_option("--tls-cert", tls_cert, "Client certificate (PEM) for servers that require mutual TLS");
+  app.add_option("--tls-key", tls_key, "Private key (PEM) of --tls-cert");
+  app.add_option("--tls-server-name", options.tls_server_name,
+                 "Name to verify the server certificate against (default: the --target host)");
 
   std::string service;
   CLI::App* health = app.add_subcommand("health", "Exit 0 only if the server (or --service) is SERVING");
@@ -857,8 +888,23 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--kernel", export_kernel, "NAME, NAME:VERSION or NAME@ALIAS")->required();
   export_cmd->add_option("--out", export_path, "CSV file to write (header v0..v{r-1})")->required();
 
+  std::string import_file, import_name;
+  CLI::App* import_cmd = app.add_subcommand("import", "Store an embedding V (CSV rows) as a kernel K = V Vᵀ");
+  import_cmd->add_option("file", import_file, "CSV: header, one row per item; optional first column 'key'")
+      ->required();
+  import_cmd->add_option("--name", import_name, "Kernel name (the next version of it is created)")->required();
+
   CLI11_PARSE(app, argc, argv);
 
+  // gRPC metadata values must be printable ASCII; say so instead of failing every call.
+  if (!std::all_of(options.token.begin(), options.token.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return out.Failure(kls::InvalidArgumentError("--token (or KLS_TOKEN) has a space or a non-printable character"));
+  }
+  if (options.tls || !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty()) {
+    if (const kls::Status s = kls::LoadTlsFiles(tls_ca, tls_cert, tls_key, &options); !s.ok()) {
+      return out.Failure(s);
+    }
+  }
   kls::Client client(options);
   if (health->parsed()) return RunHealth(client, out, service);
   if (info->parsed()) return RunInfo(client, out);
@@ -879,5 +925,6 @@ int main(int argc, char** argv) {
   }
   if (topk->parsed()) return RunTopK(client, out, topk_args);
   if (export_cmd->parsed()) return RunExport(client, out, export_kernel, export_path);
+  if (import_cmd->parsed()) return RunImport(client, out, import_file, import_name);
   return 2;  // unreachable: require_subcommand(1)
 }

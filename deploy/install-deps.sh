@@ -20,6 +20,7 @@ BUILD_PACKAGES=(
   libglpk-dev          # LP for the level method's lower bound (ONK)
   libfaiss-dev         # FAISS IndexFlatIP: the peer of kls-bench topk
   gnuplot-nox          # PNG scatter plots of embeddings (kls-bench embed --plot)
+  libssl-dev openssl   # SHA-256 of bearer tokens (server/auth); test certificates (tls_test)
 )
 RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 ca-certificates)
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <sstream>
@@ -97,6 +98,7 @@ class UploadAssembler {
     }
     if (rows == 0) return OkStatus();
     KLS_RETURN_IF_ERROR(Allocate());
+    KLS_RETURN_IF_ERROR(GrowFeatureRows(rows_ + rows));
 
     for (int64_t r = 0; r < rows; ++r) {
       const int row = static_cast<int>(rows_ + r);
@@ -183,15 +185,34 @@ class UploadAssembler {
   Status Allocate() {
     if (allocated_) return OkStatus();
     try {
-      data_.data.features.setZero(n_, dim_);  // zero: sparse rows fill only their entries
+      // Features grow with the rows that arrive (GrowFeatureRows), not with
+      // the header's promise: a header declaring 10^7 × 100 values followed
+      // by one row must not make the server zero 8 GB.
       if (header_.has_labels()) data_.data.labels.reserve(n_);
       if (header_.has_item_keys()) data_.data.item_keys.reserve(n_);
       data_.constraints.pairs.reserve(static_cast<size_t>(header_.num_constraints()));
     } catch (const std::bad_alloc&) {
-      return ResourceExhaustedError("not enough memory for " + std::to_string(n_) + " × " + std::to_string(dim_) +
-                                    " features");
+      return ResourceExhaustedError("not enough memory for the labels, keys and constraints of header.num_points = " +
+                                    std::to_string(n_) + " rows");
     }
     allocated_ = true;
+    return OkStatus();
+  }
+
+  // Makes room for `rows_needed` ≤ n_ feature rows, zeroed (sparse rows fill
+  // only their entries). Capacity doubles, so the copies cost O(n·d) in total.
+  Status GrowFeatureRows(int64_t rows_needed) {
+    Eigen::MatrixXd& f = data_.data.features;
+    const int64_t old_rows = f.rows();
+    if (rows_needed <= old_rows) return OkStatus();
+    const int64_t new_rows = std::min<int64_t>(n_, std::max<int64_t>({rows_needed, 2 * old_rows, 1024}));
+    try {
+      f.conservativeResize(new_rows, dim_);
+      f.bottomRows(new_rows - old_rows).setZero();
+    } catch (const std::bad_alloc&) {
+      return ResourceExhaustedError("not enough memory for " + std::to_string(new_rows) + " × " +
+                                    std::to_string(dim_) + " features");
+    }
     return OkStatus();
   }
 

@@ -1,5 +1,11 @@
 #include "server/jobs_service.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/unknown_field_set.h>
+
+#include <string>
+#include <vector>
+
 #include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
 
@@ -8,10 +14,32 @@ namespace {
 
 grpc::Status MissingId() { return ToGrpcStatus(InvalidArgumentError("id is required")); }
 
+// proto3 keeps fields it does not know (e.g. an option or a solver added in a
+// newer client) as unknown fields and would otherwise run the job without
+// them. Refuse instead, naming where the field sits: "kl_admm: unknown field 99".
+Status RejectUnknownFields(const google::protobuf::Message& message, const std::string& path) {
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(message);
+  if (!unknown.empty()) {
+    return InvalidArgumentError((path.empty() ? std::string("the request") : path) + ": unknown field " +
+                                std::to_string(unknown.field(0).number()) +
+                                " (an option or solver this server does not know; is the client newer?)");
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE || field->is_repeated()) continue;
+    const std::string child = path.empty() ? field->name() : path + "." + field->name();
+    KLS_RETURN_IF_ERROR(RejectUnknownFields(reflection->GetMessage(message, field), child));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 grpc::Status JobsService::Submit(grpc::ServerContext* /*context*/, const kls::v1::SubmitJobRequest* request,
                                  kls::v1::Job* response) {
+  if (const Status s = RejectUnknownFields(*request, ""); !s.ok()) return ToGrpcStatus(s);
   StatusOr<store::JobRecord> record = JobRecordFromSubmit(*request);
   if (!record.ok()) return ToGrpcStatus(record.status());
   StatusOr<store::JobRecord> queued = manager_->Submit(std::move(record).value());

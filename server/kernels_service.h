@@ -1,10 +1,20 @@
-// kls.v1.Kernels: Get, List, Delete, SetAlias, Export (server stream).
+// kls.v1.Kernels: Get, List, Delete, SetAlias, Export (server stream),
+// Import (client stream).
 //
 // Export reads the kernel through the KernelCache (so a corrupted artifact is
 // DATA_LOSS, never streamed) and sends V row-major in chunks of at most
 // kExportChunkBytes of values; the first chunk also carries the KernelInfo.
 // Delete invalidates the cache so that a later kernel reusing the name and
 // version number is never answered from a stale entry.
+//
+// Import checks the header against ImportLimits before allocating anything
+// (RESOURCE_EXHAUSTED naming the field and value), then every row as it
+// arrives (order, width, finiteness, one unique key per row when declared);
+// the kernel is written by Store::PutKernel — the path solver results take —
+// only after the whole stream checked out, so a bad or truncated stream
+// stores nothing. Keys go to a data set written first (Store::PutDataset);
+// a crash between the two writes leaves that data set unreferenced, never a
+// kernel without its keys.
 //
 // Thread safety: handlers run concurrently; the service holds no mutable state
 // of its own (the cache is thread-safe).
@@ -18,13 +28,22 @@
 
 namespace kls::server {
 
+/// Limits on an Import header's declared sizes (kernels.proto).
+struct ImportLimits {
+  int64_t max_points = 10'000'000;        ///< header.num_points
+  int64_t max_dim = 65'536;               ///< header.dim
+  int64_t max_values = int64_t{1} << 28;  ///< header.num_points × header.dim (2 GiB of float64)
+  int64_t max_name_bytes = 256;           ///< header.name
+};
+
 class KernelsService final : public kls::v1::Kernels::Service {
  public:
   /// Upper bound on one Export chunk's values, in bytes (1 MiB).
   static constexpr int64_t kExportChunkBytes = int64_t{1} << 20;
 
   /// `store` and `cache` must outlive the grpc::Server the service is registered on.
-  KernelsService(store::Store* store, KernelCache* cache) : store_(store), cache_(cache) {}
+  KernelsService(store::Store* store, KernelCache* cache, ImportLimits limits = {})
+      : store_(store), cache_(cache), limits_(limits) {}
 
   grpc::Status Get(grpc::ServerContext* context, const kls::v1::GetKernelRequest* request,
                    kls::v1::KernelInfo* response) override;
@@ -36,10 +55,13 @@ class KernelsService final : public kls::v1::Kernels::Service {
                         kls::v1::KernelInfo* response) override;
   grpc::Status Export(grpc::ServerContext* context, const kls::v1::ExportKernelRequest* request,
                       grpc::ServerWriter<kls::v1::ExportKernelChunk>* writer) override;
+  grpc::Status Import(grpc::ServerContext* context, grpc::ServerReader<kls::v1::ImportKernelChunk>* reader,
+                      kls::v1::KernelInfo* response) override;
 
  private:
   store::Store* const store_;
   KernelCache* const cache_;
+  const ImportLimits limits_;
 };
 
 /// kls.v1.KernelRef → KernelKey (no validation; see ValidateKernelKey).

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/admin_service.h"
+#include "server/auth.h"
 #include "server/data_dir.h"
 #include "server/datasets_service.h"
 #include "server/jobs/job_manager.h"
@@ -41,6 +42,18 @@ KlsServer::~KlsServer() { Stop(); }
 Status KlsServer::Start() {
   if (server_) return FailedPreconditionError("server already started");
   KLS_RETURN_IF_ERROR(config_.Validate());
+
+  // Tokens and certificates are read before anything else, so a bad file
+  // fails the start without touching the data directory.
+  std::shared_ptr<const TokenTable> tokens;
+  if (!config_.tokens_file.empty()) {
+    StatusOr<TokenTable> loaded = TokenTable::Load(config_.tokens_file);
+    if (!loaded.ok()) return loaded.status().WithContext("loading tokens_file");
+    tokens = std::make_shared<const TokenTable>(std::move(loaded).value());
+  }
+  const TransportSecurity security{config_.tls_cert_file, config_.tls_key_file, config_.tls_client_ca_file};
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security, tokens);
+  if (!credentials.ok()) return credentials.status().WithContext("setting up transport security");
 
   KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
 
@@ -91,8 +104,9 @@ Status KlsServer::Start() {
 
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  // TODO(security): insecure credentials; TLS arrives with deployment beyond localhost.
-  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &selected_port);
+  // Plain TCP or TLS; with a tokens file, every call passes the token check
+  // (server/auth.h) before it reaches a handler.
+  builder.AddListeningPort(config_.listen, *credentials, &selected_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
   builder.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));
   // gRPC sets SO_REUSEPORT by default, which would let a second server share
@@ -121,6 +135,23 @@ Status KlsServer::Start() {
   }
 
   SetServing(true);
+  const bool loopback = IsLoopbackHost(HostOf(config_.listen));
+  if (!tokens && !loopback) {
+    spdlog::warn("authorization is OFF (no tokens_file) while listening on {}: anyone who can reach this "
+                 "address can read, upload and delete; set tokens_file (README, 'Security')",
+                 config_.listen);
+  }
+  if (tokens && config_.tls_cert_file.empty() && !loopback) {
+    spdlog::warn("bearer tokens travel in clear text: listening on {} without TLS (set tls_cert_file and "
+                 "tls_key_file, or terminate TLS in a proxy)",
+                 config_.listen);
+  }
+  spdlog::info("security: {}, {}",
+               config_.tls_cert_file.empty() ? "plain TCP"
+               : config_.tls_client_ca_file.empty() ? "TLS"
+                                                    : "mutual TLS (client certificates required)",
+               tokens ? "bearer tokens required (" + std::to_string(tokens->size()) + " configured)"
+                      : std::string("authorization off"));
   spdlog::info("kls-server {} serving on {}:{} (data dir {}, {} workers, max message {} MiB, kernel cache {} MiB)",
                KLS_VERSION, HostOf(config_.listen), port_, data_dir_->path(), config_.ResolvedWorkers(),
                config_.max_message_mb, config_.kernel_cache_mb);

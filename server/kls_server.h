@@ -3,7 +3,8 @@
 // and signal handling; tests run it in-process on port 0.
 //
 // Start-up order (each step only after the previous succeeded):
-//   1. validate the config;
+//   1. validate the config; read the tokens file and the TLS certificates
+//      (server/auth.h) — a bad file fails here, before the data dir is touched;
 //   2. open the data directory: create it, take the lock (fails fast, before
 //      any port is bound, when another server owns it);
 //   3. open the store (data_dir/kls.db + artifacts/) and check its integrity:
@@ -61,7 +62,8 @@ class KlsServer {
   KlsServer& operator=(const KlsServer&) = delete;
 
   /// See the start-up order above. Errors:
-  ///   INVALID_ARGUMENT     bad config value;
+  ///   INVALID_ARGUMENT     bad config value, malformed tokens file or PEM file;
+  ///   NOT_FOUND            tokens_file or a TLS file cannot be read;
   ///   FAILED_PRECONDITION  data dir is not a directory or is locked by another server;
   ///   PERMISSION_DENIED    data dir cannot be created or written;
   ///   UNAVAILABLE          the listen address cannot be bound.

@@ -11,7 +11,9 @@
 namespace kls::server {
 namespace {
 
-constexpr const char* kKnownKeys = "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb";
+constexpr const char* kKnownKeys =
+    "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
+    "tls_client_ca_file, tokens_file";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -85,6 +87,17 @@ Status ServerConfig::Validate() const {
     return InvalidArgumentError("kernel_cache_mb must be in 1.." + std::to_string(kMaxKernelCacheMb) +
                                 ", got " + std::to_string(kernel_cache_mb));
   }
+  // The files themselves are read (and their contents checked) by Start().
+  if (!tls_key_file.empty() && tls_cert_file.empty()) {
+    return InvalidArgumentError("tls_key_file = '" + tls_key_file + "' is set but tls_cert_file is not");
+  }
+  if (!tls_cert_file.empty() && tls_key_file.empty()) {
+    return InvalidArgumentError("tls_cert_file = '" + tls_cert_file + "' is set but tls_key_file is not");
+  }
+  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
+    return InvalidArgumentError("tls_client_ca_file = '" + tls_client_ca_file +
+                                "' (mutual TLS) needs tls_cert_file and tls_key_file");
+  }
   return OkStatus();
 }
 
@@ -134,6 +147,14 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       KLS_RETURN_IF_ERROR(int_value(&config->max_message_mb));
     } else if (key == "kernel_cache_mb") {
       KLS_RETURN_IF_ERROR(int_value(&config->kernel_cache_mb));
+    } else if (key == "tls_cert_file") {
+      config->tls_cert_file = value;
+    } else if (key == "tls_key_file") {
+      config->tls_key_file = value;
+    } else if (key == "tls_client_ca_file") {
+      config->tls_client_ca_file = value;
+    } else if (key == "tokens_file") {
+      config->tokens_file = value;
     } else {
       return InvalidArgumentError(where + "unknown key '" + key + "' (known keys: " + kKnownKeys + ")");
     }
@@ -158,6 +179,10 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.log_level) config.log_level = *overrides.log_level;
   if (overrides.max_message_mb) config.max_message_mb = *overrides.max_message_mb;
   if (overrides.kernel_cache_mb) config.kernel_cache_mb = *overrides.kernel_cache_mb;
+  if (overrides.tls_cert_file) config.tls_cert_file = *overrides.tls_cert_file;
+  if (overrides.tls_key_file) config.tls_key_file = *overrides.tls_key_file;
+  if (overrides.tls_client_ca_file) config.tls_client_ca_file = *overrides.tls_client_ca_file;
+  if (overrides.tokens_file) config.tokens_file = *overrides.tokens_file;
   KLS_RETURN_IF_ERROR(config.Validate());
   return config;
 }

@@ -10,6 +10,10 @@
 //   log_level = info
 //   max_message_mb = 64
 //   kernel_cache_mb = 1024
+//   tls_cert_file = /etc/kls/server.crt      # TLS (see server/auth.h, README "Security")
+//   tls_key_file = /etc/kls/server.key
+//   tls_client_ca_file = /etc/kls/clients-ca.crt   # mutual TLS: clients need a cert from this CA
+//   tokens_file = /etc/kls/tokens             # bearer tokens with scopes; unset = auth off
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -39,6 +43,15 @@ struct ServerConfig {
   /// Memory budget, in MiB, of the cache of loaded kernels that queries read
   /// (least recently used kernels are dropped beyond it); 1..1048576.
   int kernel_cache_mb = 1024;
+  /// Server certificate chain (PEM); empty = plain TCP. Needs tls_key_file.
+  std::string tls_cert_file;
+  /// Private key (PEM, unencrypted) of tls_cert_file.
+  std::string tls_key_file;
+  /// CA (PEM) that signs client certificates; when set, every client must
+  /// present a certificate it signed (mutual TLS). Needs tls_cert_file.
+  std::string tls_client_ca_file;
+  /// File of "TOKEN SCOPES" lines (server/auth.h); empty = every call allowed.
+  std::string tokens_file;
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
@@ -69,6 +82,10 @@ struct ConfigOverrides {
   std::optional<std::string> log_level;
   std::optional<int> max_message_mb;
   std::optional<int> kernel_cache_mb;
+  std::optional<std::string> tls_cert_file;
+  std::optional<std::string> tls_key_file;
+  std::optional<std::string> tls_client_ca_file;
+  std::optional<std::string> tokens_file;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the

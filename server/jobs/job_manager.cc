@@ -55,7 +55,25 @@ Status JobManager::RecoverLocked() {
     std::string next;
     KLS_ASSIGN_OR_RETURN(auto page, store_->ListJobs(running, &next));
     for (store::JobRecord& job : page) {
-      if (job.attempts >= options_.max_attempts) {
+      // Killed between storing the kernel and persisting "succeeded": the
+      // result is durable, so the job is finished, not run again (a second
+      // run would store a second version of the same kernel).
+      StatusOr<std::vector<store::KernelRecord>> kernels =
+          store_->ListKernels(job.kernel_name.empty() ? job.id : job.kernel_name);
+      if (!kernels.ok()) return kernels.status().WithContext("recovering job " + job.id);
+      const store::KernelRecord* produced = nullptr;
+      for (const store::KernelRecord& k : *kernels) {
+        if (k.job_id == job.id) produced = &k;  // ascending versions: the last is the newest
+      }
+      if (produced != nullptr) {
+        job.state = store::JobState::kSucceeded;
+        job.error.clear();
+        job.kernel_name = produced->name;
+        job.kernel_version = produced->version;
+        job.finished_unix_ms = NowUnixMs();
+        spdlog::info("job {}: its kernel {} v{} was stored before the server stopped; succeeded", job.id,
+                     produced->name, produced->version);
+      } else if (job.attempts >= options_.max_attempts) {
         job.state = store::JobState::kFailed;
         job.error = "interrupted " + std::to_string(job.attempts) + " times by server restarts";
         job.finished_unix_ms = NowUnixMs();

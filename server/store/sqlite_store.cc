@@ -5,8 +5,10 @@
 // never a record pointing at a missing or torn file.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -109,21 +111,140 @@ class SqliteStore final : public Store {
     if (db_) sqlite3_close(db_);
   }
 
-  Status Open(const std::string& data_dir) {
+  /// kServe: create what is missing, apply the schema, remove crash
+  /// leftovers (OpenSqliteStore). kCheck: open an existing store and change
+  /// nothing (CheckDataDirectory).
+  enum class Mode { kServe, kCheck };
+
+  Status Open(const std::string& data_dir, Mode mode = Mode::kServe) {
     dir_ = data_dir;
     artifacts_ = (fs::path(data_dir) / "artifacts").string();
-    std::error_code ec;
-    fs::create_directories(artifacts_, ec);
-    if (ec) return InternalError("creating \"" + artifacts_ + "\": " + ec.message());
     const std::string db_path = (fs::path(data_dir) / "kls.db").string();
-    if (sqlite3_open_v2(db_path.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
+    if (mode == Mode::kServe) {
+      std::error_code ec;
+      fs::create_directories(artifacts_, ec);
+      if (ec) return InternalError("creating \"" + artifacts_ + "\": " + ec.message());
+      flags |= SQLITE_OPEN_CREATE;
+    } else if (!fs::exists(db_path)) {
+      return NotFoundError("\"" + db_path + "\" does not exist; \"" + data_dir + "\" is not a kls data directory");
+    }
+    if (sqlite3_open_v2(db_path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return InternalError("opening \"" + db_path + "\": " + (db_ ? sqlite3_errmsg(db_) : "out of memory"));
     }
     sqlite3_busy_timeout(db_, 5000);
+    if (mode == Mode::kCheck) return OkStatus();
     KLS_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
     KLS_RETURN_IF_ERROR(Exec("PRAGMA integrity_check;"));
-    return Exec(kSchema);
+    KLS_RETURN_IF_ERROR(Exec(kSchema));
+    // Crash leftovers (see OpenSqliteStore): only now, before any write of
+    // this process, can a file no record names not be a write in progress.
+    for (const std::string& f : Leftovers()) {
+      std::error_code ec;
+      fs::remove(ArtifactPath(f), ec);
+    }
+    return OkStatus();
+  }
+
+  /// Files in artifacts/ that no record names: temporary files of an
+  /// interrupted WriteArtifact and artifacts whose record was never committed
+  /// (or was deleted before the file).
+  std::vector<std::string> Leftovers() {
+    std::set<std::string> referenced;
+    for (const char* sql : {"SELECT artifact FROM datasets", "SELECT artifact FROM kernels"}) {
+      Stmt s(db_, sql);
+      while (s.Step() == SQLITE_ROW) referenced.insert(s.Text(0));
+    }
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(artifacts_, ec)) {
+      const std::string f = entry.path().filename().string();
+      if (!referenced.count(f)) out.push_back(f);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// The offline check (CheckDataDirectory); reads only.
+  StatusOr<IntegrityReport> Check() {
+    IntegrityReport report;
+    {
+      Stmt ic(db_, "PRAGMA integrity_check");
+      if (!ic.ok()) return ic.Error("PRAGMA integrity_check");
+      int rc;
+      while ((rc = ic.Step()) == SQLITE_ROW) {
+        if (ic.Text(0) != "ok") report.problems.push_back("sqlite integrity_check: " + ic.Text(0));
+      }
+      if (rc != SQLITE_DONE) report.problems.push_back("sqlite integrity_check did not complete: " +
+                                                       std::string(sqlite3_errmsg(db_)));
+    }
+    {
+      Stmt s(db_, "SELECT id, num_points, dim, artifact FROM datasets ORDER BY id");
+      if (!s.ok()) return s.Error("reading data sets");
+      while (s.Step() == SQLITE_ROW) {
+        ++report.datasets;
+        const std::string what = "data set " + s.Text(0);
+        auto a = MappedArtifact::Open(ArtifactPath(s.Text(3)));
+        if (!a.ok()) {
+          report.problems.push_back(what + ": " + a.status().ToString());
+          continue;
+        }
+        report.artifact_bytes += static_cast<int64_t>((*a)->file_bytes());
+        const auto* f = (*a)->Find("features");
+        if (!f || f->dtype != DType::kFloat64 || f->rows != static_cast<uint64_t>(s.Int(1)) ||
+            f->cols != static_cast<uint64_t>(s.Int(2))) {
+          report.problems.push_back(what + ": features section missing or not " + std::to_string(s.Int(1)) + " x " +
+                                    std::to_string(s.Int(2)) + " float64");
+        }
+      }
+    }
+    {
+      Stmt s(db_, "SELECT name, version, num_points, rank, artifact FROM kernels ORDER BY name, version");
+      if (!s.ok()) return s.Error("reading kernels");
+      while (s.Step() == SQLITE_ROW) {
+        ++report.kernels;
+        const std::string what = "kernel " + s.Text(0) + " v" + std::to_string(s.Int(1));
+        auto a = MappedArtifact::Open(ArtifactPath(s.Text(4)));
+        if (!a.ok()) {
+          report.problems.push_back(what + ": " + a.status().ToString());
+          continue;
+        }
+        report.artifact_bytes += static_cast<int64_t>((*a)->file_bytes());
+        const auto* e = (*a)->Find("embedding");
+        if (!e || e->dtype != DType::kFloat64 || e->rows != static_cast<uint64_t>(s.Int(2)) ||
+            e->cols != static_cast<uint64_t>(s.Int(3)) || e->rows * e->cols == 0) {
+          report.problems.push_back(what + ": embedding section missing or not " + std::to_string(s.Int(2)) + " x " +
+                                    std::to_string(s.Int(3)) + " float64");
+          continue;
+        }
+        const uint64_t count = e->rows * e->cols;
+        for (uint64_t t = 0; t < count; ++t) {
+          double v;
+          std::memcpy(&v, e->data + 8 * t, 8);
+          if (!std::isfinite(v)) {
+            report.problems.push_back(what + ": embedding value " + std::to_string(t) + " = " + FormatNumber(v) +
+                                      " is not finite");
+            break;
+          }
+        }
+      }
+    }
+    {
+      Stmt s(db_, "SELECT name, alias, version FROM aliases WHERE NOT EXISTS (SELECT 1 FROM kernels k WHERE "
+                  "k.name = aliases.name AND k.version = aliases.version)");
+      if (!s.ok()) return s.Error("reading aliases");
+      while (s.Step() == SQLITE_ROW) {
+        report.problems.push_back("alias " + s.Text(0) + "@" + s.Text(1) + " names missing version " +
+                                  std::to_string(s.Int(2)));
+      }
+    }
+    {
+      Stmt s(db_, "SELECT COUNT(*) FROM jobs");
+      if (!s.ok()) return s.Error("reading jobs");
+      if (s.Step() == SQLITE_ROW) report.jobs = s.Int(0);
+    }
+    report.leftovers = Leftovers();
+    return report;
   }
 
   // ---- data sets ---------------------------------------------------------
@@ -368,14 +489,19 @@ class SqliteStore final : public Store {
       return NotFoundError("kernel \"" + name + "\"" + (version ? " version " + std::to_string(version) : "") +
                            " does not exist");
     }
+    // Aliases first, then the records: a crash in between leaves the kernel
+    // without its aliases (the delete did not complete; the caller saw no
+    // OK), never an alias naming a deleted version. The files go after the
+    // records; a crash before their removal leaves leftovers that the next
+    // open removes.
+    Stmt a(db_, version == 0 ? "DELETE FROM aliases WHERE name = ?" : "DELETE FROM aliases WHERE name = ? AND version = ?");
+    a.Bind(1, name);
+    if (version) a.Bind(2, version);
+    if (a.Step() != SQLITE_DONE) return a.Error("deleting aliases");
     Stmt d(db_, version == 0 ? "DELETE FROM kernels WHERE name = ?" : "DELETE FROM kernels WHERE name = ? AND version = ?");
     d.Bind(1, name);
     if (version) d.Bind(2, version);
     if (d.Step() != SQLITE_DONE) return d.Error("deleting kernel");
-    Stmt a(db_, version == 0 ? "DELETE FROM aliases WHERE name = ?" : "DELETE FROM aliases WHERE name = ? AND version = ?");
-    a.Bind(1, name);
-    if (version) a.Bind(2, version);
-    a.Step();
     for (const auto& f : files) {
       std::error_code ec;
       fs::remove(ArtifactPath(f), ec);
@@ -531,6 +657,15 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& data_dir) {
   auto s = std::make_unique<SqliteStore>();
   KLS_RETURN_IF_ERROR(s->Open(data_dir));
   return std::unique_ptr<Store>(std::move(s));
+}
+
+StatusOr<IntegrityReport> CheckDataDirectory(const std::string& data_dir) {
+  const std::string what = "checking " + data_dir;
+  return GuardExceptions(what.c_str(), [&]() -> StatusOr<IntegrityReport> {
+    SqliteStore s;
+    KLS_RETURN_IF_ERROR(s.Open(data_dir, SqliteStore::Mode::kCheck));
+    return s.Check();
+  });
 }
 
 }  // namespace kls::store

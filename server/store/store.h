@@ -109,6 +109,35 @@ class Store {
 
 /// Opens (creating if needed) the embedded store under `data_dir`:
 /// `data_dir/kls.db` (SQLite, WAL) and `data_dir/artifacts/`.
+///
+/// Crash recovery: a process killed inside a write leaves at most a temporary
+/// artifact file (`*.tmp.<pid>`, killed before the rename) or a complete
+/// artifact no record names (killed between the rename and the metadata
+/// commit, or inside a delete after the commit). Neither is visible to any
+/// read. Opening removes both, so they neither accumulate nor fail later
+/// integrity checks. This is only safe while no other process writes to the
+/// directory: callers must own it (server::DataDir holds an exclusive lock).
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& data_dir);
+
+/// Result of CheckDataDirectory.
+struct IntegrityReport {
+  /// Damage: SQLite integrity_check failures, records whose artifact is
+  /// missing, truncated, fails its CRC-32 or has the wrong shape or
+  /// non-finite values. Any entry means the directory is not healthy.
+  std::vector<std::string> problems;
+  /// Crash leftovers (temporary and unreferenced artifact files): harmless,
+  /// never served, removed by the next OpenSqliteStore.
+  std::vector<std::string> leftovers;
+  int64_t datasets = 0, kernels = 0, jobs = 0;  ///< records checked
+  int64_t artifact_bytes = 0;                   ///< bytes checksummed
+};
+
+/// Offline check of a data directory (`kls-server --check`): SQLite
+/// `PRAGMA integrity_check`, then every data-set and kernel artifact (header,
+/// CRC-32 over every byte, section shapes against the record, finiteness of
+/// kernel embeddings), then files no record names. Modifies nothing (no
+/// schema creation, no cleanup); NOT_FOUND when `data_dir/kls.db` does not
+/// exist. Run it while no server owns the directory.
+StatusOr<IntegrityReport> CheckDataDirectory(const std::string& data_dir);
 
 }  // namespace kls::store

@@ -129,5 +129,45 @@ TEST(ServerConfigTest, LoadReportsFileErrorsAndValidation) {
   EXPECT_TRUE(LoadServerConfig(path, fix).ok());
 }
 
+TEST(ServerConfigTest, SecurityKeysFromFileAndFlags) {
+  kls::testing::TempDir dir;
+  const std::string path = dir.Sub("kls.conf");
+  std::ofstream(path) << "tls_cert_file = /etc/kls/server.crt\n"
+                         "tls_key_file = /etc/kls/server.key\n"
+                         "tls_client_ca_file = \"/etc/kls/clients ca.crt\"\n"
+                         "tokens_file = /etc/kls/tokens\n";
+  ConfigOverrides overrides;
+  overrides.tokens_file = "/run/kls/tokens";
+  const StatusOr<ServerConfig> config = LoadServerConfig(path, overrides);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tls_cert_file, "/etc/kls/server.crt");
+  EXPECT_EQ(config->tls_key_file, "/etc/kls/server.key");
+  EXPECT_EQ(config->tls_client_ca_file, "/etc/kls/clients ca.crt");
+  EXPECT_EQ(config->tokens_file, "/run/kls/tokens");  // the flag wins
+  // Defaults: plain TCP, no tokens (files are read by KlsServer::Start, not here).
+  const ServerConfig defaults;
+  EXPECT_TRUE(defaults.tls_cert_file.empty());
+  EXPECT_TRUE(defaults.tokens_file.empty());
+}
+
+TEST(ServerConfigTest, TlsKeysMustComeTogether) {
+  ServerConfig config;
+  config.tls_cert_file = "server.crt";
+  Status s = config.Validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("tls_cert_file = 'server.crt' is set but tls_key_file is not"));
+  config = ServerConfig();
+  config.tls_key_file = "server.key";
+  s = config.Validate();
+  EXPECT_THAT(s.message(), HasSubstr("tls_key_file = 'server.key' is set but tls_cert_file is not"));
+  config = ServerConfig();
+  config.tls_client_ca_file = "ca.crt";
+  s = config.Validate();
+  EXPECT_THAT(s.message(), HasSubstr("tls_client_ca_file = 'ca.crt' (mutual TLS) needs tls_cert_file"));
+  config.tls_cert_file = "server.crt";
+  config.tls_key_file = "server.key";
+  EXPECT_TRUE(config.Validate().ok());
+}
+
 }  // namespace
 }  // namespace kls::server
