@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +24,20 @@ nlohmann::json MachineInfo();
 /// or generates `--synthetic NAME` with n points and `seed`.
 StatusOr<Dataset> LoadOrGenerate(const std::string& data_path, const std::string& synthetic, int n,
                                  uint64_t seed);
+
+/// Running mean and sample standard deviation of repeated measurements
+/// (trials, runs, repetitions) for the JSON summaries.
+struct MeanStd {
+  double sum = 0, sum2 = 0;
+  int n = 0;
+  void Add(double x) {
+    sum += x;
+    sum2 += x * x;
+    ++n;
+  }
+  double mean() const { return n ? sum / n : 0.0; }
+  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
+};
 
 /// Prints `result` as one JSON object (json) or as "key: value" lines.
 void Emit(const nlohmann::json& result, bool json);

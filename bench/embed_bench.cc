@@ -32,18 +32,6 @@
 namespace kls::bench {
 namespace {
 
-struct MeanStd {
-  double sum = 0, sum2 = 0;
-  int n = 0;
-  void Add(double x) {
-    sum += x;
-    sum2 += x * x;
-    ++n;
-  }
-  double mean() const { return n ? sum / n : 0.0; }
-  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
-};
-
 Eigen::MatrixXd Standardized(Eigen::MatrixXd x) {
   x.rowwise() -= x.colwise().mean();
   for (Eigen::Index j = 0; j < x.cols(); ++j) {

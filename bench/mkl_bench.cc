@@ -24,18 +24,6 @@
 namespace kls::bench {
 namespace {
 
-struct Stat {
-  double sum = 0, sum2 = 0;
-  int n = 0;
-  void Add(double x) {
-    sum += x;
-    sum2 += x * x;
-    ++n;
-  }
-  double mean() const { return n ? sum / n : 0.0; }
-  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
-};
-
 }  // namespace
 
 Runner RegisterMkl(CLI::App& app, bool* json) {
@@ -65,7 +53,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
     if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     const Eigen::VectorXd y = SignLabels(data->labels, a->positive_class);
     const std::vector<double> cs = ThesisCGrid();
-    Stat acc, secs, nker, chosen_c;
+    MeanStd acc, secs, nker, chosen_c;
     int bank_size = 0;
     for (int r = 0; r < a->runs; ++r) {
       const uint64_t seed = a->seed + r;

@@ -24,18 +24,6 @@
 namespace kls::bench {
 namespace {
 
-struct Stat {
-  double sum = 0, sum2 = 0;
-  int n = 0;
-  void Add(double x) {
-    sum += x;
-    sum2 += x * x;
-    ++n;
-  }
-  double mean() const { return n ? sum / n : 0.0; }
-  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
-};
-
 std::vector<double> ParseGrid(const std::string& text) {
   std::vector<double> out;
   std::size_t pos = 0;
@@ -103,7 +91,7 @@ Runner RegisterOnk(CLI::App& app, bool* json) {
       return Fail(InvalidArgumentError("--c-grid / --rho-grid: comma-separated numbers expected"));
     }
     const Eigen::VectorXd y = SignLabels(data->labels, a->positive_class);
-    Stat learned, base, learn_secs, chosen_rho, chosen_c, base_c;
+    MeanStd learned, base, learn_secs, chosen_rho, chosen_c, base_c;
     Stopwatch total;
     for (int r = 0; r < a->runs; ++r) {
       const uint64_t seed = a->seed + r;

@@ -13,18 +13,6 @@
 namespace kls::bench {
 namespace {
 
-struct MeanStd {
-  double sum = 0, sum2 = 0;
-  int n = 0;
-  void Add(double x) {
-    sum += x;
-    sum2 += x * x;
-    ++n;
-  }
-  double mean() const { return n ? sum / n : 0.0; }
-  double std() const { return n > 1 ? std::sqrt(std::max(0.0, (sum2 - sum * sum / n) / (n - 1))) : 0.0; }
-};
-
 void Standardize(Eigen::MatrixXd& x) {
   const Eigen::RowVectorXd mean = x.colwise().mean();
   x.rowwise() -= mean;

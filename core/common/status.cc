@@ -1,5 +1,6 @@
 #include "core/common/status.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace kls {
@@ -41,6 +42,13 @@ std::string FormatNumber(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
+}
+
+Status CheckPositiveOption(const char* field, double v) {
+  if (!(v > 0.0) || !std::isfinite(v)) {
+    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
+  }
+  return OkStatus();
 }
 
 std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }

@@ -103,6 +103,10 @@ class [[nodiscard]] StatusOr {
 /// Shortest round-trip text of a double for error messages ("0.5", "-1e-09", "nan").
 std::string FormatNumber(double v);
 
+/// OK when `v` is finite and > 0; otherwise INVALID_ARGUMENT
+/// "options.<field> = <v> must be finite and > 0" (the options checks of every solver).
+Status CheckPositiveOption(const char* field, double v);
+
 /// Runs `body` (returning StatusOr<T> or Status) and turns exceptions from
 /// Eigen, Spectra or allocation into RESOURCE_EXHAUSTED / INTERNAL statuses
 /// prefixed with `what` — the guard every core public entry point uses

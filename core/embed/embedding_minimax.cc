@@ -9,13 +9,6 @@
 namespace kls {
 namespace {
 
-Status PositiveOption(const char* field, double v) {
-  if (!(v > 0.0) || !std::isfinite(v)) {
-    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
-  }
-  return OkStatus();
-}
-
 // Everything the loop needs at one dual point α.
 struct Iterate {
   Eigen::VectorXd alpha;
@@ -248,22 +241,22 @@ Status EmbeddingMinimaxProblem::Validate() const {
 }
 
 Status EmbeddingMinimaxOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(PositiveOption("c", c));
-  KLS_RETURN_IF_ERROR(PositiveOption("b", b));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b));
   if (max_iterations < 1) {
     return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
     return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
   }
-  KLS_RETURN_IF_ERROR(PositiveOption("initial_eta", initial_eta));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("initial_eta", initial_eta));
   if (max_backtracks < 1) {
     return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
   }
   if (dense_threshold < 0) {
     return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
   }
-  KLS_RETURN_IF_ERROR(PositiveOption("lanczos_tolerance", lanczos_tolerance));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
   return OkStatus();
 }
 

@@ -17,13 +17,6 @@
 namespace kls {
 namespace {
 
-Status Positive(const char* field, double v) {
-  if (!(v > 0.0) || !std::isfinite(v)) {
-    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
-  }
-  return OkStatus();
-}
-
 // The constraint terms the solver works on (all of them, or the active subset).
 struct Terms {
   std::vector<int> row;
@@ -390,9 +383,9 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
 }  // namespace
 
 Status SimpleNpklOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(Positive("c", c));
-  KLS_RETURN_IF_ERROR(Positive("b", b));
-  KLS_RETURN_IF_ERROR(Positive("g", g));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("g", g));
   if (!(p > 1.0) || !std::isfinite(p)) {
     return InvalidArgumentError("options.p = " + FormatNumber(p) + " must be finite and > 1");
   }
@@ -415,7 +408,7 @@ Status SimpleNpklOptions::Validate() const {
   if (dense_threshold < 0) {
     return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
   }
-  KLS_RETURN_IF_ERROR(Positive("lanczos_tolerance", lanczos_tolerance));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
   if (max_backtracks < 1) {
     return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
   }
