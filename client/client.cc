@@ -223,7 +223,7 @@ StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
 // ---- Datasets ---------------------------------------------------------------
 
 StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
-                                                     const UploadOptions& upload) {
+                                                     const UploadOptions& upload, const Community* social) {
   const int n = data.num_points();
   const int d = data.dim();
   grpc::ClientContext context;
@@ -248,6 +248,15 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
   header->set_has_labels(!data.labels.empty());
   header->set_has_item_keys(!data.item_keys.empty());
   header->set_num_constraints(constraints.size());
+  if (social) {
+    if (social->num_photos() != n) {
+      return InvalidArgumentError("social data has " + std::to_string(social->num_photos()) + " photos but " +
+                                  std::to_string(n) + " feature rows");
+    }
+    header->mutable_social()->set_num_users(social->num_users);
+    header->mutable_social()->set_num_groups(social->num_groups);
+    header->mutable_social()->set_vocabulary(static_cast<int>(std::max<Eigen::Index>(1, social->photo_tags.cols())));
+  }
   if (!writer->Write(message)) return finish();
 
   const bool sparse = UseSparse(data, upload.encoding);
@@ -295,6 +304,51 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
       chunk->add_kind(static_cast<int>(p.kind));
     }
     if (!writer->Write(message)) return finish();
+  }
+  if (social) {
+    // Per-photo fields, then each relation, in chunks of about `budget` bytes.
+    const int per_chunk = static_cast<int>(std::max<int64_t>(1, budget / 24));
+    for (int first = 0; first < n; first += per_chunk) {
+      message.Clear();
+      kls::v1::SocialChunk* chunk = message.mutable_social();
+      chunk->set_first_photo(first);
+      for (int p = first; p < std::min(n, first + per_chunk); ++p) {
+        chunk->add_owner(social->photo_owner[p]);
+        chunk->add_day(social->photo_day[p]);
+        chunk->add_latitude(social->photo_latitude[p]);
+        chunk->add_longitude(social->photo_longitude[p]);
+      }
+      if (!writer->Write(message)) return finish();
+    }
+    std::vector<std::pair<int, int>> tags, comments, contacts, members, faves;
+    for (int k = 0; k < social->photo_tags.outerSize(); ++k)
+      for (Eigen::SparseMatrix<double>::InnerIterator it(social->photo_tags, k); it; ++it)
+        tags.emplace_back(static_cast<int>(it.row()), static_cast<int>(it.col()));
+    for (const Comment& c : social->comments) comments.emplace_back(c.photo, c.author);
+    for (int u = 0; u < social->num_users; ++u) {
+      for (int v : social->contacts[u])
+        if (u < v) contacts.emplace_back(u, v);
+      for (int g : social->groups[u]) members.emplace_back(u, g);
+    }
+    faves = social->favourites;
+    using Adder = void (*)(kls::v1::SocialChunk*, int, int);
+    const std::pair<const std::vector<std::pair<int, int>>*, Adder> relations[] = {
+        {&tags, [](kls::v1::SocialChunk* c, int a, int b) { c->add_tag_photo(a), c->add_tag_id(b); }},
+        {&comments, [](kls::v1::SocialChunk* c, int a, int b) { c->add_comment_photo(a), c->add_comment_author(b); }},
+        {&contacts, [](kls::v1::SocialChunk* c, int a, int b) { c->add_contact_a(a), c->add_contact_b(b); }},
+        {&members, [](kls::v1::SocialChunk* c, int a, int b) { c->add_member_user(a), c->add_member_group(b); }},
+        {&faves, [](kls::v1::SocialChunk* c, int a, int b) { c->add_fave_user(a), c->add_fave_photo(b); }},
+    };
+    const size_t pairs_per = static_cast<size_t>(std::max<int64_t>(1, budget / 8));
+    for (const auto& [list, add] : relations) {
+      for (size_t first = 0; first < list->size(); first += pairs_per) {
+        message.Clear();
+        kls::v1::SocialChunk* chunk = message.mutable_social();
+        chunk->set_first_photo(n);  // no photo fields in this chunk
+        for (size_t t = first; t < std::min(list->size(), first + pairs_per); ++t) add(chunk, (*list)[t].first, (*list)[t].second);
+        if (!writer->Write(message)) return finish();
+      }
+    }
   }
   return finish();
 }
@@ -526,6 +580,30 @@ StatusOr<kls::v1::TopKResponse> Client::TopK(const kls::v1::TopKRequest& request
 StatusOr<kls::v1::EmbedResponse> Client::Embed(const kls::v1::EmbedRequest& request) {
   return Unary<kls::v1::EmbedResponse>(options_, [&](grpc::ClientContext* c, kls::v1::EmbedResponse* r) {
     return stubs_->queries->Embed(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::ReRankResponse> Client::ReRank(const kls::v1::ReRankRequest& request) {
+  return Unary<kls::v1::ReRankResponse>(options_, [&](grpc::ClientContext* c, kls::v1::ReRankResponse* r) {
+    return stubs_->queries->ReRank(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::SimilarityResponse> Client::SocialStrength(const kls::v1::SocialStrengthRequest& request) {
+  return Unary<kls::v1::SimilarityResponse>(options_, [&](grpc::ClientContext* c, kls::v1::SimilarityResponse* r) {
+    return stubs_->queries->SocialStrength(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::TopKResponse> Client::Recommend(const kls::v1::RecommendRequest& request, bool groups) {
+  return Unary<kls::v1::TopKResponse>(options_, [&](grpc::ClientContext* c, kls::v1::TopKResponse* r) {
+    return groups ? stubs_->queries->RecommendGroups(c, request, r) : stubs_->queries->RecommendFriends(c, request, r);
+  });
+}
+
+StatusOr<kls::v1::ClassifyResponse> Client::Classify(const kls::v1::ClassifyRequest& request) {
+  return Unary<kls::v1::ClassifyResponse>(options_, [&](grpc::ClientContext* c, kls::v1::ClassifyResponse* r) {
+    return stubs_->queries->Classify(c, request, r);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
 #include "core/model/learned_kernel.h"
+#include "core/social/community.h"
 #include "kls/v1/datasets.pb.h"
 #include "kls/v1/jobs.pb.h"
 #include "kls/v1/kernels.pb.h"
@@ -115,8 +116,11 @@ class Client {
   /// Datasets.Upload: streams `data` and `constraints` in chunks of about
   /// options.chunk_bytes. The whole upload shares one deadline of
   /// timeout_seconds × (1 + bytes / 16 MiB), so large sets are not cut short.
+  /// With `social` (a community whose photo_visual rows are data.features),
+  /// the upload is a social data set (DatasetHeader.social) and the photos'
+  /// fields and relations follow as SocialChunk messages.
   StatusOr<kls::v1::DatasetInfo> UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
-                                               const UploadOptions& options);
+                                               const UploadOptions& options, const Community* social = nullptr);
   StatusOr<kls::v1::DatasetInfo> GetDataset(const std::string& id);
   StatusOr<std::vector<kls::v1::DatasetInfo>> ListDatasets();
   Status DeleteDataset(const std::string& id);
@@ -154,6 +158,11 @@ class Client {
                                            const std::vector<std::pair<int, int>>& pairs);
   StatusOr<kls::v1::TopKResponse> TopK(const kls::v1::TopKRequest& request);
   StatusOr<kls::v1::EmbedResponse> Embed(const kls::v1::EmbedRequest& request);
+  StatusOr<kls::v1::ReRankResponse> ReRank(const kls::v1::ReRankRequest& request);
+  StatusOr<kls::v1::SimilarityResponse> SocialStrength(const kls::v1::SocialStrengthRequest& request);
+  /// RecommendFriends (groups = false) or RecommendGroups.
+  StatusOr<kls::v1::TopKResponse> Recommend(const kls::v1::RecommendRequest& request, bool groups);
+  StatusOr<kls::v1::ClassifyResponse> Classify(const kls::v1::ClassifyRequest& request);
 
   const ClientOptions& options() const { return options_; }
 

@@ -7,14 +7,20 @@
 //   health [--service NAME] | info | echo TEXT...
 //   upload FILE [--name N] [--format auto|csv|libsvm] [--constraints FILE |
 //          --protocol admm|bcd|simplenpkl --seed S]
+//   upload DIR --social [--name N]             a social data set (photos.csv, contacts.csv, ...)
 //   datasets                                   list the stored data sets
-//   submit --dataset ID --kernel NAME --method kl_admm|bcd_npkl|simple_npkl
+//   submit --dataset ID --kernel NAME --method kl_admm|bcd_npkl|simple_npkl|qsdp|embedding|onk|mkl|
+//          npk_ranking|social_strength
 //          [solver and graph options] [--priority P] [--deadline-seconds S] [--watch]
 //   watch JOB | get JOB | cancel JOB
 //   list [--state STATE] [--dataset ID] [--page-size N] [--page-token T]
 //   kernels [--name NAME]                      list learned kernels
 //   similarity --kernel NAME[:VERSION|@ALIAS] (--pairs "0,1;2,3" | --pairs-file FILE)
 //   topk --kernel REF (--item N | --key K | --vector "x,y,...") [--k 10] [--exclude-self]
+//   rerank --kernel REF (--candidates "i,j,..." | --keys "a,b,...") [--prior "p,q,..."] [--damping D] [--k N]
+//   strength --kernel REF --pairs "u,v;..."    social strength (social_strength kernels)
+//   recommend --kernel REF --user U [--k 10] [--groups]
+//   classify --kernel REF FILE.csv             class of each row (onk / mkl kernels)
 //   export --kernel REF --out FILE.csv
 //   import FILE.csv --name NAME                store embedding rows as a kernel
 //
@@ -43,6 +49,7 @@
 #include "client/client.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "core/social/community_csv.h"
 
 namespace {
 
@@ -259,6 +266,7 @@ struct UploadArgs {
   std::string constraints_file;
   std::string protocol;
   uint64_t seed = 1;
+  bool social = false;  ///< `file` is a directory of social CSV files
 };
 
 // Lines "i,j,kind" with kind 1 / -1 / must / cannot; '#' comments, blank
@@ -306,7 +314,33 @@ kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& p
   return kls::InvalidArgumentError("--protocol = '" + protocol + "' is not one of admm, bcd, simplenpkl");
 }
 
+int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a) {
+  auto community = kls::ReadCommunityCsv(a.file);
+  if (!community.ok()) return out.Failure(community.status().WithContext(a.file));
+  kls::Dataset data;
+  data.features = community->photo_visual;
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? a.file.substr(a.file.find_last_of('/') + 1) : a.name;
+  const kls::StatusOr<kls::v1::DatasetInfo> info =
+      client.UploadDataset(data, kls::PairwiseConstraints(), options, &*community);
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': social data set, " << community->num_users << " users, "
+       << community->num_groups << " groups, " << info->num_points() << " photos × " << info->dim()
+       << " visual features";
+  json j = DatasetJson(*info);
+  j["users"] = community->num_users;
+  j["groups"] = community->num_groups;
+  return out.Success(j, text.str());
+}
+
 int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
+  if (a.social) {
+    if (!a.constraints_file.empty() || !a.protocol.empty()) {
+      return out.Failure(kls::InvalidArgumentError("--social data sets take no --constraints or --protocol"));
+    }
+    return RunUploadSocial(client, out, a);
+  }
   std::string format = a.format;
   if (format == "auto") {
     const std::string ext = a.file.size() >= 4 ? a.file.substr(a.file.size() - 4) : "";
@@ -455,6 +489,11 @@ struct SubmitArgs {
   bool adaptive_rho = true, active_set = true;
   uint64_t seed = 0;
   std::string loss, graph_weight;
+  // Families beyond NPKL (qsdp, embedding, onk, mkl, npk_ranking, social_strength).
+  std::string problem, algorithm, text_dataset, weighting;
+  int m = 0, neighbors = 0, dims = 0, sigma_k = 0, positive_class = 0, folds = 0, laplacian_neighbors = 0;
+  double nu = 0, gap_tolerance = 0, kpca_sigma = 0, rho = 0, distance_ratio = 0, cell_degrees = 0;
+  bool kpca_rbf = false, single_features = true;
   std::map<std::string, CLI::Option*> flags;  // flag name → option
   bool Given(const std::string& name) const { return flags.at(name)->count() > 0; }
 };
@@ -529,11 +568,120 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
     if (a.Given("--active-set")) o->set_active_set(a.active_set);
     if (a.Given("--low-rank")) o->set_low_rank(a.low_rank);
+  } else if (a.method == "qsdp") {
+    allowed = {"--problem", "--m", "--neighbors", "--nu", "--gap-tolerance", "--max-iterations"};
+    kls::v1::QsdpKernelOptions* o = r.mutable_qsdp();
+    if (a.problem == "regpcp") {
+      o->set_problem(kls::v1::QsdpKernelOptions::REGPCP);
+    } else if (a.problem == "regmvu") {
+      o->set_problem(kls::v1::QsdpKernelOptions::REGMVU);
+    } else {
+      return kls::InvalidArgumentError("--problem = '" + a.problem + "' is not regpcp or regmvu (required for qsdp)");
+    }
+    if (a.Given("--m")) o->set_m(a.m);
+    if (a.Given("--neighbors")) o->set_neighbors(a.neighbors);
+    if (a.Given("--nu")) o->set_nu(a.nu);
+    if (a.Given("--gap-tolerance")) o->set_gap_tolerance(a.gap_tolerance);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+  } else if (a.method == "embedding") {
+    allowed = {"--algorithm", "--dims", "--neighbors", "--c", "--b", "--max-iterations", "--tolerance",
+               "--kpca-rbf", "--kpca-sigma"};
+    kls::v1::EmbeddingOptions* o = r.mutable_embedding();
+    const std::map<std::string, kls::v1::EmbeddingOptions::Method> methods = {
+        {"cmvu", kls::v1::EmbeddingOptions::CMVU}, {"mve", kls::v1::EmbeddingOptions::MVE},
+        {"spe", kls::v1::EmbeddingOptions::SPE}, {"kpca", kls::v1::EmbeddingOptions::KPCA}};
+    auto it = methods.find(a.algorithm);
+    if (it == methods.end()) {
+      return kls::InvalidArgumentError("--algorithm = '" + a.algorithm +
+                                       "' is not cmvu, mve, spe or kpca (required for embedding)");
+    }
+    o->set_method(it->second);
+    if (a.Given("--dims")) o->set_dims(a.dims);
+    if (a.Given("--neighbors")) o->set_neighbors(a.neighbors);
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--b")) o->set_b(a.b);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+    if (a.Given("--kpca-rbf")) o->set_kpca_rbf(a.kpca_rbf);
+    if (a.Given("--kpca-sigma")) o->set_kpca_sigma(a.kpca_sigma);
+  } else if (a.method == "onk") {
+    allowed = {"--c", "--rho", "--algorithm", "--tolerance", "--max-iterations", "--sigma-k", "--positive-class",
+               "--folds", "--seed"};
+    kls::v1::OnkOptions* o = r.mutable_onk();
+    if (a.Given("--algorithm")) {
+      if (a.algorithm == "gradient") {
+        o->set_solver(kls::v1::OnkOptions::GRADIENT);
+      } else if (a.algorithm == "accelerated") {
+        o->set_solver(kls::v1::OnkOptions::ACCELERATED);
+      } else if (a.algorithm == "level") {
+        o->set_solver(kls::v1::OnkOptions::LEVEL);
+      } else {
+        return kls::InvalidArgumentError("--algorithm = '" + a.algorithm + "' is not gradient, accelerated or level");
+      }
+    }
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--rho")) o->set_rho(a.rho);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--sigma-k")) o->set_sigma_k(a.sigma_k);
+    if (a.Given("--positive-class")) o->set_positive_class(a.positive_class);
+    if (a.Given("--folds")) o->set_folds(a.folds);
+    if (a.Given("--seed")) o->set_seed(a.seed);
+  } else if (a.method == "mkl") {
+    allowed = {"--algorithm", "--c", "--single-features", "--positive-class", "--folds", "--seed"};
+    kls::v1::MklOptions* o = r.mutable_mkl();
+    if (a.Given("--algorithm")) {
+      if (a.algorithm == "kta") {
+        o->set_method(kls::v1::MklOptions::KTA);
+      } else if (a.algorithm == "svm") {
+        o->set_method(kls::v1::MklOptions::SVM);
+      } else {
+        return kls::InvalidArgumentError("--algorithm = '" + a.algorithm + "' is not kta or svm");
+      }
+    }
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--single-features")) o->set_single_features(a.single_features);
+    if (a.Given("--positive-class")) o->set_positive_class(a.positive_class);
+    if (a.Given("--folds")) o->set_folds(a.folds);
+    if (a.Given("--seed")) o->set_seed(a.seed);
+  } else if (a.method == "npk_ranking") {
+    allowed = {"--text-dataset", "--c", "--b", "--neighbors", "--laplacian-neighbors", "--low-rank",
+               "--distance-ratio", "--max-iterations", "--tolerance"};
+    kls::v1::NpkRankingOptions* o = r.mutable_npk_ranking();
+    o->set_text_dataset_id(a.text_dataset);
+    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--b")) o->set_b(a.b);
+    if (a.Given("--neighbors")) o->set_constraint_neighbors(a.neighbors);
+    if (a.Given("--laplacian-neighbors")) o->set_laplacian_neighbors(a.laplacian_neighbors);
+    if (a.Given("--low-rank")) o->set_low_rank(a.low_rank);
+    if (a.Given("--distance-ratio")) o->set_distance_ratio(a.distance_ratio);
+    if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
+    if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
+  } else if (a.method == "social_strength") {
+    allowed = {"--weighting", "--cell-degrees"};
+    kls::v1::SocialStrengthOptions* o = r.mutable_social_strength();
+    if (a.Given("--weighting")) {
+      if (a.weighting == "kta") {
+        o->set_weighting(kls::v1::SocialStrengthOptions::KTA);
+      } else if (a.weighting == "uniform") {
+        o->set_weighting(kls::v1::SocialStrengthOptions::UNIFORM);
+      } else {
+        return kls::InvalidArgumentError("--weighting = '" + a.weighting + "' is not kta or uniform");
+      }
+    }
+    if (a.Given("--cell-degrees")) o->set_cell_degrees(a.cell_degrees);
   } else {
-    return kls::InvalidArgumentError("--method = '" + a.method + "' is not one of kl_admm, bcd_npkl, simple_npkl");
+    return kls::InvalidArgumentError("--method = '" + a.method +
+                                     "' is not one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, "
+                                     "npk_ranking, social_strength");
   }
   for (const auto& [name, option] : a.flags) {
-    if (name.rfind("--graph-", 0) == 0 || option->count() == 0) continue;
+    if (option->count() == 0) continue;
+    if (name.rfind("--graph-", 0) == 0) {
+      if (a.method == "kl_admm" || a.method == "bcd_npkl" || a.method == "simple_npkl") continue;
+      return kls::InvalidArgumentError(name + " does not apply to --method " + a.method +
+                                       " (it builds the graph its paper prescribes)");
+    }
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       return kls::InvalidArgumentError(name + " does not apply to --method " + a.method);
     }
@@ -719,6 +867,136 @@ int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
   return out.Success({{"kernel", RefText(*ref)}, {"query", query}, {"k", a.k}, {"items", items}}, Table(rows));
 }
 
+// ---- Model queries: rerank, strength, recommend, classify -------------------
+
+json ItemsJson(const google::protobuf::RepeatedPtrField<kls::v1::ScoredItem>& items, const char* index_name,
+               std::vector<std::vector<std::string>>* rows) {
+  json out = json::array();
+  const bool keyed = std::any_of(items.begin(), items.end(),
+                                 [](const kls::v1::ScoredItem& s) { return !s.item_key().empty(); });
+  *rows = {{"RANK", index_name, "SCORE"}};
+  if (keyed) (*rows)[0].push_back("KEY");
+  int rank = 1;
+  for (const kls::v1::ScoredItem& s : items) {
+    json item = {{"index", s.index()}, {"score", s.score()}};
+    if (!s.item_key().empty()) item["item_key"] = s.item_key();
+    out.push_back(item);
+    rows->push_back({std::to_string(rank++), std::to_string(s.index()), Fixed(s.score(), 10)});
+    if (keyed) rows->back().push_back(s.item_key());
+  }
+  return out;
+}
+
+struct ReRankArgs {
+  std::string kernel, candidates, keys, prior;
+  double damping = 0.85;
+  int k = 0;
+};
+
+int RunReRank(kls::Client& client, const Output& out, const ReRankArgs& a) {
+  const auto ref = kls::ParseKernelRef(a.kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  if (a.candidates.empty() == a.keys.empty()) {
+    return out.Failure(kls::InvalidArgumentError("give exactly one of --candidates or --keys"));
+  }
+  kls::v1::ReRankRequest request;
+  *request.mutable_kernel() = *ref;
+  if (!a.candidates.empty()) {
+    for (const std::string& c : Split(a.candidates, ',')) {
+      int i = 0;
+      if (!ParseInt(c, &i)) return out.Failure(kls::InvalidArgumentError("--candidates: '" + c + "' is not an index"));
+      request.add_candidates(i);
+    }
+  } else {
+    for (const std::string& k : Split(a.keys, ',')) request.add_candidate_keys(k);
+  }
+  if (!a.prior.empty()) {
+    for (const std::string& p : Split(a.prior, ',')) {
+      double x = 0;
+      if (!ParseDouble(p, &x)) return out.Failure(kls::InvalidArgumentError("--prior: '" + p + "' is not a number"));
+      request.add_prior(x);
+    }
+  }
+  request.set_damping(a.damping);
+  request.set_k(a.k);
+  const auto response = client.ReRank(request);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", a.kernel}});
+  std::vector<std::vector<std::string>> rows;
+  json items = ItemsJson(response->items(), "INDEX", &rows);
+  return out.Success({{"kernel", RefText(*ref)}, {"iterations", response->iterations()}, {"items", items}},
+                     Table(rows));
+}
+
+int RunStrength(kls::Client& client, const Output& out, const std::string& kernel, const std::string& pairs_text) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  const auto pairs = ParsePairs(pairs_text, "--pairs");
+  if (!pairs.ok()) return out.Failure(pairs.status());
+  kls::v1::SocialStrengthRequest request;
+  *request.mutable_kernel() = *ref;
+  for (const auto& [u, v] : *pairs) {
+    request.add_u(u);
+    request.add_v(v);
+  }
+  const auto response = client.SocialStrength(request);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", kernel}});
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"U", "V", "STRENGTH"}};
+  for (size_t t = 0; t < pairs->size(); ++t) {
+    const auto [u, v] = (*pairs)[t];
+    items.push_back({{"u", u}, {"v", v}, {"strength", response->values(static_cast<int>(t))}});
+    rows.push_back({std::to_string(u), std::to_string(v), Fixed(response->values(static_cast<int>(t)), 10)});
+  }
+  return out.Success({{"kernel", RefText(*ref)}, {"pairs", items}}, Table(rows));
+}
+
+int RunRecommend(kls::Client& client, const Output& out, const std::string& kernel, int user, int k, bool groups) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  kls::v1::RecommendRequest request;
+  *request.mutable_kernel() = *ref;
+  request.set_user(user);
+  request.set_k(k);
+  const auto response = client.Recommend(request, groups);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", kernel}});
+  std::vector<std::vector<std::string>> rows;
+  json items = ItemsJson(response->items(), groups ? "GROUP" : "USER", &rows);
+  return out.Success({{"kernel", RefText(*ref)}, {"user", user}, {"what", groups ? "groups" : "friends"},
+                      {"items", items}},
+                     Table(rows));
+}
+
+int RunClassify(kls::Client& client, const Output& out, const std::string& kernel, const std::string& file) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  const kls::StatusOr<kls::Dataset> data = kls::ReadCsvFile(file);
+  if (!data.ok()) return out.Failure(data.status());
+  kls::v1::ClassifyRequest request;
+  *request.mutable_kernel() = *ref;
+  request.set_dim(data->dim());
+  for (int i = 0; i < data->num_points(); ++i)
+    for (int j = 0; j < data->dim(); ++j) request.add_features(data->features(i, j));
+  const auto response = client.Classify(request);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", kernel}});
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"ROW", "LABEL", "DECISION"}};
+  int correct = 0;
+  for (int i = 0; i < response->labels_size(); ++i) {
+    items.push_back({{"row", i}, {"label", response->labels(i)}, {"decision_value", response->decision_values(i)}});
+    rows.push_back({std::to_string(i), std::to_string(response->labels(i)), Fixed(response->decision_values(i), 6)});
+    if (data->has_labels() && data->labels[i] == response->labels(i)) ++correct;
+  }
+  json result = {{"kernel", RefText(*ref)}, {"predictions", items}};
+  std::string text = Table(rows);
+  if (data->has_labels()) {
+    const double accuracy = static_cast<double>(correct) / std::max(1, response->labels_size());
+    result["accuracy"] = accuracy;
+    text += "accuracy " + Fixed(accuracy, 4) + " (" + std::to_string(correct) + " of " +
+            std::to_string(response->labels_size()) + " rows match the file's labels)\n";
+  }
+  return out.Success(result, text);
+}
+
 int RunExport(kls::Client& client, const Output& out, const std::string& kernel, const std::string& path) {
   const auto ref = kls::ParseKernelRef(kernel);
   if (!ref.ok()) return out.Failure(ref.status());
@@ -818,13 +1096,18 @@ int main(int argc, char** argv) {
   upload->add_option("--protocol", upload_args.protocol, "Generate constraints from the labels: admm, bcd, simplenpkl")
       ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
   upload->add_option("--seed", upload_args.seed, "Seed of the constraint protocol")->capture_default_str();
+  upload->add_flag("--social", upload_args.social,
+                   "FILE is a directory of social CSV files (photos.csv, tags.csv, comments.csv, contacts.csv, "
+                   "groups.csv, faves.csv; README)");
   CLI::App* datasets = app.add_subcommand("datasets", "List the stored data sets");
 
   SubmitArgs submit_args;
   CLI::App* submit = app.add_subcommand("submit", "Submit a kernel-learning job");
   submit->add_option("--dataset", submit_args.dataset, "Data-set id (from upload)")->required();
   submit->add_option("--kernel", submit_args.kernel, "Name of the kernel to learn (versions increment per name)");
-  submit->add_option("--method", submit_args.method, "kl_admm, bcd_npkl or simple_npkl")->required();
+  submit->add_option("--method", submit_args.method,
+                     "kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, npk_ranking or social_strength")
+      ->required();
   submit->add_option("--priority", submit_args.priority, "Higher runs first");
   submit->add_option("--deadline-seconds", submit_args.deadline_seconds, "Solver time limit (0 = none)");
   submit->add_flag("--watch", submit_args.watch, "Watch the job until it ends");
@@ -836,14 +1119,43 @@ int main(int argc, char** argv) {
   f["--adaptive-rho"] = submit->add_option("--adaptive-rho", submit_args.adaptive_rho, "kl_admm: adapt ρ (true/false)");
   f["--max-iterations"] = submit->add_option("--max-iterations", submit_args.max_iterations, "Iteration cap");
   f["--tolerance"] = submit->add_option("--tolerance", submit_args.tolerance, "Convergence tolerance");
-  f["--seed"] = submit->add_option("--seed", submit_args.seed, "kl_admm, bcd_npkl: random seed");
+  f["--seed"] = submit->add_option("--seed", submit_args.seed, "kl_admm, bcd_npkl, onk, mkl: random seed");
   f["--threads"] = submit->add_option("--threads", submit_args.threads, "kl_admm: threads (0 = all cores)");
   f["--loss"] = submit->add_option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
-  f["--c"] = submit->add_option("--c", submit_args.c, "bcd_npkl, simple_npkl: loss weight C");
-  f["--b"] = submit->add_option("--b", submit_args.b, "simple_npkl: trace bound B");
+  f["--c"] = submit->add_option("--c", submit_args.c, "bcd_npkl, simple_npkl, embedding, npk_ranking: C; onk, mkl: SVM C");
+  f["--b"] = submit->add_option("--b", submit_args.b, "simple_npkl, embedding, npk_ranking: capacity B");
   f["--p"] = submit->add_option("--p", submit_args.p, "simple_npkl: p of the p-norm");
   f["--active-set"] = submit->add_option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
-  f["--low-rank"] = submit->add_option("--low-rank", submit_args.low_rank, "simple_npkl: low-rank eigensolver rank");
+  f["--low-rank"] = submit->add_option("--low-rank", submit_args.low_rank,
+                                       "simple_npkl: low-rank eigensolver rank; npk_ranking: m (0 = full)");
+  f["--problem"] = submit->add_option("--problem", submit_args.problem, "qsdp: regpcp or regmvu");
+  f["--m"] = submit->add_option("--m", submit_args.m, "qsdp: basis size m");
+  f["--neighbors"] = submit->add_option("--neighbors", submit_args.neighbors,
+                                        "qsdp, embedding: k-NN graph; npk_ranking: constraint neighbours");
+  f["--nu"] = submit->add_option("--nu", submit_args.nu, "qsdp regmvu: ν");
+  f["--gap-tolerance"] = submit->add_option("--gap-tolerance", submit_args.gap_tolerance,
+                                            "qsdp: certified relative duality gap");
+  f["--algorithm"] = submit->add_option("--algorithm", submit_args.algorithm,
+                                        "embedding: cmvu|mve|spe|kpca; onk: gradient|accelerated|level; mkl: kta|svm");
+  f["--dims"] = submit->add_option("--dims", submit_args.dims, "embedding: output dimensions");
+  f["--kpca-rbf"] = submit->add_option("--kpca-rbf", submit_args.kpca_rbf, "embedding kpca: RBF kernel (true/false)");
+  f["--kpca-sigma"] = submit->add_option("--kpca-sigma", submit_args.kpca_sigma, "embedding kpca: RBF width");
+  f["--rho"] = submit->add_option("--rho", submit_args.rho, "onk: ρ");
+  f["--sigma-k"] = submit->add_option("--sigma-k", submit_args.sigma_k, "onk: base width rule k");
+  f["--positive-class"] = submit->add_option("--positive-class", submit_args.positive_class,
+                                             "onk, mkl: class for f(x) > 0 (default: the largest id)");
+  f["--folds"] = submit->add_option("--folds", submit_args.folds, "onk, mkl: cross-validation folds");
+  f["--single-features"] = submit->add_option("--single-features", submit_args.single_features,
+                                              "mkl kta: per-feature kernels in the bank (true/false)");
+  f["--text-dataset"] = submit->add_option("--text-dataset", submit_args.text_dataset,
+                                           "npk_ranking: data set of per-item tag counts");
+  f["--laplacian-neighbors"] = submit->add_option("--laplacian-neighbors", submit_args.laplacian_neighbors,
+                                                  "npk_ranking: k of the Laplacian graph");
+  f["--distance-ratio"] = submit->add_option("--distance-ratio", submit_args.distance_ratio,
+                                             "npk_ranking: distance rescaling ratio");
+  f["--weighting"] = submit->add_option("--weighting", submit_args.weighting, "social_strength: kta or uniform");
+  f["--cell-degrees"] = submit->add_option("--cell-degrees", submit_args.cell_degrees,
+                                           "social_strength: geo cell size");
   f["--graph-k"] = submit->add_option("--graph-k", submit_args.graph_k, "Graph: neighbours (default 5)");
   f["--graph-weight"] = submit->add_option("--graph-weight", submit_args.graph_weight, "Graph: binary or gaussian");
   f["--graph-sigma"] = submit->add_option("--graph-sigma", submit_args.graph_sigma, "Graph: Gaussian width (0 = auto)");
@@ -882,6 +1194,35 @@ int main(int argc, char** argv) {
   topk_args.vector_opt = topk->add_option("--vector", topk_args.vector, "Query vector 'x,y,...' (length = rank)");
   topk->add_option("--k", topk_args.k, "How many items")->capture_default_str();
   topk->add_flag("--exclude-self", topk_args.exclude_self, "Leave the query item out");
+
+  ReRankArgs rerank_args;
+  CLI::App* rerank = app.add_subcommand("rerank", "Re-rank candidate items by VisualRank on a kernel");
+  rerank->add_option("--kernel", rerank_args.kernel, "NAME, NAME:VERSION or NAME@ALIAS")->required();
+  rerank->add_option("--candidates", rerank_args.candidates, "Candidate item indices 'i,j,...'");
+  rerank->add_option("--keys", rerank_args.keys, "Candidate item keys 'a,b,...'");
+  rerank->add_option("--prior", rerank_args.prior, "One prior score >= 0 per candidate (e.g. text scores)");
+  rerank->add_option("--damping", rerank_args.damping, "VisualRank damping λ_d in [0, 1)")->capture_default_str();
+  rerank->add_option("--k", rerank_args.k, "How many results (0 = all)");
+
+  std::string strength_kernel, strength_pairs;
+  CLI::App* strength = app.add_subcommand("strength", "Social strength f(u, v) for pairs of users");
+  strength->add_option("--kernel", strength_kernel, "A social_strength kernel")->required();
+  strength->add_option("--pairs", strength_pairs, "Pairs 'u,v;u,v;...'")->required();
+
+  std::string recommend_kernel;
+  int recommend_user = 0, recommend_k = 10;
+  bool recommend_groups = false;
+  CLI::App* recommend = app.add_subcommand("recommend", "Friend (default) or group suggestions for a user");
+  recommend->add_option("--kernel", recommend_kernel, "A social_strength kernel")->required();
+  recommend->add_option("--user", recommend_user, "User id")->required();
+  recommend->add_option("--k", recommend_k, "How many suggestions")->capture_default_str();
+  recommend->add_flag("--groups", recommend_groups, "Suggest groups instead of friends");
+
+  std::string classify_kernel, classify_file;
+  CLI::App* classify = app.add_subcommand("classify", "Classify the rows of a CSV file with an onk or mkl model");
+  classify->add_option("--kernel", classify_kernel, "An onk or mkl kernel")->required();
+  classify->add_option("file", classify_file, "CSV (header; an optional last column 'label' is compared)")
+      ->required();
 
   std::string export_kernel, export_path;
   CLI::App* export_cmd = app.add_subcommand("export", "Download a kernel's embedding V (K = V Vᵀ) as CSV");
@@ -924,6 +1265,10 @@ int main(int argc, char** argv) {
     return RunSimilarity(client, out, sim_kernel, pairs_text, pairs_file);
   }
   if (topk->parsed()) return RunTopK(client, out, topk_args);
+  if (rerank->parsed()) return RunReRank(client, out, rerank_args);
+  if (strength->parsed()) return RunStrength(client, out, strength_kernel, strength_pairs);
+  if (recommend->parsed()) return RunRecommend(client, out, recommend_kernel, recommend_user, recommend_k, recommend_groups);
+  if (classify->parsed()) return RunClassify(client, out, classify_kernel, classify_file);
   if (export_cmd->parsed()) return RunExport(client, out, export_kernel, export_path);
   if (import_cmd->parsed()) return RunImport(client, out, import_file, import_name);
   return 2;  // unreachable: require_subcommand(1)

@@ -7,6 +7,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -61,6 +62,132 @@ class UploadAssembler {
     header_ = h;
     n_ = static_cast<int>(h.num_points());
     dim_ = h.dim();
+    if (h.has_social()) KLS_RETURN_IF_ERROR(SocialHeader(h.social()));
+    return OkStatus();
+  }
+
+  // ---- Social data sets (DatasetHeader.social) --------------------------------
+  Status SocialHeader(const kls::v1::SocialHeader& s) {
+    if (s.num_users() < 2 || s.num_users() > 20000) {
+      return InvalidArgumentError("header.social.num_users = " + std::to_string(s.num_users()) +
+                                  " must be in [2, 20000]");
+    }
+    if (s.num_groups() < 0 || s.num_groups() > 1000000) {
+      return InvalidArgumentError("header.social.num_groups = " + std::to_string(s.num_groups()) +
+                                  " must be in [0, 1000000]");
+    }
+    if (s.vocabulary() < 1 || s.vocabulary() > 10000000) {
+      return InvalidArgumentError("header.social.vocabulary = " + std::to_string(s.vocabulary()) +
+                                  " must be in [1, 10000000]");
+    }
+    Community& c = data_.social.emplace();
+    c.num_users = s.num_users();
+    c.num_groups = s.num_groups();
+    c.contacts.resize(c.num_users);
+    c.groups.resize(c.num_users);
+    return OkStatus();
+  }
+
+  Status Social(const kls::v1::SocialChunk& c) {
+    if (!data_.social) {
+      return InvalidArgumentError("a social chunk arrived but header.social is not set (not a social data set)");
+    }
+    Community& d = *data_.social;
+    const int users = d.num_users, groups = d.num_groups, vocabulary = header_.social().vocabulary();
+    const int count = c.owner_size();
+    if (count > 0 || c.day_size() > 0 || c.latitude_size() > 0 || c.longitude_size() > 0) {
+      if (c.day_size() != count || c.latitude_size() != count || c.longitude_size() != count) {
+        return InvalidArgumentError("social chunk has " + std::to_string(count) + " owner, " +
+                                    std::to_string(c.day_size()) + " day, " + std::to_string(c.latitude_size()) +
+                                    " latitude and " + std::to_string(c.longitude_size()) +
+                                    " longitude values; the four arrays must have equal length");
+      }
+      if (c.first_photo() != static_cast<int64_t>(d.photo_owner.size())) {
+        return InvalidArgumentError("social.first_photo = " + std::to_string(c.first_photo()) + " but " +
+                                    std::to_string(d.photo_owner.size()) +
+                                    " photos were received so far (photos must arrive in order)");
+      }
+      if (static_cast<int64_t>(d.photo_owner.size()) + count > n_) {
+        return InvalidArgumentError("social chunk brings the photos to " +
+                                    std::to_string(d.photo_owner.size() + count) +
+                                    ", beyond header.num_points = " + std::to_string(n_));
+      }
+      for (int t = 0; t < count; ++t) {
+        const std::string at = "social.photos[" + std::to_string(c.first_photo() + t) + "]";
+        if (c.owner(t) < 0 || c.owner(t) >= users) {
+          return InvalidArgumentError(at + ": owner = " + std::to_string(c.owner(t)) + " is out of range for " +
+                                      std::to_string(users) + " users");
+        }
+        if (!(std::isfinite(c.latitude(t)) && std::abs(c.latitude(t)) <= 90.0)) {
+          return InvalidArgumentError(at + ": latitude = " + Num(c.latitude(t)) + " is not in [-90, 90]");
+        }
+        if (!(std::isfinite(c.longitude(t)) && std::abs(c.longitude(t)) <= 180.0)) {
+          return InvalidArgumentError(at + ": longitude = " + Num(c.longitude(t)) + " is not in [-180, 180]");
+        }
+        d.photo_owner.push_back(c.owner(t));
+        d.photo_day.push_back(c.day(t));
+        d.photo_latitude.push_back(c.latitude(t));
+        d.photo_longitude.push_back(c.longitude(t));
+      }
+    }
+    auto pairs = [&](const char* name, const auto& a, const auto& b, const char* a_name, int a_limit,
+                     const char* b_name, int b_limit, auto&& add) -> Status {
+      if (a.size() != b.size()) {
+        return InvalidArgumentError(std::string("social.") + name + ": " + std::to_string(a.size()) + " " + a_name +
+                                    " but " + std::to_string(b.size()) + " " + b_name + " values");
+      }
+      for (int t = 0; t < a.size(); ++t) {
+        for (const auto& [field, value, limit] :
+             {std::tuple{a_name, a.Get(t), a_limit}, std::tuple{b_name, b.Get(t), b_limit}}) {
+          if (value < 0 || value >= limit) {
+            return InvalidArgumentError(std::string("social.") + name + "[" + std::to_string(t) + "]: " + field +
+                                        " = " + std::to_string(value) + " is out of range [0, " +
+                                        std::to_string(limit) + ")");
+          }
+        }
+        add(a.Get(t), b.Get(t));
+      }
+      return OkStatus();
+    };
+    KLS_RETURN_IF_ERROR(pairs("tags", c.tag_photo(), c.tag_id(), "tag_photo", n_, "tag_id", vocabulary,
+                              [&](int p, int tag) { tags_.emplace_back(p, tag, 1.0); }));
+    KLS_RETURN_IF_ERROR(pairs("comments", c.comment_photo(), c.comment_author(), "comment_photo", n_,
+                              "comment_author", users, [&](int p, int a) { d.comments.push_back({p, a}); }));
+    KLS_RETURN_IF_ERROR(pairs("contacts", c.contact_a(), c.contact_b(), "contact_a", users, "contact_b", users,
+                              [&](int a, int b) {
+                                if (a == b) return;  // a self-contact carries no information
+                                d.contacts[a].push_back(b);
+                                d.contacts[b].push_back(a);
+                              }));
+    KLS_RETURN_IF_ERROR(pairs("memberships", c.member_user(), c.member_group(), "member_user", users,
+                              "member_group", groups, [&](int u, int g) { d.groups[u].push_back(g); }));
+    KLS_RETURN_IF_ERROR(pairs("favourites", c.fave_user(), c.fave_photo(), "fave_user", users, "fave_photo", n_,
+                              [&](int u, int p) { d.favourites.emplace_back(u, p); }));
+    if (tags_.size() > static_cast<size_t>(limits_.max_values)) {
+      return ResourceExhaustedError("social.tags: more than " + std::to_string(limits_.max_values) + " tag entries");
+    }
+    return OkStatus();
+  }
+
+  Status FinishSocial() {
+    Community& d = *data_.social;
+    if (static_cast<int>(d.photo_owner.size()) != n_) {
+      return InvalidArgumentError("the stream ended after " + std::to_string(d.photo_owner.size()) +
+                                  " of header.num_points = " + std::to_string(n_) +
+                                  " photos' social fields (truncated upload); nothing was stored");
+    }
+    auto sort_unique = [](std::vector<int>& v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    for (auto& v : d.contacts) sort_unique(v);
+    for (auto& v : d.groups) sort_unique(v);
+    d.photo_tags.resize(n_, header_.social().vocabulary());
+    d.photo_tags.setFromTriplets(tags_.begin(), tags_.end(), [](double a, double) { return a; });
+    tags_.clear();
+    d.photo_visual = data_.data.features;
+    KLS_RETURN_IF_ERROR(d.Validate());
+    d.photo_visual.resize(0, 0);  // the store keeps the visual features once, as the feature rows
     return OkStatus();
   }
 
@@ -175,6 +302,7 @@ class UploadAssembler {
                                   " of header.num_constraints = " + std::to_string(header_.num_constraints()) +
                                   " constraints (truncated upload); nothing was stored");
     }
+    if (data_.social) return FinishSocial();
     return OkStatus();
   }
 
@@ -253,6 +381,7 @@ class UploadAssembler {
   int64_t constraints_ = 0;
   bool allocated_ = false;
   std::unordered_set<std::string> seen_keys_;
+  std::vector<Eigen::Triplet<double>> tags_;  ///< social (photo, tag) entries until Finish
   store::StoredDataset data_;
 };
 
@@ -285,11 +414,14 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
         break;
       case kls::v1::UploadDatasetRequest::kFeatures:
       case kls::v1::UploadDatasetRequest::kConstraints:
+      case kls::v1::UploadDatasetRequest::kSocial:
         if (!have_header) {
           s = InvalidArgumentError("message " + std::to_string(index) +
                                    " is not a header; an upload must start with a DatasetHeader");
         } else if (message.part_case() == kls::v1::UploadDatasetRequest::kFeatures) {
           s = upload.Features(message.features());
+        } else if (message.part_case() == kls::v1::UploadDatasetRequest::kSocial) {
+          s = upload.Social(message.social());
         } else {
           s = upload.Constraints(message.constraints());
         }

@@ -1,5 +1,8 @@
 #include "server/kernel_cache.h"
 
+#include "core/mkl/classifier_training.h"
+#include "server/jobs/solver_dispatch.h"
+
 #include <climits>
 #include <new>
 #include <optional>
@@ -33,6 +36,30 @@ Status ValidateKernelKey(const KernelKey& key, const std::string& field) {
   return OkStatus();
 }
 
+namespace {
+
+// Attachments → parsed models; a malformed one is DATA_LOSS (never served).
+StatusOr<ModelExtras> ParseExtras(const store::StoredModel& model, const std::string& name, int64_t version) {
+  ModelExtras extras;
+  const std::string what = "kernel " + name + " v" + std::to_string(version) + ": ";
+  for (const store::Attachment& a : model.attachments) {
+    extras.bytes += static_cast<int64_t>(a.bytes.size());
+    if (a.name == kClassifierAttachment) {
+      StatusOr<KernelClassifier> c = ParseClassifier(a.bytes);
+      if (!c.ok()) return DataLossError(what + c.status().message());
+      extras.classifier = std::move(c).value();
+    } else if (a.name == kSocialGraphAttachment) {
+      StatusOr<SocialGraph> g = ParseSocialGraph(a.bytes, model.kernel.num_points());
+      if (!g.ok()) return DataLossError(what + g.status().message());
+      extras.social = std::move(g).value();
+    }
+    // Unknown attachments (from a newer server) are ignored, not an error.
+  }
+  return extras;
+}
+
+}  // namespace
+
 KernelCache::KernelCache(store::Store* store, int64_t budget_bytes)
     : store_(store), budget_bytes_(budget_bytes < 1 ? 1 : budget_bytes) {}
 
@@ -53,7 +80,7 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
     auto it = entries_.find(map_key);
     if (it != entries_.end()) {
       TouchLocked(it->second);
-      return Handle{it->second.record, it->second.kernel};
+      return Handle{it->second.record, it->second.kernel, it->second.extras};
     }
   }
 
@@ -64,9 +91,12 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
     record = std::move(resolved);
   }
   std::shared_ptr<const LearnedKernel> kernel;
+  std::shared_ptr<const ModelExtras> extras;
   try {
-    KLS_ASSIGN_OR_RETURN(LearnedKernel loaded, store_->LoadKernel(key.name, version));
-    kernel = std::make_shared<const LearnedKernel>(std::move(loaded));
+    KLS_ASSIGN_OR_RETURN(store::StoredModel loaded, store_->LoadModel(key.name, version));
+    KLS_ASSIGN_OR_RETURN(ModelExtras parsed, ParseExtras(loaded, key.name, version));
+    kernel = std::make_shared<const LearnedKernel>(std::move(loaded.kernel));
+    extras = std::make_shared<const ModelExtras>(std::move(parsed));
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("not enough memory to load kernel " + key.name + " v" +
                                   std::to_string(version));
@@ -75,15 +105,16 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   Entry entry;
   entry.record = *record;
   entry.kernel = kernel;
-  entry.bytes = KernelBytes(*kernel);
+  entry.extras = extras;
+  entry.bytes = KernelBytes(*kernel) + extras->bytes;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(map_key);
   if (it != entries_.end()) {
     TouchLocked(it->second);
-    return Handle{it->second.record, it->second.kernel};
+    return Handle{it->second.record, it->second.kernel, it->second.extras};
   }
   if (entry.bytes <= budget_bytes_) InsertLocked(map_key, std::move(entry));
-  return Handle{*record, kernel};
+  return Handle{*record, kernel, extras};
 }
 
 StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::KernelRecord& record) {

@@ -27,13 +27,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/common/status.h"
+#include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
+#include "core/social/social_model.h"
 #include "server/store/store.h"
 
 namespace kls::server {
@@ -52,6 +55,14 @@ struct KernelKey {
   std::string alias;
 };
 
+/// The parsed attachments of a kernel (solver_dispatch.h names them): what
+/// Classify and the social queries need besides the embedding.
+struct ModelExtras {
+  std::optional<KernelClassifier> classifier;  ///< onk, mkl
+  std::optional<SocialGraph> social;           ///< social_strength
+  int64_t bytes = 0;                           ///< charged to the cache budget
+};
+
 class KernelCache {
  public:
   /// A resolved, loaded kernel. `kernel` stays valid for as long as the
@@ -59,6 +70,7 @@ class KernelCache {
   struct Handle {
     store::KernelRecord record;
     std::shared_ptr<const LearnedKernel> kernel;
+    std::shared_ptr<const ModelExtras> extras;  ///< never null (empty when none)
   };
 
   /// `store` must outlive the cache. `budget_bytes` ≥ 1.
@@ -91,6 +103,7 @@ class KernelCache {
   struct Entry {
     store::KernelRecord record;
     std::shared_ptr<const LearnedKernel> kernel;
+    std::shared_ptr<const ModelExtras> extras;
     std::shared_ptr<const ItemKeys> keys;  ///< null until first needed
     int64_t bytes = 0;
     std::list<MapKey>::iterator lru_position;

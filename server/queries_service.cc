@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ranking/rerank.h"
 #include "server/kernels_service.h"
 #include "server/status_mapping.h"
 
@@ -29,6 +30,24 @@ Status CheckIndices(const LearnedKernel& kernel, const Repeated& indices, const 
     }
   }
   return OkStatus();
+}
+
+// FAILED_PRECONDITION for a model query on a kernel that lacks the model.
+Status MissingModel(const store::KernelRecord& r, const char* query, const char* needs) {
+  return FailedPreconditionError(std::string(query) + ": kernel " + r.name + " v" + std::to_string(r.version) +
+                                 " (method " + r.method + ") has no " + needs + "; it needs a kernel learned by " +
+                                 (std::string(needs) == "classifier" ? "an onk or mkl job" : "a social_strength job"));
+}
+
+void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1::TopKResponse* response) {
+  auto* items = response->mutable_items();
+  items->Reserve(static_cast<int>(top.size()));
+  for (const ScoredItem& s : top) {
+    kls::v1::ScoredItem* item = items->Add();
+    item->set_index(s.index);
+    item->set_score(s.score);
+    if (keys && !keys->empty()) item->set_item_key(keys->keys[s.index]);
+  }
 }
 
 }  // namespace
@@ -120,14 +139,7 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
       break;  // rejected above
   }
 
-  auto* items = response->mutable_items();
-  items->Reserve(static_cast<int>(top.size()));
-  for (const ScoredItem& s : top) {
-    kls::v1::ScoredItem* item = items->Add();
-    item->set_index(s.index);
-    item->set_score(s.score);
-    if (keys && !keys->empty()) item->set_item_key(keys->keys[s.index]);
-  }
+  AddItems(top, keys.get(), response);
   return grpc::Status::OK;
 }
 
@@ -146,6 +158,159 @@ grpc::Status QueriesService::Embed(grpc::ServerContext*, const kls::v1::EmbedReq
   for (const int row : request->rows()) {
     const double* begin = kernel.embedding().data() + int64_t{row} * r;
     values->Add(begin, begin + r);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::ReRank(grpc::ServerContext*, const kls::v1::ReRankRequest* request,
+                                    kls::v1::ReRankResponse* response) {
+  const bool by_key = request->candidate_keys_size() > 0;
+  if (by_key && request->candidates_size() > 0) {
+    return ToGrpcStatus(InvalidArgumentError("set candidates or candidate_keys, not both"));
+  }
+  const int c = by_key ? request->candidate_keys_size() : request->candidates_size();
+  if (c < 1 || c > kMaxCandidates) {
+    return ToGrpcStatus(InvalidArgumentError("candidates has " + std::to_string(c) + " entries; 1 to " +
+                                             std::to_string(kMaxCandidates) + " are allowed"));
+  }
+  if (request->prior_size() != 0 && request->prior_size() != c) {
+    return ToGrpcStatus(InvalidArgumentError("prior has " + std::to_string(request->prior_size()) + " values for " +
+                                             std::to_string(c) + " candidates (one each, or none)"));
+  }
+  for (int t = 0; t < request->prior_size(); ++t) {
+    if (!(std::isfinite(request->prior(t)) && request->prior(t) >= 0)) {
+      return ToGrpcStatus(InvalidArgumentError("prior[" + std::to_string(t) + "] = " +
+                                               FormatNumber(request->prior(t)) + " must be finite and >= 0"));
+    }
+  }
+  if (request->k() < 0) {
+    return ToGrpcStatus(InvalidArgumentError("k = " + std::to_string(request->k()) + " must be >= 0 (0 = all)"));
+  }
+  VisualRankOptions options;
+  if (request->has_damping()) options.damping = request->damping();
+  if (const Status s = options.Validate(); !s.ok()) return ToGrpcStatus(s);
+
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  std::shared_ptr<const ItemKeys> keys;
+  {
+    StatusOr<std::shared_ptr<const ItemKeys>> loaded = cache_->GetItemKeys(handle->record);
+    if (loaded.ok()) {
+      keys = std::move(loaded).value();
+    } else if (by_key || loaded.status().code() != StatusCode::kNotFound) {
+      return ToGrpcStatus(loaded.status());
+    }
+  }
+  std::vector<int> candidates(c);
+  for (int t = 0; t < c; ++t) {
+    if (!by_key) {
+      candidates[t] = request->candidates(t);
+      continue;
+    }
+    const std::string& key = request->candidate_keys(t);
+    auto it = keys->index.find(key);
+    if (it == keys->index.end()) {
+      return ToGrpcStatus(NotFoundError("candidate_keys[" + std::to_string(t) + "] = '" + key +
+                                        "' is not a key of data set " + handle->record.dataset_id));
+    }
+    candidates[t] = it->second;
+  }
+  Eigen::VectorXd prior(request->prior_size());
+  for (int t = 0; t < request->prior_size(); ++t) prior[t] = request->prior(t);
+  int iterations = 0;
+  StatusOr<std::vector<ScoredItem>> ranked = ReRankCandidates(*handle->kernel, candidates, prior, options, &iterations);
+  if (!ranked.ok()) return ToGrpcStatus(ranked.status());
+  if (request->k() > 0 && static_cast<int>(ranked->size()) > request->k()) ranked->resize(request->k());
+  kls::v1::TopKResponse items;
+  AddItems(*ranked, keys.get(), &items);
+  *response->mutable_items() = std::move(*items.mutable_items());
+  response->set_iterations(iterations);
+  return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1::SocialStrengthRequest* request,
+                                            kls::v1::SimilarityResponse* response) {
+  if (request->u_size() != request->v_size()) {
+    return ToGrpcStatus(InvalidArgumentError("u has " + std::to_string(request->u_size()) + " entries but v has " +
+                                             std::to_string(request->v_size()) + "; they are pairs"));
+  }
+  if (const Status s = CheckBatch(request->u_size(), "u"); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "SocialStrength", "social graph"));
+  const LearnedKernel& kernel = *handle->kernel;
+  if (const Status s = CheckIndices(kernel, request->u(), "u"); !s.ok()) return ToGrpcStatus(s);
+  if (const Status s = CheckIndices(kernel, request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
+  auto* values = response->mutable_values();
+  values->Reserve(request->u_size());
+  for (int t = 0; t < request->u_size(); ++t) values->Add(kernel.value(request->u(t), request->v(t)));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response,
+                                       bool groups) {
+  if (request->k() < 1 || request->k() > kMaxK) {
+    return ToGrpcStatus(InvalidArgumentError("k = " + std::to_string(request->k()) + " must be in [1, " +
+                                             std::to_string(kMaxK) + "]"));
+  }
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  const char* query = groups ? "RecommendGroups" : "RecommendFriends";
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, query, "social graph"));
+  if (const Status s = handle->kernel->CheckIndex(request->user(), "user"); !s.ok()) return ToGrpcStatus(s);
+  const std::vector<ScoredItem> top =
+      groups ? ::kls::RecommendGroups(*handle->kernel, *handle->extras->social, request->user(), request->k())
+             : ::kls::RecommendFriends(*handle->kernel, *handle->extras->social, request->user(), request->k());
+  AddItems(top, nullptr, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::RecommendFriends(grpc::ServerContext*, const kls::v1::RecommendRequest* request,
+                                              kls::v1::TopKResponse* response) {
+  return Recommend(request, response, false);
+}
+
+grpc::Status QueriesService::RecommendGroups(grpc::ServerContext*, const kls::v1::RecommendRequest* request,
+                                             kls::v1::TopKResponse* response) {
+  return Recommend(request, response, true);
+}
+
+grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::ClassifyRequest* request,
+                                      kls::v1::ClassifyResponse* response) {
+  if (request->dim() < 1) {
+    return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " must be >= 1"));
+  }
+  if (request->features_size() % request->dim() != 0) {
+    return ToGrpcStatus(InvalidArgumentError("features has " + std::to_string(request->features_size()) +
+                                             " values, not a multiple of dim = " + std::to_string(request->dim())));
+  }
+  const int rows = request->features_size() / request->dim();
+  if (rows < 1) return ToGrpcStatus(InvalidArgumentError("features is empty"));
+  if (const Status s = CheckBatch(rows, "features rows"); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  if (!handle->extras->classifier) return ToGrpcStatus(MissingModel(handle->record, "Classify", "classifier"));
+  const KernelClassifier& model = *handle->extras->classifier;
+  if (request->dim() != model.support_vectors.cols()) {
+    return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " but the model takes " +
+                                             std::to_string(model.support_vectors.cols()) + " features"));
+  }
+  Eigen::MatrixXd x(rows, request->dim());
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < request->dim(); ++j) {
+      const double v = request->features(i * request->dim() + j);
+      if (!std::isfinite(v)) {
+        return ToGrpcStatus(InvalidArgumentError("features[" + std::to_string(i) + "][" + std::to_string(j) +
+                                                 "] = " + FormatNumber(v) + " is not finite"));
+      }
+      x(i, j) = v;
+    }
+  }
+  const StatusOr<Eigen::VectorXd> f = model.DecisionValues(x);
+  if (!f.ok()) return ToGrpcStatus(f.status());
+  for (int i = 0; i < rows; ++i) {
+    response->add_decision_values((*f)[i]);
+    response->add_labels((*f)[i] > 0 ? model.positive_class : model.negative_class);
   }
   return grpc::Status::OK;
 }

@@ -1,4 +1,8 @@
-// kls.v1.Queries: Similarity, TopK, Embed — the hot path of ranking backends.
+// kls.v1.Queries: Similarity, TopK, Embed — the hot path of ranking backends —
+// and the model queries: ReRank (any kernel), SocialStrength /
+// RecommendFriends / RecommendGroups (social_strength models) and Classify
+// (onk / mkl models). A model query on a kernel without the model it needs is
+// FAILED_PRECONDITION naming the kernel and its method.
 //
 // Each handler: validate the request shape → KernelCache::Get (a shared,
 // immutable LearnedKernel; no lock is held while computing) → check every
@@ -21,6 +25,7 @@ class QueriesService final : public kls::v1::Queries::Service {
  public:
   static constexpr int kMaxBatch = 100'000;  ///< pairs (Similarity) or rows (Embed) per request
   static constexpr int kMaxK = 10'000;       ///< TopK.k upper bound
+  static constexpr int kMaxCandidates = 4'096;  ///< ReRank candidates (the c × c walk matrix)
 
   /// `cache` must outlive the grpc::Server the service is registered on.
   explicit QueriesService(KernelCache* cache) : cache_(cache) {}
@@ -31,8 +36,20 @@ class QueriesService final : public kls::v1::Queries::Service {
                     kls::v1::TopKResponse* response) override;
   grpc::Status Embed(grpc::ServerContext* context, const kls::v1::EmbedRequest* request,
                      kls::v1::EmbedResponse* response) override;
+  grpc::Status ReRank(grpc::ServerContext* context, const kls::v1::ReRankRequest* request,
+                      kls::v1::ReRankResponse* response) override;
+  grpc::Status SocialStrength(grpc::ServerContext* context, const kls::v1::SocialStrengthRequest* request,
+                              kls::v1::SimilarityResponse* response) override;
+  grpc::Status RecommendFriends(grpc::ServerContext* context, const kls::v1::RecommendRequest* request,
+                                kls::v1::TopKResponse* response) override;
+  grpc::Status RecommendGroups(grpc::ServerContext* context, const kls::v1::RecommendRequest* request,
+                               kls::v1::TopKResponse* response) override;
+  grpc::Status Classify(grpc::ServerContext* context, const kls::v1::ClassifyRequest* request,
+                        kls::v1::ClassifyResponse* response) override;
 
  private:
+  grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups);
+
   KernelCache* const cache_;
 };
 

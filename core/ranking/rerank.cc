@@ -91,4 +91,35 @@ double TopNAccuracy(const std::vector<int>& order, const std::vector<char>& rele
   return static_cast<double>(hits) / m;
 }
 
+StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, const std::vector<int>& candidates,
+                                                   const Eigen::VectorXd& prior, const VisualRankOptions& options,
+                                                   int* iterations) {
+  const int c = static_cast<int>(candidates.size());
+  if (c == 0) return InvalidArgumentError("candidates is empty");
+  std::vector<char> seen(kernel.num_points(), 0);
+  for (int t = 0; t < c; ++t) {
+    const std::string field = "candidates[" + std::to_string(t) + "]";
+    KLS_RETURN_IF_ERROR(kernel.CheckIndex(candidates[t], field.c_str()));
+    if (seen[candidates[t]]) {
+      return InvalidArgumentError(field + " = " + std::to_string(candidates[t]) + " is listed twice");
+    }
+    seen[candidates[t]] = 1;
+  }
+  if (prior.size() != 0 && prior.size() != c) {
+    return InvalidArgumentError("prior has " + std::to_string(prior.size()) + " values for " + std::to_string(c) +
+                                " candidates");
+  }
+  LearnedKernel::Embedding v(c, kernel.rank());
+  for (int t = 0; t < c; ++t) v.row(t) = kernel.embedding().row(candidates[t]);
+  Eigen::MatrixXd k = v * v.transpose();
+  const double lo = k.minCoeff();
+  if (lo < 0.0) k.array() -= lo;
+  KLS_ASSIGN_OR_RETURN(VisualRankResult vr, SolveVisualRank(k, prior, options));
+  if (iterations) *iterations = vr.stats.iterations;
+  std::vector<ScoredItem> out;
+  out.reserve(c);
+  for (int t : RankByScore(vr.scores)) out.push_back({candidates[t], vr.scores[t]});
+  return out;
+}
+
 }  // namespace kls

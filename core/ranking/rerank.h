@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "core/common/status.h"
+#include "core/model/learned_kernel.h"
+#include "core/ranking/visual_rank.h"
 
 namespace kls {
 
@@ -24,6 +26,18 @@ StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> TfIdf(const Eigen::Sparse
 /// Raw text score of every image for a single-tag query: cos(q, t_i) = t_i[tag].
 /// Errors: tag outside [0, V).
 StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::RowMajor>& tfidf, int tag);
+
+/// Query-time re-ranking (the second level of §6.3's two-level scheme):
+/// VisualRank (§6.2) on the learned kernel restricted to `candidates`, K_c =
+/// V_c V_cᵀ shifted to be non-negative (K_c − min K_c when min K_c < 0, so the
+/// walk follows relative similarity), with `prior` (one >= 0 value per
+/// candidate, e.g. the text scores; empty = uniform). Returns the candidates
+/// (their item indices) by descending score, ties by position in the list.
+/// Errors: an index out of range, a duplicate candidate, a bad prior or bad
+/// options (INVALID_ARGUMENT naming the field). O(c² r + c² · iterations).
+StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, const std::vector<int>& candidates,
+                                                   const Eigen::VectorXd& prior, const VisualRankOptions& options,
+                                                   int* iterations = nullptr);
 
 /// Up to `count` indices with score > 0, by descending score, ties by smaller index.
 std::vector<int> TopCandidates(const Eigen::VectorXd& scores, int count);

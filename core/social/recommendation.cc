@@ -101,23 +101,34 @@ StatusOr<HoldoutSplit> MakeHoldout(const Community& data, double test_fraction, 
   });
 }
 
-std::vector<ScoredItem> RecommendFriends(const Eigen::MatrixXd& strength, const Community& observed, int u, int k) {
-  std::vector<char> excluded(observed.num_users, 0);
+std::vector<ScoredItem> RecommendFriendsFromRow(const Eigen::VectorXd& strength_row, const std::vector<int>& contacts,
+                                               int u, int k) {
+  std::vector<char> excluded(strength_row.size(), 0);
   excluded[u] = 1;
-  for (int v : observed.contacts[u]) excluded[v] = 1;
-  return TopExcluding(strength.row(u).transpose(), excluded, k);
+  for (int v : contacts) excluded[v] = 1;
+  return TopExcluding(strength_row, excluded, k);
+}
+
+std::vector<ScoredItem> RecommendGroupsFromRow(const Eigen::VectorXd& strength_row,
+                                              const std::vector<std::vector<int>>& groups, int num_groups, int u,
+                                              int k) {
+  Eigen::VectorXd score = Eigen::VectorXd::Zero(num_groups);
+  for (int j = 0; j < static_cast<int>(groups.size()); ++j) {
+    if (j == u) continue;
+    const double f = strength_row[j];
+    for (int g : groups[j]) score[g] += f;  // s(g, u) = Σ_j f(u, u_j) δ(u_j, g)
+  }
+  std::vector<char> excluded(num_groups, 0);
+  for (int g : groups[u]) excluded[g] = 1;
+  return TopExcluding(score, excluded, k);
+}
+
+std::vector<ScoredItem> RecommendFriends(const Eigen::MatrixXd& strength, const Community& observed, int u, int k) {
+  return RecommendFriendsFromRow(strength.row(u).transpose(), observed.contacts[u], u, k);
 }
 
 std::vector<ScoredItem> RecommendGroups(const Eigen::MatrixXd& strength, const Community& observed, int u, int k) {
-  Eigen::VectorXd score = Eigen::VectorXd::Zero(observed.num_groups);
-  for (int j = 0; j < observed.num_users; ++j) {
-    if (j == u) continue;
-    const double f = strength(u, j);
-    for (int g : observed.groups[j]) score[g] += f;  // s(g, u) = Σ_j f(u, u_j) δ(u_j, g)
-  }
-  std::vector<char> excluded(observed.num_groups, 0);
-  for (int g : observed.groups[u]) excluded[g] = 1;
-  return TopExcluding(score, excluded, k);
+  return RecommendGroupsFromRow(strength.row(u).transpose(), observed.groups, observed.num_groups, u, k);
 }
 
 std::vector<double> FriendAccuracy(const Eigen::MatrixXd& strength, const HoldoutSplit& split, int max_m) {

@@ -37,6 +37,13 @@ struct HoldoutSplit {
 /// Errors: fractions outside (0, 1), invalid data.
 StatusOr<HoldoutSplit> MakeHoldout(const Community& data, double test_fraction, double hide_fraction, uint64_t seed);
 
+/// The same from u's row of the strength (n values), u's contact list and
+/// every user's groups; what the service calls on a stored, factored strength.
+std::vector<ScoredItem> RecommendFriendsFromRow(const Eigen::VectorXd& strength_row, const std::vector<int>& contacts,
+                                               int u, int k);
+std::vector<ScoredItem> RecommendGroupsFromRow(const Eigen::VectorXd& strength_row,
+                                              const std::vector<std::vector<int>>& groups, int num_groups, int u,
+                                              int k);
 /// Top-k friend suggestions for u (strength n × n).
 std::vector<ScoredItem> RecommendFriends(const Eigen::MatrixXd& strength, const Community& observed, int u, int k);
 

@@ -147,11 +147,18 @@ StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
   }
   KLS_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job.method, job.options_json));
   KLS_ASSIGN_OR_RETURN(store::DatasetRecord dataset, store_->GetDatasetRecord(job.dataset_id));
-  if (dataset.num_constraints == 0) {
-    return FailedPreconditionError("data set \"" + job.dataset_id + "\" has no pairwise constraints; " +
-                                   job.method + " learns from must-link / cannot-link pairs, upload some first");
+  KLS_RETURN_IF_ERROR(ValidateJobSpecForDataset(spec, dataset));
+  if (const auto* o = std::get_if<NpkRankingJobOptions>(&spec.options)) {
+    StatusOr<store::DatasetRecord> text = store_->GetDatasetRecord(o->text_dataset_id);
+    if (!text.ok()) {
+      return Status(text.status().code(), "npk_ranking.text_dataset_id: " + text.status().message());
+    }
+    if (text->num_points != dataset.num_points) {
+      return InvalidArgumentError("npk_ranking.text_dataset_id = \"" + o->text_dataset_id + "\" has " +
+                                  std::to_string(text->num_points) + " rows but the data set has " +
+                                  std::to_string(dataset.num_points) + " items");
+    }
   }
-  KLS_RETURN_IF_ERROR(ValidateJobSpecForDataset(spec, dataset.num_points));
   if (!(job.deadline_seconds >= 0.0)) {
     return InvalidArgumentError("deadline_seconds = " + std::to_string(job.deadline_seconds) + " must be >= 0");
   }
@@ -352,7 +359,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
 
   StatusOr<JobSpec> spec = ParseJobSpec(job.method, job.options_json);
   StatusOr<store::StoredDataset> data = spec.ok() ? store_->LoadDataset(job.dataset_id) : spec.status();
-  StatusOr<NpklResult> result = data.ok() ? RunNpklJob(*spec, *data, control) : data.status();
+  StatusOr<JobOutput> result = data.ok() ? RunSolverJob(*spec, *data, store_, control) : data.status();
 
   ProgressEvent last;
   {
@@ -393,7 +400,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       kernel.rank = result->kernel.rank();
       kernel.summary_json = KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual,
                                               watch.Seconds());
-      StatusOr<store::KernelRecord> stored = store_->PutKernel(kernel, result->kernel);
+      StatusOr<store::KernelRecord> stored = store_->PutKernel(kernel, result->kernel, result->attachments);
       if (!stored.ok()) {
         fail(stored.status().WithContext("storing kernel \"" + kernel.name + "\""));
       } else {

@@ -26,6 +26,24 @@ Status RenameOptionsField(const Status& s, const std::string& method) {
   return Status(s.code(), msg);
 }
 
+// Names a core validator's field the way the client wrote it: "qsdp.m = 0 ...".
+Status Prefixed(const Status& s, const std::string& method) {
+  if (s.ok()) return s;
+  std::string msg = s.message();
+  for (const std::string prefix : {"options.", "onk.onk ", "onk ", "onk."}) {
+    if (msg.compare(0, prefix.size(), prefix) == 0) {
+      msg = msg.substr(prefix.size());
+      break;
+    }
+  }
+  return Status(s.code(), method + "." + msg);
+}
+
+Status CheckEnum(bool valid, const std::string& field, int value, const char* allowed) {
+  if (valid) return OkStatus();
+  return InvalidArgumentError(field + " = " + std::to_string(value) + " is not one of " + allowed);
+}
+
 NpklLoss LossToCore(kls::v1::Loss loss, NpklLoss fallback) {
   switch (loss) {
     case kls::v1::LINEAR: return NpklLoss::kLinear;
@@ -99,6 +117,124 @@ SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p) {
   if (p.has_tolerance()) o.tolerance = p.tolerance();
   if (p.has_active_set()) o.active_set = p.active_set();
   if (p.has_low_rank()) o.low_rank = p.low_rank();
+  return o;
+}
+
+StatusOr<QsdpJobOptions> ToCore(const kls::v1::QsdpKernelOptions& p) {
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::QsdpKernelOptions::Problem_IsValid(p.problem()), "qsdp.problem",
+                                p.problem(), "REGPCP, REGMVU"));
+  if (p.problem() == kls::v1::QsdpKernelOptions::PROBLEM_UNSPECIFIED) {
+    return InvalidArgumentError("qsdp.problem is required: REGPCP or REGMVU");
+  }
+  QsdpJobOptions o;
+  o.mvu = p.problem() == kls::v1::QsdpKernelOptions::REGMVU;
+  if (p.has_m()) o.pcp.m = o.mvu_options.m = p.m();
+  if (p.has_neighbors()) o.pcp.neighbors = o.mvu_options.neighbors = p.neighbors();
+  if (p.has_nu()) o.mvu_options.nu = p.nu();
+  if (p.has_gap_tolerance()) o.solver.gap_tolerance = p.gap_tolerance();
+  if (p.has_max_iterations()) o.solver.max_iterations = p.max_iterations();
+  if (p.has_nu() && !(std::isfinite(p.nu()) && p.nu() > 0)) {
+    return InvalidArgumentError("qsdp.nu = " + Num(p.nu()) + " must be finite and > 0");
+  }
+  if (p.has_m() && p.m() < 1) return InvalidArgumentError("qsdp.m = " + std::to_string(p.m()) + " must be >= 1");
+  if (p.has_neighbors() && p.neighbors() < 1) {
+    return InvalidArgumentError("qsdp.neighbors = " + std::to_string(p.neighbors()) + " must be >= 1");
+  }
+  KLS_RETURN_IF_ERROR(Prefixed(o.solver.Validate(), kMethodQsdp));
+  return o;
+}
+
+StatusOr<EmbeddingJobOptions> ToCore(const kls::v1::EmbeddingOptions& p) {
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::EmbeddingOptions::Method_IsValid(p.method()), "embedding.method",
+                                p.method(), "CMVU, MVE, SPE, KPCA"));
+  EmbeddingJobOptions o;
+  switch (p.method()) {
+    case kls::v1::EmbeddingOptions::CMVU: o.method = EmbeddingJobOptions::Method::kCmvu; break;
+    case kls::v1::EmbeddingOptions::MVE: o.method = EmbeddingJobOptions::Method::kMve; break;
+    case kls::v1::EmbeddingOptions::SPE: o.method = EmbeddingJobOptions::Method::kSpe; break;
+    case kls::v1::EmbeddingOptions::KPCA: o.method = EmbeddingJobOptions::Method::kKpca; break;
+    default: return InvalidArgumentError("embedding.method is required: CMVU, MVE, SPE or KPCA");
+  }
+  if (p.has_dims()) o.mve.dims = o.kpca.dims = p.dims();
+  if (p.has_neighbors()) o.neighbors = p.neighbors();
+  if (p.has_c()) o.inner.c = p.c();
+  if (p.has_b()) o.b = p.b();
+  if (p.has_max_iterations()) o.inner.max_iterations = p.max_iterations();
+  if (p.has_tolerance()) o.inner.tolerance = p.tolerance();
+  if (p.kpca_rbf()) o.kpca.kernel = KpcaOptions::Kernel::kRbf;
+  if (p.has_kpca_sigma()) o.kpca.rbf_sigma = p.kpca_sigma();
+  if (o.neighbors < 1) return InvalidArgumentError("embedding.neighbors = " + std::to_string(o.neighbors) + " must be >= 1");
+  if (p.has_b()) KLS_RETURN_IF_ERROR(Prefixed(CheckPositiveOption("b", o.b), kMethodEmbedding));
+  KLS_RETURN_IF_ERROR(Prefixed(o.inner.Validate(), kMethodEmbedding));
+  KLS_RETURN_IF_ERROR(Prefixed(o.mve.Validate(), kMethodEmbedding));
+  KLS_RETURN_IF_ERROR(Prefixed(o.kpca.Validate(), kMethodEmbedding));
+  return o;
+}
+
+StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::OnkOptions& p) {
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::OnkOptions::Solver_IsValid(p.solver()), "onk.solver", p.solver(),
+                                "GRADIENT, ACCELERATED, LEVEL"));
+  ClassifierTrainingOptions o;
+  o.method = ClassifierMethod::kOnk;
+  if (p.has_c()) o.c = p.c();
+  if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
+    return InvalidArgumentError("onk.c = " + Num(p.c()) + " must be finite and > 0 (unset = cross-validation)");
+  }
+  if (p.has_rho()) o.onk.rho = p.rho();
+  if (p.solver() == kls::v1::OnkOptions::ACCELERATED) o.onk.method = OnkMethod::kAccelerated;
+  if (p.solver() == kls::v1::OnkOptions::LEVEL) o.onk.method = OnkMethod::kLevel;
+  if (p.has_tolerance()) o.onk.tolerance = p.tolerance();
+  if (p.has_max_iterations()) o.onk.max_iterations = p.max_iterations();
+  if (p.has_sigma_k()) o.sigma_k = p.sigma_k();
+  if (p.has_positive_class()) o.positive_class = p.positive_class();
+  if (p.has_folds()) o.folds = p.folds();
+  if (p.has_seed()) o.seed = p.seed();
+  KLS_RETURN_IF_ERROR(Prefixed(o.Validate(), kMethodOnk));
+  return o;
+}
+
+StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::MklOptions& p) {
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::MklOptions::Method_IsValid(p.method()), "mkl.method", p.method(), "KTA, SVM"));
+  ClassifierTrainingOptions o;
+  o.method = p.method() == kls::v1::MklOptions::SVM ? ClassifierMethod::kSvm : ClassifierMethod::kKta;
+  if (p.has_c()) o.c = p.c();
+  if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
+    return InvalidArgumentError("mkl.c = " + Num(p.c()) + " must be finite and > 0 (unset = cross-validation)");
+  }
+  if (p.has_single_features()) o.single_features = p.single_features();
+  if (p.has_positive_class()) o.positive_class = p.positive_class();
+  if (p.has_folds()) o.folds = p.folds();
+  if (p.has_seed()) o.seed = p.seed();
+  KLS_RETURN_IF_ERROR(Prefixed(o.Validate(), kMethodMkl));
+  return o;
+}
+
+StatusOr<NpkRankingJobOptions> ToCore(const kls::v1::NpkRankingOptions& p) {
+  if (p.text_dataset_id().empty()) {
+    return InvalidArgumentError("npk_ranking.text_dataset_id is required (the items' tag counts)");
+  }
+  NpkRankingJobOptions o;
+  o.text_dataset_id = p.text_dataset_id();
+  NpkRankingOptions& n = o.options;
+  if (p.has_c()) n.c = p.c();
+  if (p.has_b()) n.b = p.b();
+  if (p.has_constraint_neighbors()) n.constraint_neighbors = p.constraint_neighbors();
+  if (p.has_laplacian_neighbors()) n.laplacian_neighbors = p.laplacian_neighbors();
+  if (p.has_low_rank()) n.low_rank = p.low_rank();
+  if (p.has_distance_ratio()) n.distance_ratio = p.distance_ratio();
+  if (p.has_max_iterations()) n.max_iterations = p.max_iterations();
+  if (p.has_tolerance()) n.tolerance = p.tolerance();
+  KLS_RETURN_IF_ERROR(Prefixed(n.Validate(), kMethodNpkRanking));
+  return o;
+}
+
+StatusOr<SocialStrengthOptions> ToCore(const kls::v1::SocialStrengthOptions& p) {
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::SocialStrengthOptions::Weighting_IsValid(p.weighting()),
+                                "social_strength.weighting", p.weighting(), "KTA, UNIFORM"));
+  SocialStrengthOptions o;
+  if (p.weighting() == kls::v1::SocialStrengthOptions::UNIFORM) o.weighting = StrengthWeighting::kUniform;
+  if (p.has_cell_degrees()) o.kernels.cell_degrees = p.cell_degrees();
+  KLS_RETURN_IF_ERROR(Prefixed(o.Validate(), kMethodSocialStrength));
   return o;
 }
 
@@ -212,8 +348,43 @@ StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& r) {
       spec.options = o;
       break;
     }
+    case kls::v1::SubmitJobRequest::kQsdp: {
+      spec.method = kMethodQsdp;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.qsdp()));
+      break;
+    }
+    case kls::v1::SubmitJobRequest::kEmbedding: {
+      spec.method = kMethodEmbedding;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.embedding()));
+      break;
+    }
+    case kls::v1::SubmitJobRequest::kOnk: {
+      spec.method = kMethodOnk;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.onk()));
+      break;
+    }
+    case kls::v1::SubmitJobRequest::kMkl: {
+      spec.method = kMethodMkl;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.mkl()));
+      break;
+    }
+    case kls::v1::SubmitJobRequest::kNpkRanking: {
+      spec.method = kMethodNpkRanking;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.npk_ranking()));
+      break;
+    }
+    case kls::v1::SubmitJobRequest::kSocialStrength: {
+      spec.method = kMethodSocialStrength;
+      KLS_ASSIGN_OR_RETURN(spec.options, ToCore(r.social_strength()));
+      break;
+    }
     default:
-      return InvalidArgumentError("solver: one of kl_admm, bcd_npkl, simple_npkl is required");
+      return InvalidArgumentError(
+          "solver: one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, npk_ranking, social_strength "
+          "is required");
+  }
+  if (spec.method != kMethodKlAdmm && spec.method != kMethodBcdNpkl && spec.method != kMethodSimpleNpkl) {
+    spec.graph = ToCoreGraph(r.graph(), spec.method, 0.0);  // unused: these methods build their own graphs
   }
   return spec;
 }
@@ -235,6 +406,12 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
     case kls::v1::SubmitJobRequest::kKlAdmm: *stored.mutable_kl_admm() = request.kl_admm(); break;
     case kls::v1::SubmitJobRequest::kBcdNpkl: *stored.mutable_bcd_npkl() = request.bcd_npkl(); break;
     case kls::v1::SubmitJobRequest::kSimpleNpkl: *stored.mutable_simple_npkl() = request.simple_npkl(); break;
+    case kls::v1::SubmitJobRequest::kQsdp: *stored.mutable_qsdp() = request.qsdp(); break;
+    case kls::v1::SubmitJobRequest::kEmbedding: *stored.mutable_embedding() = request.embedding(); break;
+    case kls::v1::SubmitJobRequest::kOnk: *stored.mutable_onk() = request.onk(); break;
+    case kls::v1::SubmitJobRequest::kMkl: *stored.mutable_mkl() = request.mkl(); break;
+    case kls::v1::SubmitJobRequest::kNpkRanking: *stored.mutable_npk_ranking() = request.npk_ranking(); break;
+    case kls::v1::SubmitJobRequest::kSocialStrength: *stored.mutable_social_strength() = request.social_strength(); break;
     default: break;
   }
   store::JobRecord job;
@@ -250,8 +427,12 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
 }
 
 StatusOr<JobSpec> ParseJobSpec(const std::string& method, const std::string& options_json) {
-  if (method != kMethodKlAdmm && method != kMethodBcdNpkl && method != kMethodSimpleNpkl) {
-    return InvalidArgumentError("method = \"" + method + "\" is not one of kl_admm, bcd_npkl, simple_npkl");
+  bool known = false;
+  for (const char* m : kAllMethods) known = known || method == m;
+  if (!known) {
+    return InvalidArgumentError("method = \"" + method +
+                                "\" is not one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, "
+                                "npk_ranking, social_strength");
   }
   kls::v1::SubmitJobRequest r;
   if (!options_json.empty()) {
@@ -265,6 +446,10 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& method, const std::string& opt
     if (method == kMethodKlAdmm) r.mutable_kl_admm();
     if (method == kMethodBcdNpkl) r.mutable_bcd_npkl();
     if (method == kMethodSimpleNpkl) r.mutable_simple_npkl();
+    if (method == kMethodOnk) r.mutable_onk();
+    if (method == kMethodMkl) r.mutable_mkl();
+    if (method == kMethodSocialStrength) r.mutable_social_strength();
+    // qsdp, embedding and npk_ranking have required fields: no all-default form.
   }
   KLS_ASSIGN_OR_RETURN(JobSpec spec, SpecFromRequest(r));
   if (spec.method != method) {
@@ -273,9 +458,17 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& method, const std::string& opt
   return spec;
 }
 
-Status ValidateJobSpecForDataset(const JobSpec& spec, int64_t num_points) {
-  const int n = static_cast<int>(num_points);
-  KLS_RETURN_IF_ERROR(spec.graph.Validate(n));
+Status ValidateJobSpecForDataset(const JobSpec& spec, const store::DatasetRecord& dataset) {
+  const int n = static_cast<int>(dataset.num_points);
+  const std::string where = "data set \"" + dataset.id + "\"";
+  const bool npkl = spec.method == kMethodKlAdmm || spec.method == kMethodBcdNpkl || spec.method == kMethodSimpleNpkl;
+  if (npkl) {
+    if (dataset.num_constraints == 0) {
+      return FailedPreconditionError(where + " has no pairwise constraints; " + spec.method +
+                                     " learns from must-link / cannot-link pairs, upload some first");
+    }
+    KLS_RETURN_IF_ERROR(spec.graph.Validate(n));
+  }
   if (auto* o = std::get_if<KlAdmmOptions>(&spec.options); o && o->rank > n) {
     return InvalidArgumentError("kl_admm.rank = " + std::to_string(o->rank) + " exceeds the data set's " +
                                 std::to_string(n) + " points");
@@ -283,6 +476,48 @@ Status ValidateJobSpecForDataset(const JobSpec& spec, int64_t num_points) {
   if (auto* o = std::get_if<SimpleNpklOptions>(&spec.options); o && o->low_rank > n) {
     return InvalidArgumentError("simple_npkl.low_rank = " + std::to_string(o->low_rank) + " exceeds the data set's " +
                                 std::to_string(n) + " points");
+  }
+  if (auto* o = std::get_if<QsdpJobOptions>(&spec.options)) {
+    if (o->mvu) {
+      KLS_RETURN_IF_ERROR(Prefixed(o->mvu_options.Validate(n), kMethodQsdp));
+    } else {
+      if (dataset.num_constraints == 0) {
+        return FailedPreconditionError(where + " has no pairwise constraints; qsdp REGPCP needs must-link / "
+                                       "cannot-link pairs");
+      }
+      RegPcpOptions p = o->pcp;
+      p.sigma_neighbor = std::min(p.sigma_neighbor, std::max(1, n - 1));
+      KLS_RETURN_IF_ERROR(Prefixed(p.Validate(n), kMethodQsdp));
+    }
+  }
+  if (auto* o = std::get_if<EmbeddingJobOptions>(&spec.options)) {
+    if (o->neighbors >= n) {
+      return InvalidArgumentError("embedding.neighbors = " + std::to_string(o->neighbors) + " must be < n = " +
+                                  std::to_string(n));
+    }
+    if (o->kpca.dims > n) {
+      return InvalidArgumentError("embedding.dims = " + std::to_string(o->kpca.dims) + " exceeds n = " +
+                                  std::to_string(n));
+    }
+    if (o->method == EmbeddingJobOptions::Method::kCmvu && dataset.num_classes == 0) {
+      return FailedPreconditionError(where + " has no labels; embedding CMVU colours the embedding by class");
+    }
+  }
+  if (std::holds_alternative<ClassifierTrainingOptions>(spec.options) && dataset.num_classes < 2) {
+    return FailedPreconditionError(where + " has " + std::to_string(dataset.num_classes) + " classes; " +
+                                   spec.method + " trains a classifier and needs labels of at least two classes");
+  }
+  if (auto* o = std::get_if<NpkRankingJobOptions>(&spec.options)) {
+    if (o->options.low_rank > n) {
+      return InvalidArgumentError("npk_ranking.low_rank = " + std::to_string(o->options.low_rank) + " exceeds n = " +
+                                  std::to_string(n));
+    }
+    for (int k : {o->options.constraint_neighbors, o->options.laplacian_neighbors}) {
+      if (k >= n) {
+        return InvalidArgumentError("npk_ranking neighbours = " + std::to_string(k) + " must be < n = " +
+                                    std::to_string(n));
+      }
+    }
   }
   return OkStatus();
 }

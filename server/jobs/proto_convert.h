@@ -29,6 +29,12 @@
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/simple_npkl.h"
+#include "core/embed/embedding.h"
+#include "core/mkl/classifier_training.h"
+#include "core/qsdp/qsdp_solver.h"
+#include "core/qsdp/reg_problems.h"
+#include "core/ranking/npk_ranking.h"
+#include "core/social/social_model.h"
 #include "kls/v1/jobs.pb.h"
 #include "server/store/store.h"
 
@@ -38,12 +44,51 @@ namespace kls::server {
 inline constexpr const char* kMethodKlAdmm = "kl_admm";
 inline constexpr const char* kMethodBcdNpkl = "bcd_npkl";
 inline constexpr const char* kMethodSimpleNpkl = "simple_npkl";
+inline constexpr const char* kMethodQsdp = "qsdp";
+inline constexpr const char* kMethodEmbedding = "embedding";
+inline constexpr const char* kMethodOnk = "onk";
+inline constexpr const char* kMethodMkl = "mkl";
+inline constexpr const char* kMethodNpkRanking = "npk_ranking";
+inline constexpr const char* kMethodSocialStrength = "social_strength";
 
-/// A job's solver settings in core terms: what solver_dispatch runs.
+/// Every method, in the order of the SubmitJobRequest oneof.
+inline constexpr const char* kAllMethods[] = {kMethodKlAdmm, kMethodBcdNpkl, kMethodSimpleNpkl,
+                                              kMethodQsdp,   kMethodEmbedding, kMethodOnk,
+                                              kMethodMkl,    kMethodNpkRanking, kMethodSocialStrength};
+
+/// RegPCP / RegMVU job settings (core/qsdp).
+struct QsdpJobOptions {
+  bool mvu = false;      ///< RegMVU (else RegPCP)
+  RegPcpOptions pcp;
+  RegMvuOptions mvu_options;
+  QsdpOptions solver;
+};
+
+/// CMVU / MVE / SPE / KPCA job settings (core/embed).
+struct EmbeddingJobOptions {
+  enum class Method { kCmvu, kMve, kSpe, kKpca };
+  Method method = Method::kSpe;
+  int neighbors = 5;               ///< k of the neighbourhood graph
+  double b = 0.0;                  ///< capacity B; 0 = n (the thesis's B = m·N with m = 1)
+  EmbeddingMinimaxOptions inner;   ///< c, tolerance, max_iterations (b set from `b`)
+  MveOptions mve;                  ///< dims
+  KpcaOptions kpca;                ///< dims, kernel, rbf_sigma
+};
+
+/// NPK ranking job settings (core/ranking).
+struct NpkRankingJobOptions {
+  NpkRankingOptions options;
+  std::string text_dataset_id;     ///< the items' tag counts, same number of rows
+};
+
+/// A job's solver settings in core terms: what solver_dispatch runs. onk and
+/// mkl share ClassifierTrainingOptions (its `method` tells them apart).
 struct JobSpec {
-  std::string method;   ///< kMethodKlAdmm | kMethodBcdNpkl | kMethodSimpleNpkl
-  GraphOptions graph;   ///< defaults resolved (k = 5, weight per method, δ per method)
-  std::variant<KlAdmmOptions, BcdNpklOptions, SimpleNpklOptions> options;
+  std::string method;   ///< one of kAllMethods
+  GraphOptions graph;   ///< NPKL only: defaults resolved (k = 5, weight per method, δ per method)
+  std::variant<KlAdmmOptions, BcdNpklOptions, SimpleNpklOptions, QsdpJobOptions, EmbeddingJobOptions,
+               ClassifierTrainingOptions, NpkRankingJobOptions, SocialStrengthOptions>
+      options;
 };
 
 // ---- Solver options: proto ↔ core ------------------------------------------
@@ -53,6 +98,13 @@ struct JobSpec {
 KlAdmmOptions ToCore(const kls::v1::KlAdmmOptions& p);
 BcdNpklOptions ToCore(const kls::v1::BcdNpklOptions& p);
 SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p);
+// The other families (one direction: the stored request is the source of truth).
+StatusOr<QsdpJobOptions> ToCore(const kls::v1::QsdpKernelOptions& p);
+StatusOr<EmbeddingJobOptions> ToCore(const kls::v1::EmbeddingOptions& p);
+StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::OnkOptions& p);
+StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::MklOptions& p);
+StatusOr<NpkRankingJobOptions> ToCore(const kls::v1::NpkRankingOptions& p);
+StatusOr<SocialStrengthOptions> ToCore(const kls::v1::SocialStrengthOptions& p);
 kls::v1::KlAdmmOptions ToProto(const KlAdmmOptions& o);
 kls::v1::BcdNpklOptions ToProto(const BcdNpklOptions& o);
 kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o);
@@ -79,8 +131,11 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
 /// oneof that does not match `method`, or an invalid field.
 StatusOr<JobSpec> ParseJobSpec(const std::string& method, const std::string& options_json);
 
-/// Checks the parts of `spec` that depend on the data set: graph k < n, ranks ≤ n.
-Status ValidateJobSpecForDataset(const JobSpec& spec, int64_t num_points);
+/// Checks the parts of `spec` that depend on the data set: graph k < n, ranks
+/// ≤ n (INVALID_ARGUMENT), and what the method needs from it
+/// (FAILED_PRECONDITION): pairwise constraints (NPKL, RegPCP), labels (CMVU,
+/// onk, mkl).
+Status ValidateJobSpecForDataset(const JobSpec& spec, const store::DatasetRecord& dataset);
 
 // ---- JobRecord → kls.v1.Job ------------------------------------------------
 kls::v1::JobState ToProto(store::JobState s);

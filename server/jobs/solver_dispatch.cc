@@ -1,17 +1,20 @@
 #include "server/jobs/solver_dispatch.h"
 
+#include <Eigen/Eigenvalues>
+#include <Eigen/SparseCore>
+#include <cmath>
 #include <type_traits>
 #include <variant>
 
 #include "core/graph/laplacian.h"
-#include "core/npkl/bcd_npkl.h"
-#include "core/npkl/kl_admm.h"
-#include "core/npkl/simple_npkl.h"
+#include "core/ranking/rerank.h"
 
 namespace kls::server {
+namespace {
 
-StatusOr<NpklResult> RunNpklJob(const JobSpec& spec, const store::StoredDataset& data,
-                                const SolveControl& control) {
+bool Stopped(const SolveStats& stats) { return stats.termination == Termination::kCancelled; }
+
+StatusOr<JobOutput> RunNpkl(const JobSpec& spec, const store::StoredDataset& data, const SolveControl& control) {
   if (data.constraints.size() == 0) {
     return FailedPreconditionError("the data set has no pairwise constraints; " + spec.method +
                                    " learns from must-link / cannot-link pairs, upload some first");
@@ -20,18 +23,215 @@ StatusOr<NpklResult> RunNpklJob(const JobSpec& spec, const store::StoredDataset&
   NpklProblem problem;
   problem.laplacian = std::move(graph.laplacian);
   problem.constraints = data.constraints;
-  return std::visit(
+  StatusOr<NpklResult> r = std::visit(
       [&](const auto& options) -> StatusOr<NpklResult> {
         using T = std::decay_t<decltype(options)>;
         if constexpr (std::is_same_v<T, KlAdmmOptions>) {
           return SolveKlAdmm(problem, options, control);
         } else if constexpr (std::is_same_v<T, BcdNpklOptions>) {
           return SolveBcdNpkl(problem, options, control);
-        } else {
+        } else if constexpr (std::is_same_v<T, SimpleNpklOptions>) {
           return SolveSimpleNpkl(problem, options, control);
+        } else {
+          return InternalError("RunNpkl called for " + spec.method);
         }
       },
       spec.options);
+  KLS_RETURN_IF_ERROR(r.status());
+  JobOutput out;
+  out.kernel = std::move(r->kernel);
+  out.stats = r->stats;
+  out.primal_residual = r->primal_residual;
+  out.dual_residual = r->dual_residual;
+  return out;
+}
+
+// K = Q Y Qᵀ as a factor V = Q U Λ₊^{1/2} (Y = U Λ Uᵀ, m × m).
+StatusOr<LearnedKernel> FactorQyq(const Eigen::MatrixXd& q, const Eigen::MatrixXd& y) {
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (y + y.transpose()));
+  if (eig.info() != Eigen::Success) return InternalError("eigendecomposition of Y failed");
+  const Eigen::VectorXd& lambda = eig.eigenvalues();
+  const double top = lambda.size() ? lambda.maxCoeff() : 0.0;
+  std::vector<int> keep;
+  for (int i = static_cast<int>(lambda.size()) - 1; i >= 0; --i)
+    if (lambda[i] > 1e-12 * std::max(top, 1e-300)) keep.push_back(i);
+  if (keep.empty()) keep.push_back(static_cast<int>(lambda.size()) - 1);  // Y = 0: a zero kernel of rank 1
+  LearnedKernel::Embedding v(q.rows(), static_cast<Eigen::Index>(keep.size()));
+  for (size_t c = 0; c < keep.size(); ++c) {
+    v.col(c) = q * eig.eigenvectors().col(keep[c]) * std::sqrt(std::max(0.0, lambda[keep[c]]));
+  }
+  return LearnedKernel::FromEmbedding(std::move(v));
+}
+
+StatusOr<JobOutput> RunQsdp(const QsdpJobOptions& o, const store::StoredDataset& data, const SolveControl& control) {
+  const Eigen::MatrixXd& x = data.data.features;
+  StatusOr<RegularizedKernelProblem> problem = InvalidArgumentError("unset");
+  if (o.mvu) {
+    problem = BuildRegMvu(x, o.mvu_options);
+  } else {
+    if (data.constraints.size() == 0) {
+      return FailedPreconditionError("the data set has no pairwise constraints; qsdp REGPCP needs them");
+    }
+    RegPcpOptions p = o.pcp;
+    p.sigma_neighbor = std::min(p.sigma_neighbor, std::max(1, static_cast<int>(x.rows()) - 1));
+    problem = BuildRegPcp(x, data.constraints, p);
+  }
+  KLS_RETURN_IF_ERROR(problem.status());
+  KLS_ASSIGN_OR_RETURN(QsdpResult r, SolveQsdp(problem->problem, o.solver, control));
+  JobOutput out;
+  out.stats = r.stats;
+  out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
+  out.primal_residual = r.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
+  out.dual_residual = r.relative_gap;    // certified relative duality gap
+  if (Stopped(out.stats)) return out;
+  KLS_ASSIGN_OR_RETURN(out.kernel, FactorQyq(problem->basis.vectors, r.y));
+  return out;
+}
+
+StatusOr<JobOutput> RunEmbedding(const EmbeddingJobOptions& o, const store::StoredDataset& data,
+                                 const SolveControl& control) {
+  Eigen::MatrixXd x = data.data.features;
+  const int n = static_cast<int>(x.rows());
+  JobOutput out;
+  StatusOr<LearnedKernel> kernel = InvalidArgumentError("unset");
+  int dims = o.kpca.dims;
+  if (o.method == EmbeddingJobOptions::Method::kKpca) {
+    Stopwatch watch;
+    kernel = KernelPca(x, o.kpca);
+    out.stats.iterations = 1;
+    out.stats.solve_seconds = watch.Seconds();
+  } else {
+    // Thesis §3.5.5 scaling: ‖HXXᵀH‖_F = √n, so that B = n (m = 1) is relative
+    // to the input kernel and commensurate with the distance targets.
+    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
+    const double gram = (c * c.transpose()).norm();
+    if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(n)) / gram);
+    KLS_ASSIGN_OR_RETURN(NeighborhoodGraph graph, BuildNeighborhood(x, o.neighbors));
+    EmbeddingMinimaxOptions inner = o.inner;
+    inner.b = o.b > 0 ? o.b : static_cast<double>(n);
+    StatusOr<EmbeddingResult> r = InvalidArgumentError("unset");
+    switch (o.method) {
+      case EmbeddingJobOptions::Method::kCmvu:
+        if (!data.data.has_labels()) return FailedPreconditionError("embedding CMVU needs the data set's labels");
+        r = SolveColoredMvu(ColoredMvuProblem{std::move(graph), data.data.labels}, inner, control);
+        break;
+      case EmbeddingJobOptions::Method::kMve: {
+        MveOptions mo = o.mve;
+        mo.inner = inner;
+        r = SolveMve(MveProblem{std::move(graph), LearnedKernel::Embedding(x)}, mo, control);
+        break;
+      }
+      default:
+        r = SolveSpe(SpeProblem{std::move(graph)}, inner, control);
+        break;
+    }
+    KLS_RETURN_IF_ERROR(r.status());
+    out.stats = r->stats;
+    out.primal_residual = r->stationarity;
+    out.dual_residual = r->duality_gap;
+    if (Stopped(out.stats)) return out;
+    kernel = std::move(r->kernel);
+    dims = o.mve.dims;
+  }
+  KLS_RETURN_IF_ERROR(kernel.status());
+  // The stored model is the embedding people use: its top `dims` principal coordinates.
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd coords, PrincipalCoordinates(*kernel, std::min(dims, kernel->rank())));
+  KLS_ASSIGN_OR_RETURN(out.kernel, LearnedKernel::FromEmbedding(LearnedKernel::Embedding(coords)));
+  return out;
+}
+
+StatusOr<JobOutput> RunClassifier(const ClassifierTrainingOptions& o, const store::StoredDataset& data,
+                                  const SolveControl& control) {
+  if (!data.data.has_labels()) {
+    return FailedPreconditionError("the data set has no labels; a classifier learns from labelled rows");
+  }
+  KLS_ASSIGN_OR_RETURN(ClassifierTrainingResult r, TrainClassifier(data.data.features, data.data.labels, o, control));
+  JobOutput out;
+  out.stats = r.stats;
+  out.primal_residual = 1.0 - r.training_accuracy;  // training error
+  out.dual_residual = r.c;                           // the C chosen
+  if (r.train_kernel.size() == 0) {  // stopped before the model existed
+    if (out.stats.termination == Termination::kTimeLimit) {
+      return DeadlineExceededError("the deadline passed before the classifier was trained");
+    }
+    return out;
+  }
+  KLS_ASSIGN_OR_RETURN(out.kernel, LearnedKernel::FromDenseKernel(r.train_kernel, 1e-10));
+  out.attachments.push_back({kClassifierAttachment, SerializeClassifier(r.model)});
+  return out;
+}
+
+StatusOr<JobOutput> RunNpkRanking(const NpkRankingJobOptions& o, const store::StoredDataset& data,
+                                  store::Store* store, const SolveControl& control) {
+  KLS_ASSIGN_OR_RETURN(store::StoredDataset text, store->LoadDataset(o.text_dataset_id));
+  const Eigen::MatrixXd& counts = text.data.features;
+  if (counts.rows() != data.data.features.rows()) {
+    return InvalidArgumentError("npk_ranking.text_dataset_id has " + std::to_string(counts.rows()) +
+                                " rows, the data set " + std::to_string(data.data.features.rows()));
+  }
+  if ((counts.array() < 0).any()) {
+    return InvalidArgumentError("npk_ranking.text_dataset_id: tag counts must be >= 0");
+  }
+  // Text kernel: cosine of the normalized tf-idf rows (§6.4.3).
+  KLS_ASSIGN_OR_RETURN(auto tfidf, TfIdf(counts.sparseView()));
+  const Eigen::MatrixXd t = Eigen::MatrixXd(tfidf);
+  const Eigen::MatrixXd kt = t * t.transpose();
+  KLS_ASSIGN_OR_RETURN(NpkRankingResult r, SolveNpkRanking(data.data.features, kt, o.options, control));
+  JobOutput out;
+  out.stats = r.stats;
+  out.dual_residual = r.duality_gap;
+  if (Stopped(out.stats)) return out;
+  out.kernel = std::move(r.kernel);
+  return out;
+}
+
+StatusOr<JobOutput> RunSocial(const SocialStrengthOptions& o, const store::StoredDataset& data,
+                              const SolveControl& control) {
+  if (!data.social) {
+    return FailedPreconditionError("the data set is not a social data set (upload with header.social / kls upload "
+                                   "--social DIR)");
+  }
+  KLS_ASSIGN_OR_RETURN(SocialStrengthModel m, LearnSocialStrength(*data.social, o, control));
+  JobOutput out;
+  out.stats = m.stats;
+  out.primal_residual = m.alignment;
+  if (Stopped(out.stats) || out.stats.termination == Termination::kTimeLimit) {
+    if (m.strength.num_points() == 0) {
+      if (out.stats.termination == Termination::kTimeLimit) {
+        return DeadlineExceededError("the deadline passed before the social kernels were built");
+      }
+      return out;
+    }
+  }
+  out.kernel = std::move(m.strength);
+  out.attachments.push_back({kSocialGraphAttachment, SerializeSocialGraph(m.graph)});
+  return out;
+}
+
+}  // namespace
+
+StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
+                                 const SolveControl& control) {
+  return GuardExceptions("job", [&]() -> StatusOr<JobOutput> {
+    return std::visit(
+        [&](const auto& options) -> StatusOr<JobOutput> {
+          using T = std::decay_t<decltype(options)>;
+          if constexpr (std::is_same_v<T, QsdpJobOptions>) {
+            return RunQsdp(options, data, control);
+          } else if constexpr (std::is_same_v<T, EmbeddingJobOptions>) {
+            return RunEmbedding(options, data, control);
+          } else if constexpr (std::is_same_v<T, ClassifierTrainingOptions>) {
+            return RunClassifier(options, data, control);
+          } else if constexpr (std::is_same_v<T, NpkRankingJobOptions>) {
+            return RunNpkRanking(options, data, store, control);
+          } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
+            return RunSocial(options, data, control);
+          } else {
+            return RunNpkl(spec, data, control);
+          }
+        },
+        spec.options);
+  });
 }
 
 }  // namespace kls::server

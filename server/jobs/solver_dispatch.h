@@ -1,26 +1,45 @@
-// Runs one NPKL job in core terms: data set → k-NN graph Laplacian →
-// NpklProblem → the solver named by the JobSpec. No threads, no store, no
-// protobuf: the JobManager calls it on a worker thread with the job's
-// SolveControl (cancellation token, deadline, progress sink).
+// Runs one job in core terms: data set → the solver family named by the
+// JobSpec → a JobOutput (the factored kernel to store, plus attachments such
+// as a classifier or a social graph). No threads, no protobuf: the
+// JobManager calls it on a worker thread with the job's SolveControl
+// (cancellation token, deadline, progress sink).
+//
+// Adding a solver family: a proto options message in the SubmitJobRequest
+// oneof, its ToCore in proto_convert.cc, a JobSpec variant alternative, and a
+// Run* case here. Nothing else in the job layer changes.
 #pragma once
+
+#include <vector>
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
-#include "core/npkl/npkl_problem.h"
+#include "core/model/learned_kernel.h"
 #include "server/jobs/proto_convert.h"
 #include "server/store/store.h"
 
 namespace kls::server {
 
-/// Builds the graph from `data.data.features` with `spec.graph`, pairs it with
-/// `data.constraints`, and runs the solver. Outcomes (converged, iteration
-/// cap, time limit, cancelled, numerical issue) are in result.stats.termination.
-/// Errors: FAILED_PRECONDITION when the data set has no pairwise constraints;
-/// whatever BuildGraph or the solver return (INVALID_ARGUMENT, ...). When the
-/// control is cancelled or past its deadline before the solver starts, the
-/// solver itself reports it on entry.
-/// Cost: one k-NN search (O(n² d) brute force) plus the solver's.
-StatusOr<NpklResult> RunNpklJob(const JobSpec& spec, const store::StoredDataset& data,
-                                const SolveControl& control);
+/// Attachment names (server/store/store.h Attachment) and their encodings.
+inline constexpr const char* kClassifierAttachment = "classifier";     ///< SerializeClassifier
+inline constexpr const char* kSocialGraphAttachment = "social_graph";  ///< SerializeSocialGraph
+
+/// What a finished job stores.
+struct JobOutput {
+  LearnedKernel kernel;
+  std::vector<store::Attachment> attachments;
+  SolveStats stats;              ///< termination, iterations, objective, timings
+  double primal_residual = 0.0;  ///< solver-specific certificate (see KernelSummaryJson callers)
+  double dual_residual = 0.0;
+};
+
+/// Runs `spec` on `data`. `store` is used only to load a second data set
+/// (npk_ranking's text_dataset_id). Outcomes (converged, iteration cap, time
+/// limit, cancelled, numerical issue) are in result.stats.termination; a
+/// cancelled run's kernel is empty. Errors: FAILED_PRECONDITION when the data
+/// set lacks what the method needs (constraints, labels, social records);
+/// INVALID_ARGUMENT / others from the solvers.
+/// Cost: the solver's (see each core header).
+StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
+                                 const SolveControl& control);
 
 }  // namespace kls::server

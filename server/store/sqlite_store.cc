@@ -17,6 +17,8 @@
 
 #include "server/store/artifact.h"
 #include "server/store/store.h"
+#include "core/social/social_model.h"
+
 
 namespace kls::store {
 
@@ -42,6 +44,9 @@ StatusOr<JobState> ParseJobState(const std::string& s) {
 namespace {
 
 namespace fs = std::filesystem;
+
+/// Artifact section names of kernel attachments: "model:" + Attachment::name.
+const std::string kAttachmentPrefix = "model:";
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -283,6 +288,12 @@ class SqliteStore final : public Store {
       sections.push_back({"constraints", DType::kInt32, static_cast<uint64_t>(d.constraints.size()), 3,
                           pairs.data(), pairs.size() * 4});
     }
+    std::string social;
+    if (d.social) {
+      social = SerializeCommunityRelations(*d.social);
+      sections.push_back({"social", DType::kBytes, static_cast<uint64_t>(social.size()), 1, social.data(),
+                          social.size()});
+    }
     const std::string artifact = r.id + ".art";
     KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
     Stmt s(db_, "INSERT INTO datasets VALUES (?,?,?,?,?,?,?,?)");
@@ -326,6 +337,12 @@ class SqliteStore final : public Store {
       for (uint64_t t = 0; t < c->rows; ++t) {
         out.constraints.pairs.push_back({v[3 * t], v[3 * t + 1], static_cast<PairKind>(v[3 * t + 2])});
       }
+    }
+    if (const auto* so = a->Find("social")) {
+      StatusOr<Community> social = ParseCommunityRelations(
+          std::string(reinterpret_cast<const char*>(so->data), so->bytes), out.data.features);
+      if (!social.ok()) return DataLossError("data set " + id + ": " + social.status().message());
+      out.social = std::move(social).value();
     }
     return out;
   }
@@ -421,8 +438,14 @@ class SqliteStore final : public Store {
   }
 
   // ---- kernels -------------------------------------------------------------
-  StatusOr<KernelRecord> PutKernel(KernelRecord r, const LearnedKernel& kernel) override {
+  StatusOr<KernelRecord> PutKernel(KernelRecord r, const LearnedKernel& kernel,
+                                   const std::vector<Attachment>& attachments) override {
     if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
+    for (const auto& a : attachments) {
+      if (a.name.empty() || a.name.size() > 40) {
+        return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
+      }
+    }
     std::lock_guard<std::mutex> lock(kernel_mu_);  // version numbering is read-then-write
     {
       Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
@@ -435,9 +458,13 @@ class SqliteStore final : public Store {
     r.created_unix_ms = NowMs();
     const std::string artifact = NewId("k") + ".art";
     const auto& v = kernel.embedding();  // row-major n × r
-    KLS_RETURN_IF_ERROR(WriteArtifact(
-        ArtifactPath(artifact), {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
-                                  static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}}));
+    std::vector<SectionView> sections = {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
+                                          static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}};
+    for (const auto& a : attachments) {
+      sections.push_back({kAttachmentPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
+                          a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
+    }
+    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
     Stmt s(db_, "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?)");
     s.Bind(1, r.name).Bind(2, r.version).Bind(3, r.job_id).Bind(4, r.dataset_id).Bind(5, r.method)
         .Bind(6, r.num_points).Bind(7, r.rank).Bind(8, r.summary_json).Bind(9, artifact).Bind(10, r.created_unix_ms);
@@ -452,6 +479,11 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<LearnedKernel> LoadKernel(const std::string& name, int64_t version) override {
+    KLS_ASSIGN_OR_RETURN(StoredModel m, LoadModel(name, version));
+    return std::move(m.kernel);
+  }
+
+  StatusOr<StoredModel> LoadModel(const std::string& name, int64_t version) override {
     std::string artifact;
     KLS_ASSIGN_OR_RETURN(KernelRecord r, ReadKernel(name, version, "", &artifact));
     KLS_ASSIGN_OR_RETURN(auto a, MappedArtifact::Open(ArtifactPath(artifact)));
@@ -461,7 +493,14 @@ class SqliteStore final : public Store {
     }
     LearnedKernel::Embedding v(r.num_points, r.rank);
     std::memcpy(v.data(), e->data, e->bytes);
-    return LearnedKernel::FromEmbedding(std::move(v));
+    StoredModel model;
+    KLS_ASSIGN_OR_RETURN(model.kernel, LearnedKernel::FromEmbedding(std::move(v)));
+    for (const auto& sec : a->sections()) {
+      if (sec.name.compare(0, kAttachmentPrefix.size(), kAttachmentPrefix) != 0) continue;
+      model.attachments.push_back(
+          {sec.name.substr(kAttachmentPrefix.size()), std::string(reinterpret_cast<const char*>(sec.data), sec.bytes)});
+    }
+    return model;
   }
 
   StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name) override {

@@ -15,6 +15,7 @@
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
 #include "core/model/learned_kernel.h"
+#include "core/social/community.h"
 
 namespace kls::store {
 
@@ -64,6 +65,30 @@ struct KernelRecord {
 struct StoredDataset {
   Dataset data;
   PairwiseConstraints constraints;
+  /// Social data sets (DatasetHeader.social): the photos' owners, tags,
+  /// dates, places, comments, contacts, groups and favourites; photo_visual
+  /// is data.features. Empty for ordinary data sets.
+  std::optional<Community> social;
+};
+
+/// A named blob stored with a kernel: a model that queries beyond similarity
+/// need (a classifier, a social graph). Encoded by core (e.g.
+/// SerializeClassifier); the store only keeps the bytes, checksummed with the
+/// embedding in the same artifact.
+struct Attachment {
+  std::string name;   ///< at most 40 bytes, e.g. "classifier", "social_graph"
+  std::string bytes;
+};
+
+/// A kernel with its attachments, as LoadModel returns it.
+struct StoredModel {
+  LearnedKernel kernel;
+  std::vector<Attachment> attachments;
+  const Attachment* Find(const std::string& name) const {
+    for (const auto& a : attachments)
+      if (a.name == name) return &a;
+    return nullptr;
+  }
 };
 
 struct JobFilter {
@@ -92,12 +117,16 @@ class Store {
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) = 0;
 
   // Kernels: versions per name, aliases ("prod" → v7).
-  /// Writes the embedding artifact, then the record, as version max+1.
-  virtual StatusOr<KernelRecord> PutKernel(KernelRecord record, const LearnedKernel& kernel) = 0;
+  /// Writes the embedding artifact (with `attachments`, if any), then the
+  /// record, as version max+1.
+  virtual StatusOr<KernelRecord> PutKernel(KernelRecord record, const LearnedKernel& kernel,
+                                           const std::vector<Attachment>& attachments = {}) = 0;
   /// version 0 = latest; `alias` non-empty resolves an alias instead.
   virtual StatusOr<KernelRecord> GetKernelRecord(const std::string& name, int64_t version,
                                                  const std::string& alias = "") = 0;
   virtual StatusOr<LearnedKernel> LoadKernel(const std::string& name, int64_t version) = 0;
+  /// The kernel and its attachments from one verified read of the artifact.
+  virtual StatusOr<StoredModel> LoadModel(const std::string& name, int64_t version) = 0;
   virtual StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name = "") = 0;
   virtual Status DeleteKernel(const std::string& name, int64_t version) = 0;  ///< 0 = all versions
   virtual Status SetAlias(const std::string& name, const std::string& alias, int64_t version) = 0;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +27,8 @@
 #include "core/common/solve_control.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "core/social/community.h"
+#include "core/social/community_csv.h"
 #include "core/graph/laplacian.h"
 #include "core/model/learned_kernel.h"
 #include "core/npkl/kl_admm.h"
@@ -359,6 +362,52 @@ TEST_F(E2eTest, UploadLearnQueryAndRestart) {
   const nlohmann::json after = KlsJson({"get", job.at("id")});
   EXPECT_EQ(after.at("state"), "SUCCEEDED");
   EXPECT_EQ(after.at("kernel_version"), 1);
+}
+
+// The other solver families through the CLI: an MKL classifier (classify),
+// a social data set uploaded from CSV files (strength, recommend) and a
+// re-ranking query on the learned kernel.
+TEST_F(E2eTest, ClassifierAndSocialModelsThroughTheCli) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  const std::string iono = std::string(KLS_TEST_DATA_DIR) + "/ionosphere.csv";
+  const nlohmann::json ds = KlsJson({"upload", iono});
+  const nlohmann::json mkl = KlsJson({"submit", "--dataset", ds.at("id"), "--kernel", "iono", "--method", "mkl",
+                                      "--algorithm", "kta", "--single-features", "false", "--watch"});
+  ASSERT_EQ(mkl.value("state", ""), "SUCCEEDED") << mkl;
+  const nlohmann::json classified = KlsJson({"classify", "--kernel", "iono", iono});
+  ASSERT_EQ(classified.at("predictions").size(), 351u);
+  EXPECT_GT(classified.at("accuracy").get<double>(), 0.9);  // training rows
+  const RunResult wrong = Kls({"recommend", "--kernel", "iono", "--user", "0"});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("FAILED_PRECONDITION"), std::string::npos) << wrong.err;
+
+  kls::CommunityOptions co;
+  co.num_users = 60;
+  co.num_groups = 15;
+  co.mean_photos = 3;
+  auto community = kls::GenerateCommunity(co);
+  ASSERT_TRUE(community.ok());
+  const fs::path dir = scratch_.path() / "community";
+  ASSERT_TRUE(kls::WriteCommunityCsv(*community, dir.string()).ok());
+  const nlohmann::json social = KlsJson({"upload", dir.string(), "--social", "--name", "community"});
+  EXPECT_EQ(social.at("users"), 60);
+  const nlohmann::json job = KlsJson({"submit", "--dataset", social.at("id"), "--kernel", "friends", "--method",
+                                      "social_strength", "--watch"});
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job;
+  const nlohmann::json friends = KlsJson({"recommend", "--kernel", "friends", "--user", "3", "--k", "5"});
+  ASSERT_EQ(friends.at("items").size(), 5u);
+  for (const auto& item : friends.at("items")) {
+    const int v = item.at("index");
+    EXPECT_NE(v, 3);
+    EXPECT_FALSE(std::binary_search(community->contacts[3].begin(), community->contacts[3].end(), v));
+  }
+  const nlohmann::json groups = KlsJson({"recommend", "--kernel", "friends", "--user", "3", "--k", "2", "--groups"});
+  EXPECT_EQ(groups.at("what"), "groups");
+  const nlohmann::json strength = KlsJson({"strength", "--kernel", "friends", "--pairs", "3,4;5,6"});
+  ASSERT_EQ(strength.at("pairs").size(), 2u);
+  const nlohmann::json reranked =
+      KlsJson({"rerank", "--kernel", "friends", "--candidates", "1,2,3,4", "--prior", "4,3,2,1", "--k", "3"});
+  EXPECT_EQ(reranked.at("items").size(), 3u);
 }
 
 TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {

@@ -317,7 +317,7 @@ TEST_F(BadInputTest, UnknownAndInvalidSolverOptions) {
   base.set_dataset_id(dataset);
   base.set_kernel_name("k");
 
-  EXPECT_STATUS(submit(base), INVALID_ARGUMENT, HasSubstr("solver: one of kl_admm, bcd_npkl, simple_npkl is required"));
+  EXPECT_STATUS(submit(base), INVALID_ARGUMENT, HasSubstr("solver: one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, npk_ranking, social_strength is required"));
 
   auto r = base;
   r.mutable_bcd_npkl()->set_loss(static_cast<kls::v1::Loss>(42));
@@ -350,8 +350,8 @@ TEST_F(BadInputTest, UnknownAndInvalidSolverOptions) {
   EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("kl_admm"), HasSubstr("unknown field 99"));
   // A solver this server does not know (an unknown member of the oneof).
   r = base;
-  r.GetReflection()->MutableUnknownFields(&r)->AddLengthDelimited(13, "");
-  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("unknown field 13"));
+  r.GetReflection()->MutableUnknownFields(&r)->AddLengthDelimited(40, "");
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("unknown field 40"));
 
   r = base;
   r.set_dataset_id("ds-does-not-exist");

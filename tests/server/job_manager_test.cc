@@ -397,7 +397,7 @@ TEST(ProtoConvertTest, UnsetFieldsTakeCoreDefaults) {
 TEST(ProtoConvertTest, SubmitValidationNamesTheField) {
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id("ds");
-  EXPECT_EQ(JobRecordFromSubmit(r).status().message(), "solver: one of kl_admm, bcd_npkl, simple_npkl is required");
+  EXPECT_EQ(JobRecordFromSubmit(r).status().message(), "solver: one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, npk_ranking, social_strength is required");
 
   r.mutable_kl_admm()->set_gamma(-1);
   auto bad = JobRecordFromSubmit(r);

@@ -198,7 +198,7 @@ TEST_F(JobsServiceTest, BadOptionsAreInvalidArgumentNamingTheField) {
   none.set_dataset_id(small_id_);
   st = Submit(none, &job);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(st.error_message(), "solver: one of kl_admm, bcd_npkl, simple_npkl is required");
+  EXPECT_EQ(st.error_message(), "solver: one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, npk_ranking, social_strength is required");
 
   kls::v1::SubmitJobRequest k = KlAdmm(small_id_, 5);
   k.mutable_graph()->set_k(500);

@@ -1,0 +1,239 @@
+#include "core/social/social_model.h"
+
+#include "core/common/byte_io.h"
+#include "core/social/kernel_alignment.h"
+#include "core/social/recommendation.h"
+
+namespace kls {
+
+Status SocialStrengthOptions::Validate() const { return kernels.Validate(); }
+
+StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const SocialStrengthOptions& options,
+                                                  const SolveControl& control) {
+  return GuardExceptions("LearnSocialStrength", [&]() -> StatusOr<SocialStrengthModel> {
+    KLS_RETURN_IF_ERROR(options.Validate());
+    KLS_RETURN_IF_ERROR(data.Validate());
+    SocialStrengthModel model;
+    Termination why;
+    if (control.ShouldStop(&why)) {
+      model.stats.termination = why;
+      return model;
+    }
+    Stopwatch watch;
+    UserKernelOptions ko = options.kernels;
+    ko.repair_psd = true;  // the combination must be PSD to be stored factored
+    KLS_ASSIGN_OR_RETURN(UserKernels kernels, ComputeUserKernels(data, ko));
+    model.stats.setup_seconds = watch.Seconds();
+    if (control.ShouldStop(&why)) {
+      model.stats.termination = why;
+      return model;
+    }
+    const int n = data.num_users;
+    if (options.weighting == StrengthWeighting::kUniform) {
+      model.weights.fill(1.0 / kNumUserKernels);
+    } else {
+      // Target (§7.5.1): the observed contact graph.
+      Eigen::MatrixXd y = Eigen::MatrixXd::Zero(n, n);
+      for (int u = 0; u < n; ++u)
+        for (int v : data.contacts[u]) y(u, v) = 1.0;
+      std::vector<const Eigen::MatrixXd*> ks;
+      for (const auto& k : kernels.k) ks.push_back(&k);
+      KLS_ASSIGN_OR_RETURN(KtaResult kta, SolveKta(ks, y));
+      if (!(kta.weights.sum() > 0)) {
+        return FailedPreconditionError("no user kernel aligns with the contact graph (does the data set have contacts?)");
+      }
+      for (int t = 0; t < kNumUserKernels; ++t) model.weights[t] = kta.weights[t];
+      model.alignment = kta.alignment;
+    }
+    Eigen::MatrixXd f = Eigen::MatrixXd::Zero(n, n);
+    for (int t = 0; t < kNumUserKernels; ++t)
+      if (model.weights[t] > 0) f += model.weights[t] * kernels.k[t];
+    f = 0.5 * (f + f.transpose());
+    KLS_ASSIGN_OR_RETURN(model.strength, LearnedKernel::FromDenseKernel(f));
+    model.graph.num_groups = data.num_groups;
+    model.graph.contacts = data.contacts;
+    model.graph.groups = data.groups;
+    model.stats.iterations = 1;
+    model.stats.final_objective = model.alignment;
+    model.stats.solve_seconds = watch.Seconds() - model.stats.setup_seconds;
+    model.stats.termination = Termination::kConverged;
+    return model;
+  });
+}
+
+std::vector<ScoredItem> RecommendFriends(const LearnedKernel& strength, const SocialGraph& graph, int u, int k) {
+  return RecommendFriendsFromRow(strength.row(u), graph.contacts[u], u, k);
+}
+
+std::vector<ScoredItem> RecommendGroups(const LearnedKernel& strength, const SocialGraph& graph, int u, int k) {
+  return RecommendGroupsFromRow(strength.row(u), graph.groups, graph.num_groups, u, k);
+}
+
+namespace {
+constexpr uint32_t kGraphMagic = 0x4B4C5347;  // "KLSG"
+constexpr uint32_t kGraphVersion = 1;
+
+Status CheckLists(const std::vector<std::vector<int>>& lists, int limit, const char* what) {
+  for (size_t u = 0; u < lists.size(); ++u)
+    for (int v : lists[u])
+      if (v < 0 || v >= limit) {
+        return DataLossError(std::string("social graph: ") + what + "[" + std::to_string(u) + "] holds " +
+                             std::to_string(v) + ", outside [0, " + std::to_string(limit) + ")");
+      }
+  return OkStatus();
+}
+}  // namespace
+
+std::string SerializeSocialGraph(const SocialGraph& g) {
+  ByteWriter w;
+  w.Put<uint32_t>(kGraphMagic);
+  w.Put<uint32_t>(kGraphVersion);
+  w.Put<int32_t>(g.num_groups);
+  w.Put<uint64_t>(g.contacts.size());
+  for (size_t u = 0; u < g.contacts.size(); ++u) {
+    w.PutInts(g.contacts[u]);
+    w.PutInts(g.groups[u]);
+  }
+  return w.Take();
+}
+
+StatusOr<SocialGraph> ParseSocialGraph(const std::string& bytes, int num_users) {
+  ByteReader r(bytes, "social graph");
+  uint32_t magic = 0, version = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&magic));
+  KLS_RETURN_IF_ERROR(r.Get(&version));
+  if (magic != kGraphMagic) return DataLossError("social graph: bad magic number");
+  if (version != kGraphVersion) return DataLossError("social graph: format version " + std::to_string(version));
+  SocialGraph g;
+  int32_t groups = 0;
+  uint64_t users = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&groups));
+  KLS_RETURN_IF_ERROR(r.Get(&users));
+  if (groups < 0) return DataLossError("social graph: negative group count");
+  if (users != static_cast<uint64_t>(num_users)) {
+    return DataLossError("social graph has " + std::to_string(users) + " users, the kernel " +
+                         std::to_string(num_users));
+  }
+  g.num_groups = groups;
+  g.contacts.resize(users);
+  g.groups.resize(users);
+  for (uint64_t u = 0; u < users; ++u) {
+    KLS_RETURN_IF_ERROR(r.GetInts(&g.contacts[u]));
+    KLS_RETURN_IF_ERROR(r.GetInts(&g.groups[u]));
+  }
+  KLS_RETURN_IF_ERROR(r.ExpectEnd());
+  KLS_RETURN_IF_ERROR(CheckLists(g.contacts, num_users, "contacts"));
+  KLS_RETURN_IF_ERROR(CheckLists(g.groups, g.num_groups, "groups"));
+  return g;
+}
+
+namespace {
+constexpr uint32_t kCommunityMagic = 0x4B4C5355;  // "KLSU"
+constexpr uint32_t kCommunityVersion = 1;
+}  // namespace
+
+std::string SerializeCommunityRelations(const Community& d) {
+  ByteWriter w;
+  w.Put<uint32_t>(kCommunityMagic);
+  w.Put<uint32_t>(kCommunityVersion);
+  w.Put<int32_t>(d.num_users);
+  w.Put<int32_t>(d.num_groups);
+  w.Put<int64_t>(d.photo_tags.cols());
+  w.PutInts(d.photo_owner);
+  w.PutInts(d.photo_day);
+  w.PutVector(Eigen::Map<const Eigen::VectorXd>(d.photo_latitude.data(), d.photo_latitude.size()));
+  w.PutVector(Eigen::Map<const Eigen::VectorXd>(d.photo_longitude.data(), d.photo_longitude.size()));
+  std::vector<int> tag_photo, tag_id;
+  for (int k = 0; k < d.photo_tags.outerSize(); ++k)
+    for (Eigen::SparseMatrix<double>::InnerIterator it(d.photo_tags, k); it; ++it) {
+      tag_photo.push_back(static_cast<int>(it.row()));
+      tag_id.push_back(static_cast<int>(it.col()));
+    }
+  w.PutInts(tag_photo);
+  w.PutInts(tag_id);
+  std::vector<int> cp, ca;
+  for (const Comment& c : d.comments) {
+    cp.push_back(c.photo);
+    ca.push_back(c.author);
+  }
+  w.PutInts(cp);
+  w.PutInts(ca);
+  w.Put<uint64_t>(d.contacts.size());
+  for (size_t u = 0; u < d.contacts.size(); ++u) {
+    w.PutInts(d.contacts[u]);
+    w.PutInts(d.groups[u]);
+  }
+  std::vector<int> fu, fp;
+  for (const auto& [u, p] : d.favourites) {
+    fu.push_back(u);
+    fp.push_back(p);
+  }
+  w.PutInts(fu);
+  w.PutInts(fp);
+  return w.Take();
+}
+
+StatusOr<Community> ParseCommunityRelations(const std::string& bytes, const Eigen::MatrixXd& visual) {
+  ByteReader r(bytes, "social data");
+  uint32_t magic = 0, version = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&magic));
+  KLS_RETURN_IF_ERROR(r.Get(&version));
+  if (magic != kCommunityMagic) return DataLossError("social data: bad magic number");
+  if (version != kCommunityVersion) return DataLossError("social data: format version " + std::to_string(version));
+  Community d;
+  int32_t users = 0, groups = 0;
+  int64_t vocabulary = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&users));
+  KLS_RETURN_IF_ERROR(r.Get(&groups));
+  KLS_RETURN_IF_ERROR(r.Get(&vocabulary));
+  if (users < 0 || groups < 0 || vocabulary < 0 || vocabulary > (int64_t{1} << 31)) {
+    return DataLossError("social data: bad counts");
+  }
+  d.num_users = users;
+  d.num_groups = groups;
+  Eigen::VectorXd lat, lon;
+  KLS_RETURN_IF_ERROR(r.GetInts(&d.photo_owner));
+  KLS_RETURN_IF_ERROR(r.GetInts(&d.photo_day));
+  KLS_RETURN_IF_ERROR(r.GetVector(&lat));
+  KLS_RETURN_IF_ERROR(r.GetVector(&lon));
+  d.photo_latitude.assign(lat.data(), lat.data() + lat.size());
+  d.photo_longitude.assign(lon.data(), lon.data() + lon.size());
+  std::vector<int> tag_photo, tag_id, cp, ca, fu, fp;
+  KLS_RETURN_IF_ERROR(r.GetInts(&tag_photo));
+  KLS_RETURN_IF_ERROR(r.GetInts(&tag_id));
+  KLS_RETURN_IF_ERROR(r.GetInts(&cp));
+  KLS_RETURN_IF_ERROR(r.GetInts(&ca));
+  uint64_t n = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&n));
+  if (n != static_cast<uint64_t>(users)) return DataLossError("social data: user lists do not match num_users");
+  d.contacts.resize(n);
+  d.groups.resize(n);
+  for (uint64_t u = 0; u < n; ++u) {
+    KLS_RETURN_IF_ERROR(r.GetInts(&d.contacts[u]));
+    KLS_RETURN_IF_ERROR(r.GetInts(&d.groups[u]));
+  }
+  KLS_RETURN_IF_ERROR(r.GetInts(&fu));
+  KLS_RETURN_IF_ERROR(r.GetInts(&fp));
+  KLS_RETURN_IF_ERROR(r.ExpectEnd());
+  const int photos = static_cast<int>(d.photo_owner.size());
+  if (tag_photo.size() != tag_id.size() || cp.size() != ca.size() || fu.size() != fp.size() ||
+      visual.rows() != photos) {
+    return DataLossError("social data: mismatched array lengths");
+  }
+  std::vector<Eigen::Triplet<double>> t;
+  for (size_t k = 0; k < tag_photo.size(); ++k) {
+    if (tag_photo[k] < 0 || tag_photo[k] >= photos || tag_id[k] < 0 || tag_id[k] >= vocabulary) {
+      return DataLossError("social data: tag entry " + std::to_string(k) + " out of range");
+    }
+    t.emplace_back(tag_photo[k], tag_id[k], 1.0);
+  }
+  d.photo_tags.resize(photos, static_cast<Eigen::Index>(vocabulary));
+  d.photo_tags.setFromTriplets(t.begin(), t.end());
+  for (size_t k = 0; k < cp.size(); ++k) d.comments.push_back({cp[k], ca[k]});
+  for (size_t k = 0; k < fu.size(); ++k) d.favourites.emplace_back(fu[k], fp[k]);
+  d.photo_visual = visual;
+  if (Status s = d.Validate(); !s.ok()) return DataLossError("social data: " + s.message());
+  return d;
+}
+
+}  // namespace kls

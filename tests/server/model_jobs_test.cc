@@ -1,0 +1,382 @@
+// Every solver family beyond NPKL through the in-process service: a KlsServer
+// on port 0 with a temporary data dir, driven by the C++ client. Each test
+// submits a job (qsdp, embedding, onk, mkl, npk_ranking, social_strength),
+// waits for it, and checks the query answers against core called directly on
+// the same data (Classify vs TrainClassifier, Similarity vs K = QYQᵀ, ReRank vs
+// ReRankCandidates, RecommendFriends/Groups vs LearnSocialStrength), plus the
+// model-query errors (a query on a kernel without the model it needs, bad
+// shapes) and the new families' submit-time validation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/csv_reader.h"
+#include "core/embed/embedding.h"
+#include "core/mkl/classifier_training.h"
+#include "core/qsdp/qsdp_solver.h"
+#include "core/qsdp/reg_problems.h"
+#include "core/ranking/rerank.h"
+#include "core/social/community.h"
+#include "core/social/social_model.h"
+#include "server/kls_server.h"
+#include "temp_dir.h"
+
+namespace kls::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+Dataset IrisSubset(int n) {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  EXPECT_TRUE(iris.ok()) << iris.status();
+  Dataset d;
+  d.features.resize(n, iris->dim());
+  for (int i = 0; i < n; ++i) {
+    const int src = static_cast<int>(static_cast<int64_t>(i) * iris->num_points() / n);
+    d.features.row(i) = iris->features.row(src);
+    d.labels.push_back(iris->labels[src]);
+  }
+  return d;
+}
+
+kls::v1::KernelRef Ref(const std::string& name) {
+  kls::v1::KernelRef r;
+  r.set_name(name);
+  return r;
+}
+
+class ModelJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.data_dir = dir_.Sub("data");
+    config.workers = 1;
+    config.log_level = "warn";
+    server_ = std::make_unique<KlsServer>(config);
+    const Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    ClientOptions options;
+    options.target = server_->target();
+    client_ = std::make_unique<Client>(options);
+  }
+
+  std::string Upload(const Dataset& data, const PairwiseConstraints& constraints = {},
+                     const Community* social = nullptr) {
+    UploadOptions o;
+    o.name = "t";
+    auto info = client_->UploadDataset(data, constraints, o, social);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->id() : "";
+  }
+
+  // Submits and waits; returns the finished job.
+  kls::v1::Job Run(kls::v1::SubmitJobRequest r, const std::string& kernel_name) {
+    r.set_kernel_name(kernel_name);
+    auto job = client_->SubmitJob(r);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    auto done = client_->WatchJob(job->id(), [](const kls::v1::Job&) {}, 300);
+    EXPECT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->state(), kls::v1::SUCCEEDED) << done->error();
+    return *done;
+  }
+
+  kls::testing::TempDir dir_;
+  std::unique_ptr<KlsServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
+  const Dataset iris = IrisSubset(60);
+  const std::string id = Upload(iris);
+  for (const char* method : {"mkl", "onk"}) {
+    SCOPED_TRACE(method);
+    kls::v1::SubmitJobRequest r;
+    r.set_dataset_id(id);
+    ClassifierTrainingOptions core;
+    if (std::string(method) == "mkl") {
+      r.mutable_mkl()->set_method(kls::v1::MklOptions::KTA);
+      r.mutable_mkl()->set_single_features(false);  // C by cross-validation (unit-trace kernels need a large C)
+      r.mutable_mkl()->set_positive_class(0);
+      core.method = ClassifierMethod::kKta;
+      core.single_features = false;
+    } else {
+      r.mutable_onk()->set_c(1.0);
+      r.mutable_onk()->set_rho(10.0);
+      r.mutable_onk()->set_positive_class(0);
+      core.method = ClassifierMethod::kOnk;
+      core.onk.rho = 10.0;
+      core.c = 1.0;
+    }
+    core.positive_class = 0;
+    const kls::v1::Job job = Run(r, method);
+    ASSERT_EQ(job.method(), method);
+
+    auto expected = TrainClassifier(iris.features, iris.labels, core);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    // New points: perturbed training rows.
+    Eigen::MatrixXd x = iris.features.topRows(10).array() + 0.05;
+    kls::v1::ClassifyRequest c;
+    *c.mutable_kernel() = Ref(method);
+    c.set_dim(static_cast<int>(x.cols()));
+    for (int i = 0; i < x.rows(); ++i)
+      for (int j = 0; j < x.cols(); ++j) c.add_features(x(i, j));
+    auto got = client_->Classify(c);
+    ASSERT_TRUE(got.ok()) << got.status();
+    auto f = expected->model.DecisionValues(x);
+    ASSERT_TRUE(f.ok());
+    ASSERT_EQ(got->decision_values_size(), 10);
+    int agree = 0;
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_NEAR(got->decision_values(i), (*f)[i], 1e-6 * (1 + std::abs((*f)[i])));
+      EXPECT_EQ(got->labels(i), (*f)[i] > 0 ? 0 : -1);  // three classes: one-vs-rest
+      agree += got->labels(i) == 0;
+    }
+    EXPECT_GE(agree, 9);  // rows 0..9 are class 0 (setosa), linearly separable
+    // The stored kernel is the training kernel: similarity queries work on it.
+    auto sim = client_->Similarity(Ref(method), {{0, 1}, {5, 5}});
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    EXPECT_NEAR((*sim)[0], expected->train_kernel(0, 1), 1e-6);
+    EXPECT_NEAR((*sim)[1], expected->train_kernel(5, 5), 1e-6);
+
+    c.set_dim(3);  // wrong dimension
+    auto bad = client_->Classify(c);
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_F(ModelJobsTest, QsdpRegPcpKernelEqualsQyqFromCore) {
+  const Dataset iris = IrisSubset(90);
+  auto constraints = GeneratePerClassConstraints(iris.labels, 10, 10, 3);
+  ASSERT_TRUE(constraints.ok());
+  const std::string id = Upload(iris, *constraints);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_qsdp()->set_problem(kls::v1::QsdpKernelOptions::REGPCP);
+  r.mutable_qsdp()->set_m(8);
+  r.mutable_qsdp()->set_neighbors(10);
+  r.mutable_qsdp()->set_gap_tolerance(1e-8);
+  Run(r, "pcp");
+
+  RegPcpOptions po;
+  po.m = 8;
+  po.neighbors = 10;
+  auto problem = BuildRegPcp(iris.features, *constraints, po);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  QsdpOptions so;
+  so.gap_tolerance = 1e-8;
+  auto solved = SolveQsdp(problem->problem, so);
+  ASSERT_TRUE(solved.ok());
+  const Eigen::MatrixXd k = problem->basis.vectors * solved->y * problem->basis.vectors.transpose();
+  std::vector<std::pair<int, int>> pairs = {{0, 0}, {0, 1}, {0, 89}, {30, 60}, {45, 46}};
+  auto sim = client_->Similarity(Ref("pcp"), pairs);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    EXPECT_NEAR((*sim)[t], k(pairs[t].first, pairs[t].second), 1e-5 * (1 + k.diagonal().maxCoeff()));
+  }
+  // RegPCP without constraints is refused at submit time.
+  const std::string bare = Upload(iris);
+  r.set_dataset_id(bare);
+  auto job = client_->SubmitJob(r);
+  EXPECT_EQ(job.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
+  const Dataset iris = IrisSubset(60);
+  const std::string id = Upload(iris);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::KPCA);
+  r.mutable_embedding()->set_dims(2);
+  Run(r, "kpca");
+  KpcaOptions ko;
+  ko.dims = 2;
+  auto kernel = KernelPca(iris.features, ko);
+  ASSERT_TRUE(kernel.ok());
+  auto coords = PrincipalCoordinates(*kernel, 2);
+  ASSERT_TRUE(coords.ok());
+  const Eigen::MatrixXd k = *coords * coords->transpose();
+  auto sim = client_->Similarity(Ref("kpca"), {{0, 1}, {10, 50}, {7, 7}});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_NEAR((*sim)[0], k(0, 1), 1e-8 * (1 + k.norm()));
+  EXPECT_NEAR((*sim)[1], k(10, 50), 1e-8 * (1 + k.norm()));
+  EXPECT_NEAR((*sim)[2], k(7, 7), 1e-8 * (1 + k.norm()));
+  auto info = client_->GetKernel(Ref("kpca"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->rank(), 2);
+
+  // SPE through the SimpleNPKL loop: converges and stores a 2-D embedding.
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::SPE);
+  r.mutable_embedding()->set_neighbors(4);
+  r.mutable_embedding()->set_max_iterations(200);
+  Run(r, "spe");
+  auto spe = client_->GetKernel(Ref("spe"));
+  ASSERT_TRUE(spe.ok());
+  EXPECT_EQ(spe->rank(), 2);
+  EXPECT_THAT(spe->summary_json(), HasSubstr("\"method\":\"embedding\""));
+
+  // CMVU needs labels.
+  Dataset unlabeled = iris;
+  unlabeled.labels.clear();
+  r.set_dataset_id(Upload(unlabeled));
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::CMVU);
+  EXPECT_EQ(client_->SubmitJob(r).status().code(), StatusCode::kFailedPrecondition);
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::METHOD_UNSPECIFIED);
+  auto missing = client_->SubmitJob(r);
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("embedding.method"));
+}
+
+TEST_F(ModelJobsTest, NpkRankingThenReRankMatchesCore) {
+  // Items in three visual clusters; tags follow the clusters with noise.
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.3);
+  std::bernoulli_distribution flip(0.2);
+  const int n = 45, vocab = 6;
+  Dataset visual, text;
+  visual.features.resize(n, 3);
+  text.features = Eigen::MatrixXd::Zero(n, vocab);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 3;
+    for (int j = 0; j < 3; ++j) visual.features(i, j) = (j == c ? 2.0 : 0.0) + noise(rng);
+    text.features(i, 2 * c) = 1;
+    if (flip(rng)) text.features(i, (2 * c + 3) % vocab) = 1;
+  }
+  const std::string vid = Upload(visual), tid = Upload(text);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(vid);
+  r.mutable_npk_ranking()->set_text_dataset_id(tid);
+  r.mutable_npk_ranking()->set_low_rank(10);
+  r.mutable_npk_ranking()->set_constraint_neighbors(4);
+  r.mutable_npk_ranking()->set_laplacian_neighbors(6);
+  Run(r, "npk");
+
+  kls::v1::ReRankRequest q;
+  *q.mutable_kernel() = Ref("npk");
+  const std::vector<int> candidates = {0, 3, 6, 1, 4, 2, 9, 12};
+  for (int c : candidates) q.add_candidates(c);
+  for (size_t t = 0; t < candidates.size(); ++t) q.add_prior(1.0 / (1 + t));
+  auto got = client_->ReRank(q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto stored = server_->store()->LoadKernel("npk", 0);
+  ASSERT_TRUE(stored.ok());
+  Eigen::VectorXd prior(candidates.size());
+  for (size_t t = 0; t < candidates.size(); ++t) prior[t] = 1.0 / (1 + t);
+  auto expected = ReRankCandidates(*stored, candidates, prior, VisualRankOptions());
+  ASSERT_TRUE(expected.ok());
+  ASSERT_EQ(got->items_size(), static_cast<int>(candidates.size()));
+  for (int t = 0; t < got->items_size(); ++t) {
+    EXPECT_EQ(got->items(t).index(), (*expected)[t].index);
+    EXPECT_NEAR(got->items(t).score(), (*expected)[t].score, 1e-12);
+  }
+  // Duplicate candidates, a bad prior and an unknown text data set are refused.
+  q.add_candidates(0);
+  q.add_prior(1);
+  EXPECT_EQ(client_->ReRank(q).status().code(), StatusCode::kInvalidArgument);
+  q.clear_prior();
+  q.add_prior(-1);
+  EXPECT_EQ(client_->ReRank(q).status().code(), StatusCode::kInvalidArgument);
+  r.mutable_npk_ranking()->set_text_dataset_id("nope");
+  EXPECT_EQ(client_->SubmitJob(r).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ModelJobsTest, SocialStrengthJobRecommendsLikeCore) {
+  CommunityOptions co;
+  co.num_users = 80;
+  co.num_groups = 20;
+  co.mean_photos = 4;
+  co.seed = 11;
+  auto community = GenerateCommunity(co);
+  ASSERT_TRUE(community.ok()) << community.status();
+  Dataset photos;
+  photos.features = community->photo_visual;
+  const std::string id = Upload(photos, {}, &*community);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_social_strength()->set_weighting(kls::v1::SocialStrengthOptions::KTA);
+  Run(r, "social");
+
+  auto expected = LearnSocialStrength(*community, SocialStrengthOptions());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (int u : {0, 17, 79}) {
+    for (bool groups : {false, true}) {
+      kls::v1::RecommendRequest q;
+      *q.mutable_kernel() = Ref("social");
+      q.set_user(u);
+      q.set_k(5);
+      auto got = client_->Recommend(q, groups);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const auto want = groups ? RecommendGroups(expected->strength, expected->graph, u, 5)
+                               : RecommendFriends(expected->strength, expected->graph, u, 5);
+      ASSERT_EQ(got->items_size(), static_cast<int>(want.size()));
+      for (int t = 0; t < got->items_size(); ++t) {
+        EXPECT_NEAR(got->items(t).score(), want[t].score, 1e-8 * (1 + std::abs(want[t].score)));
+        if (!groups) {
+          for (int c : community->contacts[u]) EXPECT_NE(got->items(t).index(), c);  // existing friends excluded
+        }
+      }
+    }
+  }
+  kls::v1::SocialStrengthRequest s;
+  *s.mutable_kernel() = Ref("social");
+  s.add_u(3);
+  s.add_v(4);
+  auto strength = client_->SocialStrength(s);
+  ASSERT_TRUE(strength.ok()) << strength.status();
+  EXPECT_NEAR(strength->values(0), expected->strength.value(3, 4), 1e-8);
+
+  // A social query on a kernel without a social graph, a user out of range,
+  // and a social job on an ordinary data set.
+  const Dataset iris = IrisSubset(30);
+  kls::v1::SubmitJobRequest k;
+  k.set_dataset_id(Upload(iris));
+  k.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::KPCA);
+  Run(k, "plain");
+  kls::v1::RecommendRequest q;
+  *q.mutable_kernel() = Ref("plain");
+  q.set_k(3);
+  auto no_model = client_->Recommend(q, false);
+  EXPECT_EQ(no_model.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_model.status().message(), HasSubstr("social_strength"));
+  *q.mutable_kernel() = Ref("social");
+  q.set_user(80);
+  EXPECT_EQ(client_->Recommend(q, false).status().code(), StatusCode::kInvalidArgument);
+  r.set_dataset_id(k.dataset_id());
+  r.set_kernel_name("bad");
+  auto job = client_->SubmitJob(r);
+  ASSERT_TRUE(job.ok());
+  auto done = client_->WatchJob(job->id(), [](const kls::v1::Job&) {}, 60);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), kls::v1::FAILED);
+  EXPECT_THAT(done->error(), HasSubstr("not a social data set"));
+}
+
+TEST_F(ModelJobsTest, SocialUploadRejectsBadRecords) {
+  CommunityOptions co;
+  co.num_users = 10;
+  co.mean_photos = 1;
+  auto community = GenerateCommunity(co);
+  ASSERT_TRUE(community.ok());
+  Community bad = *community;
+  bad.contacts[0].push_back(10);  // user 10 of 10
+  Dataset photos;
+  photos.features = bad.photo_visual;
+  UploadOptions o;
+  auto info = client_->UploadDataset(photos, {}, o, &bad);
+  EXPECT_EQ(info.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(info.status().message(), HasSubstr("contact"));
+  auto listed = client_->ListDatasets();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+}
+
+}  // namespace
+}  // namespace kls::server
