@@ -45,6 +45,11 @@ class ByteWriter {
       for (Eigen::Index i = 0; i < m.rows(); ++i) Put<double>(m(i, j));
   }
   void PutVector(const Eigen::VectorXd& v) { PutMatrix(v); }
+  /// A format tag and version, read back by ByteReader::ReadHeader.
+  void PutHeader(uint32_t magic, uint32_t version) {
+    Put<uint32_t>(magic);
+    Put<uint32_t>(version);
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -99,6 +104,18 @@ class ByteReader {
     KLS_RETURN_IF_ERROR(GetMatrix(&m));
     if (m.cols() != 1 && m.size() != 0) return DataLossError(what_ + ": expected a vector, found a matrix");
     *v = m.size() == 0 ? Eigen::VectorXd() : Eigen::VectorXd(m.col(0));
+    return OkStatus();
+  }
+  /// DATA_LOSS unless the next bytes are PutHeader(magic, version).
+  Status ReadHeader(uint32_t magic, uint32_t version) {
+    uint32_t m = 0, v = 0;
+    KLS_RETURN_IF_ERROR(Get(&m));
+    KLS_RETURN_IF_ERROR(Get(&v));
+    if (m != magic) return DataLossError(what_ + ": bad magic number");
+    if (v != version) {
+      return DataLossError(what_ + ": format version " + std::to_string(v) + " is not supported (expected " +
+                           std::to_string(version) + ")");
+    }
     return OkStatus();
   }
   /// DATA_LOSS unless every byte was consumed.

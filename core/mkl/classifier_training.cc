@@ -164,8 +164,7 @@ constexpr uint32_t kClassifierVersion = 1;
 
 std::string SerializeClassifier(const KernelClassifier& m) {
   ByteWriter w;
-  w.Put<uint32_t>(kClassifierMagic);
-  w.Put<uint32_t>(kClassifierVersion);
+  w.PutHeader(kClassifierMagic, kClassifierVersion);
   w.Put<uint32_t>(m.combination == KernelCombination::kLinear ? 0 : 1);
   w.Put<uint64_t>(m.kernels.size());
   for (const BaseKernelSpec& k : m.kernels) {
@@ -188,14 +187,8 @@ std::string SerializeClassifier(const KernelClassifier& m) {
 
 StatusOr<KernelClassifier> ParseClassifier(const std::string& bytes) {
   ByteReader r(bytes, "classifier");
-  uint32_t magic = 0, version = 0, combination = 0;
-  KLS_RETURN_IF_ERROR(r.Get(&magic));
-  KLS_RETURN_IF_ERROR(r.Get(&version));
-  if (magic != kClassifierMagic) return DataLossError("classifier: bad magic number");
-  if (version != kClassifierVersion) {
-    return DataLossError("classifier: format version " + std::to_string(version) + " is not supported (expected " +
-                         std::to_string(kClassifierVersion) + ")");
-  }
+  KLS_RETURN_IF_ERROR(r.ReadHeader(kClassifierMagic, kClassifierVersion));
+  uint32_t combination = 0;
   KernelClassifier m;
   KLS_RETURN_IF_ERROR(r.Get(&combination));
   if (combination > 1) return DataLossError("classifier: unknown combination " + std::to_string(combination));

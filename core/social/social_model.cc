@@ -82,45 +82,52 @@ Status CheckLists(const std::vector<std::vector<int>>& lists, int limit, const c
       }
   return OkStatus();
 }
+
+// Every user's contact list and group list, as both encodings store them.
+void PutUserLists(ByteWriter& w, const std::vector<std::vector<int>>& contacts,
+                  const std::vector<std::vector<int>>& groups) {
+  w.Put<uint64_t>(contacts.size());
+  for (size_t u = 0; u < contacts.size(); ++u) {
+    w.PutInts(contacts[u]);
+    w.PutInts(groups[u]);
+  }
+}
+
+Status GetUserLists(ByteReader& r, int num_users, std::vector<std::vector<int>>* contacts,
+                    std::vector<std::vector<int>>* groups) {
+  uint64_t users = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&users));
+  if (users != static_cast<uint64_t>(num_users)) {
+    return DataLossError(r.what() + " has " + std::to_string(users) + " user lists for " +
+                         std::to_string(num_users) + " users");
+  }
+  contacts->assign(users, {});
+  groups->assign(users, {});
+  for (uint64_t u = 0; u < users; ++u) {
+    KLS_RETURN_IF_ERROR(r.GetInts(&(*contacts)[u]));
+    KLS_RETURN_IF_ERROR(r.GetInts(&(*groups)[u]));
+  }
+  return OkStatus();
+}
 }  // namespace
 
 std::string SerializeSocialGraph(const SocialGraph& g) {
   ByteWriter w;
-  w.Put<uint32_t>(kGraphMagic);
-  w.Put<uint32_t>(kGraphVersion);
+  w.PutHeader(kGraphMagic, kGraphVersion);
   w.Put<int32_t>(g.num_groups);
-  w.Put<uint64_t>(g.contacts.size());
-  for (size_t u = 0; u < g.contacts.size(); ++u) {
-    w.PutInts(g.contacts[u]);
-    w.PutInts(g.groups[u]);
-  }
+  PutUserLists(w, g.contacts, g.groups);
   return w.Take();
 }
 
 StatusOr<SocialGraph> ParseSocialGraph(const std::string& bytes, int num_users) {
   ByteReader r(bytes, "social graph");
-  uint32_t magic = 0, version = 0;
-  KLS_RETURN_IF_ERROR(r.Get(&magic));
-  KLS_RETURN_IF_ERROR(r.Get(&version));
-  if (magic != kGraphMagic) return DataLossError("social graph: bad magic number");
-  if (version != kGraphVersion) return DataLossError("social graph: format version " + std::to_string(version));
+  KLS_RETURN_IF_ERROR(r.ReadHeader(kGraphMagic, kGraphVersion));
   SocialGraph g;
   int32_t groups = 0;
-  uint64_t users = 0;
   KLS_RETURN_IF_ERROR(r.Get(&groups));
-  KLS_RETURN_IF_ERROR(r.Get(&users));
   if (groups < 0) return DataLossError("social graph: negative group count");
-  if (users != static_cast<uint64_t>(num_users)) {
-    return DataLossError("social graph has " + std::to_string(users) + " users, the kernel " +
-                         std::to_string(num_users));
-  }
   g.num_groups = groups;
-  g.contacts.resize(users);
-  g.groups.resize(users);
-  for (uint64_t u = 0; u < users; ++u) {
-    KLS_RETURN_IF_ERROR(r.GetInts(&g.contacts[u]));
-    KLS_RETURN_IF_ERROR(r.GetInts(&g.groups[u]));
-  }
+  KLS_RETURN_IF_ERROR(GetUserLists(r, num_users, &g.contacts, &g.groups));
   KLS_RETURN_IF_ERROR(r.ExpectEnd());
   KLS_RETURN_IF_ERROR(CheckLists(g.contacts, num_users, "contacts"));
   KLS_RETURN_IF_ERROR(CheckLists(g.groups, g.num_groups, "groups"));
@@ -134,8 +141,7 @@ constexpr uint32_t kCommunityVersion = 1;
 
 std::string SerializeCommunityRelations(const Community& d) {
   ByteWriter w;
-  w.Put<uint32_t>(kCommunityMagic);
-  w.Put<uint32_t>(kCommunityVersion);
+  w.PutHeader(kCommunityMagic, kCommunityVersion);
   w.Put<int32_t>(d.num_users);
   w.Put<int32_t>(d.num_groups);
   w.Put<int64_t>(d.photo_tags.cols());
@@ -158,11 +164,7 @@ std::string SerializeCommunityRelations(const Community& d) {
   }
   w.PutInts(cp);
   w.PutInts(ca);
-  w.Put<uint64_t>(d.contacts.size());
-  for (size_t u = 0; u < d.contacts.size(); ++u) {
-    w.PutInts(d.contacts[u]);
-    w.PutInts(d.groups[u]);
-  }
+  PutUserLists(w, d.contacts, d.groups);
   std::vector<int> fu, fp;
   for (const auto& [u, p] : d.favourites) {
     fu.push_back(u);
@@ -175,11 +177,7 @@ std::string SerializeCommunityRelations(const Community& d) {
 
 StatusOr<Community> ParseCommunityRelations(const std::string& bytes, const Eigen::MatrixXd& visual) {
   ByteReader r(bytes, "social data");
-  uint32_t magic = 0, version = 0;
-  KLS_RETURN_IF_ERROR(r.Get(&magic));
-  KLS_RETURN_IF_ERROR(r.Get(&version));
-  if (magic != kCommunityMagic) return DataLossError("social data: bad magic number");
-  if (version != kCommunityVersion) return DataLossError("social data: format version " + std::to_string(version));
+  KLS_RETURN_IF_ERROR(r.ReadHeader(kCommunityMagic, kCommunityVersion));
   Community d;
   int32_t users = 0, groups = 0;
   int64_t vocabulary = 0;
@@ -203,15 +201,7 @@ StatusOr<Community> ParseCommunityRelations(const std::string& bytes, const Eige
   KLS_RETURN_IF_ERROR(r.GetInts(&tag_id));
   KLS_RETURN_IF_ERROR(r.GetInts(&cp));
   KLS_RETURN_IF_ERROR(r.GetInts(&ca));
-  uint64_t n = 0;
-  KLS_RETURN_IF_ERROR(r.Get(&n));
-  if (n != static_cast<uint64_t>(users)) return DataLossError("social data: user lists do not match num_users");
-  d.contacts.resize(n);
-  d.groups.resize(n);
-  for (uint64_t u = 0; u < n; ++u) {
-    KLS_RETURN_IF_ERROR(r.GetInts(&d.contacts[u]));
-    KLS_RETURN_IF_ERROR(r.GetInts(&d.groups[u]));
-  }
+  KLS_RETURN_IF_ERROR(GetUserLists(r, users, &d.contacts, &d.groups));
   KLS_RETURN_IF_ERROR(r.GetInts(&fu));
   KLS_RETURN_IF_ERROR(r.GetInts(&fp));
   KLS_RETURN_IF_ERROR(r.ExpectEnd());

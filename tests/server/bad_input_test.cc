@@ -23,6 +23,7 @@
 #include "kls/v1/service.grpc.pb.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace kls::server {
 namespace {
@@ -61,12 +62,7 @@ kls::v1::UploadDatasetRequest Pairs(const std::vector<std::array<int, 3>>& pairs
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig config;
-    config.listen = "127.0.0.1:0";
-    config.data_dir = dir_.Sub("data");
-    config.workers = 1;
-    config.log_level = "off";
-    server_ = std::make_unique<KlsServer>(config);
+    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_, "off"));
     const Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
     channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
@@ -74,9 +70,7 @@ class BadInputTest : public ::testing::Test {
     jobs_ = kls::v1::Jobs::NewStub(channel_);
     kernels_ = kls::v1::Kernels::NewStub(channel_);
     queries_ = kls::v1::Queries::NewStub(channel_);
-    ClientOptions options;
-    options.target = server_->target();
-    client_ = std::make_unique<Client>(options);
+    client_ = kls::testing::ClientFor(*server_);
   }
 
   static void Deadline(grpc::ClientContext* context) {

@@ -21,6 +21,7 @@
 #include "kls/v1/kernels.grpc.pb.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace kls::server {
 namespace {
@@ -46,17 +47,10 @@ kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0) {
 class KernelsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig config;
-    config.listen = "127.0.0.1:0";
-    config.data_dir = dir_.Sub("data");
-    config.workers = 1;
-    config.log_level = "warn";
-    server_ = std::make_unique<KlsServer>(config);
+    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
     const Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
-    ClientOptions options;
-    options.target = server_->target();
-    client_ = std::make_unique<Client>(options);
+    client_ = kls::testing::ClientFor(*server_);
     stub_ = kls::v1::Kernels::NewStub(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
   }
 

@@ -27,6 +27,7 @@
 #include "core/social/social_model.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace kls::server {
 namespace {
@@ -55,17 +56,10 @@ kls::v1::KernelRef Ref(const std::string& name) {
 class ModelJobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig config;
-    config.listen = "127.0.0.1:0";
-    config.data_dir = dir_.Sub("data");
-    config.workers = 1;
-    config.log_level = "warn";
-    server_ = std::make_unique<KlsServer>(config);
+    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
     const Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
-    ClientOptions options;
-    options.target = server_->target();
-    client_ = std::make_unique<Client>(options);
+    client_ = kls::testing::ClientFor(*server_);
   }
 
   std::string Upload(const Dataset& data, const PairwiseConstraints& constraints = {},

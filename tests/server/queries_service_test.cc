@@ -22,6 +22,7 @@
 #include "server/kernel_cache.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace kls::server {
 namespace {
@@ -50,17 +51,10 @@ kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0, const std::
 class QueriesServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig config;
-    config.listen = "127.0.0.1:0";
-    config.data_dir = dir_.Sub("data");
-    config.workers = 1;
-    config.log_level = "warn";
-    server_ = std::make_unique<KlsServer>(config);
+    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
     const Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;
-    ClientOptions options;
-    options.target = server_->target();
-    client_ = std::make_unique<Client>(options);
+    client_ = kls::testing::ClientFor(*server_);
 
     // A keyed data set for the kernels to point at (keys resolve item_key queries).
     store::StoredDataset d;
