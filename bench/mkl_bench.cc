@@ -44,13 +44,14 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
     bool all_features_only = false;
     int max_new_kernels = 10, umkl_bases = 10;
     double umkl_gamma1 = 0.5;
-    bool cv_full_protocol = false;
+    bool cv_protocol2_only = false;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--data", a->data, "labeled CSV (two classes)")->required();
   app.add_option("--method", a->method, "kta | 2lmkl | 2lmkl-inf | umkl | svm");
   app.add_option("--max-new-kernels", a->max_new_kernels, "2lmkl-inf: cap on added Gaussians");
-  app.add_flag("--cv-full-protocol", a->cv_full_protocol, "2lmkl-inf: choose C by nested CV of Protocol 3 itself");
+  app.add_flag("--cv-protocol2-only", a->cv_protocol2_only,
+               "2lmkl-inf: choose C by nested CV of Protocol 2 on the initial kernels (default: of Protocol 3)");
   app.add_option("--umkl-bases", a->umkl_bases, "umkl: B, local bases per point");
   app.add_option("--umkl-gamma1", a->umkl_gamma1, "umkl: gamma1 of (5.2)");
   app.add_option("--train-frac", a->train_frac, "training fraction (thesis: 0.5)");
@@ -72,6 +73,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
     const std::vector<double> cs = ThesisCGrid();
     MeanStd acc, secs, nker, chosen_c, iters;
     int bank_size = 0;
+    std::vector<std::string> first_model;  // kernel names and weights of run 1 (learned methods)
     for (int r = 0; r < a->runs; ++r) {
       const uint64_t seed = a->seed + r;
       auto split = RandomSplit(y, a->train_frac, seed);
@@ -100,7 +102,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
           o.solver.inner.seed = seed;
           o.solver.seed = seed;
           o.solver.max_new_kernels = a->max_new_kernels;
-          o.cross_validate_full_protocol = a->cv_full_protocol;
+          o.cross_validate_full_protocol = !a->cv_protocol2_only;
           res = TrainInfiniteTwoLayerMklClassifier(xtr_raw, ytr, o);
         } else {
           UmklClassifierOptions o;
@@ -118,6 +120,10 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
         chosen_c.Add(std::log10(res->c));
         iters.Add(res->stats.iterations);
         bank_size = res->bank_size;
+        if (r == 0)
+          for (std::size_t t = 0; t < res->classifier.kernels.size(); ++t)
+            first_model.push_back(res->classifier.kernels[t].Name() + "*" +
+                                  FormatNumber(res->classifier.weights[static_cast<Eigen::Index>(t)]));
         continue;
       }
       const Standardizer st = Standardizer::Fit(xtr_raw);
@@ -182,6 +188,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
           {"kernels_selected_mean", nker.mean()},
           {"mean_log10_c", chosen_c.mean()},
           {"iterations_mean", iters.mean()},
+          {"first_run_kernels", first_model},
           {"machine", MachineInfo()}},
          *json);
     return 0;

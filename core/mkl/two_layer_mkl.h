@@ -167,10 +167,10 @@ StatusOr<MklClassifierResult> TrainTwoLayerMklClassifier(const Eigen::MatrixXd& 
 struct InfiniteTwoLayerMklClassifierOptions {
   InfiniteTwoLayerMklOptions solver;  ///< solver.inner.c is replaced by the cross-validated C
   MklProtocolOptions protocol;        ///< single_feature_kernels is ignored (Θ₀ is on all features)
-  /// true: C by nested CV of the full Protocol 3; false (default): C by nested
-  /// CV of Protocol 2 on Θ₀ (the same kernels Protocol 3 starts from), then
-  /// Protocol 3 once at that C — (max_new_kernels + 1)× cheaper.
-  bool cross_validate_full_protocol = false;
+  /// true (default): C by nested CV of the full Protocol 3; false: C by nested
+  /// CV of Protocol 2 on Θ₀ (the kernels Protocol 3 starts from), then
+  /// Protocol 3 once at that C — up to (max_new_kernels + 1)× cheaper.
+  bool cross_validate_full_protocol = true;
   Status Validate() const;
 };
 
