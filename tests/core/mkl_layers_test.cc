@@ -461,5 +461,27 @@ TEST(UnsupervisedMkl, ClassifierReproducesTrainingDecisionValues) {
   EXPECT_NEAR(model->classifier.weights.sum(), 1.0, 1e-12);
 }
 
+TEST(MklLayers, CancellationStopsEverySolverAndTrainer) {
+  Small s = LoadSmall(40, /*single_features=*/false);
+  SolveControl control;
+  control.cancel.Cancel();
+  TwoLayerMklOptions o;
+  auto r = SolveTwoLayerMkl(s.kernels, s.y, o, control);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stats.termination, Termination::kCancelled);
+  auto u = SolveUmkl(s.x, s.bank, UmklOptions(), control);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->stats.termination, Termination::kCancelled);
+  auto inf = SolveInfiniteTwoLayerMkl(s.x, s.y, s.bank, InfiniteTwoLayerMklOptions(), control);
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ(inf->stats.termination, Termination::kCancelled);
+  auto t = TrainTwoLayerMklClassifier(s.x_raw, s.y, TwoLayerMklClassifierOptions(), control);
+  EXPECT_EQ(t.status().code(), StatusCode::kCancelled);
+  auto ti = TrainInfiniteTwoLayerMklClassifier(s.x_raw, s.y, InfiniteTwoLayerMklClassifierOptions(), control);
+  EXPECT_EQ(ti.status().code(), StatusCode::kCancelled);
+  auto tu = TrainUmklClassifier(s.x_raw, s.y, UmklClassifierOptions(), control);
+  EXPECT_EQ(tu.status().code(), StatusCode::kCancelled);
+}
+
 }  // namespace
 }  // namespace kls
