@@ -8,7 +8,14 @@
 //                  features and each single feature, unit trace);
 //   --method svm : one Gaussian kernel on all features, width from the same
 //                  10 values and C both by 5-fold cross-validation (Table 4.2
-//                  column SVM).
+//                  column SVM);
+//   --method 2lmkl : two-layer MKL, Protocol 2 (thesis §4.2.2, Table 4.2),
+//                  same bank, C by nested 5-fold CV (TrainTwoLayerMklClassifier);
+//   --method 2lmkl-inf : infinite two-layer MKL, Protocol 3 (§4.3): Θ₀ = the
+//                  13 kernels on all features, one Gaussian added per outer
+//                  iteration (TrainInfiniteTwoLayerMklClassifier);
+//   --method umkl : unsupervised MKL, Protocol 4 (§5.2, Table 5.2): μ learned
+//                  without labels, then C by 5-fold CV (TrainUmklClassifier).
 // Predictions go through the KernelClassifier model (support vectors, α, b,
 // kernel specs and weights), as a client of the service would use it.
 #include <cmath>
@@ -20,6 +27,8 @@
 #include "core/mkl/kernel_classifier.h"
 #include "core/mkl/kta.h"
 #include "core/mkl/svm.h"
+#include "core/mkl/two_layer_mkl.h"
+#include "core/mkl/unsupervised_mkl.h"
 
 namespace kls::bench {
 namespace {
@@ -33,10 +42,18 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
     int runs = 20, folds = 5, positive_class = 1;
     uint64_t seed = 1;
     bool all_features_only = false;
+    int max_new_kernels = 10, umkl_bases = 10;
+    double umkl_gamma1 = 0.5;
+    bool cv_protocol2_only = false;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--data", a->data, "labeled CSV (two classes)")->required();
-  app.add_option("--method", a->method, "kta | svm");
+  app.add_option("--method", a->method, "kta | 2lmkl | 2lmkl-inf | umkl | svm");
+  app.add_option("--max-new-kernels", a->max_new_kernels, "2lmkl-inf: cap on added Gaussians");
+  app.add_flag("--cv-protocol2-only", a->cv_protocol2_only,
+               "2lmkl-inf: choose C by nested CV of Protocol 2 on the initial kernels (default: of Protocol 3)");
+  app.add_option("--umkl-bases", a->umkl_bases, "umkl: B, local bases per point");
+  app.add_option("--umkl-gamma1", a->umkl_gamma1, "umkl: gamma1 of (5.2)");
   app.add_option("--train-frac", a->train_frac, "training fraction (thesis: 0.5)");
   app.add_option("--runs", a->runs, "random splits (thesis: 20)");
   app.add_option("--seed", a->seed, "seed of the first split");
@@ -44,8 +61,9 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
   app.add_option("--positive-class", a->positive_class, "class id mapped to +1");
   app.add_flag("--all-features-only", a->all_features_only, "bank without the single-feature kernels");
   return [a, json]() -> int {
-    if (a->method != "kta" && a->method != "svm") {
-      return Fail(InvalidArgumentError("--method = \"" + a->method + "\": expected kta or svm"));
+    const bool learned = a->method == "2lmkl" || a->method == "2lmkl-inf" || a->method == "umkl";
+    if (a->method != "kta" && a->method != "svm" && !learned) {
+      return Fail(InvalidArgumentError("--method = \"" + a->method + "\": expected kta, 2lmkl, 2lmkl-inf, umkl or svm"));
     }
     if (a->runs < 1) return Fail(InvalidArgumentError("--runs must be >= 1"));
     auto data = ReadCsvFile(a->data);
@@ -53,8 +71,9 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
     if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     const Eigen::VectorXd y = SignLabels(data->labels, a->positive_class);
     const std::vector<double> cs = ThesisCGrid();
-    MeanStd acc, secs, nker, chosen_c;
+    MeanStd acc, secs, nker, chosen_c, iters;
     int bank_size = 0;
+    std::vector<std::string> first_model;  // kernel names and weights of run 1 (learned methods)
     for (int r = 0; r < a->runs; ++r) {
       const uint64_t seed = a->seed + r;
       auto split = RandomSplit(y, a->train_frac, seed);
@@ -62,6 +81,51 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
       const Eigen::MatrixXd xtr_raw = SubRows(data->features, split->train);
       const Eigen::MatrixXd xte_raw = SubRows(data->features, split->test);
       const Eigen::VectorXd ytr = SubVector(y, split->train), yte = SubVector(y, split->test);
+      if (learned) {
+        // The service's entry points: raw features in, KernelClassifier out.
+        MklProtocolOptions pr;
+        pr.single_feature_kernels = !a->all_features_only;
+        pr.cv_folds = a->folds;
+        pr.cv_seed = seed * 7919 + 1;
+        pr.positive_class = a->positive_class;
+        pr.negative_class = a->positive_class == 0 ? 1 : 0;
+        Stopwatch watch;
+        StatusOr<MklClassifierResult> res = InternalError("unreachable");
+        if (a->method == "2lmkl") {
+          TwoLayerMklClassifierOptions o;
+          o.protocol = pr;
+          o.solver.seed = seed;
+          res = TrainTwoLayerMklClassifier(xtr_raw, ytr, o);
+        } else if (a->method == "2lmkl-inf") {
+          InfiniteTwoLayerMklClassifierOptions o;
+          o.protocol = pr;
+          o.solver.inner.seed = seed;
+          o.solver.seed = seed;
+          o.solver.max_new_kernels = a->max_new_kernels;
+          o.cross_validate_full_protocol = !a->cv_protocol2_only;
+          res = TrainInfiniteTwoLayerMklClassifier(xtr_raw, ytr, o);
+        } else {
+          UmklClassifierOptions o;
+          o.protocol = pr;
+          o.solver.num_bases = a->umkl_bases;
+          o.solver.gamma1 = a->umkl_gamma1;
+          res = TrainUmklClassifier(xtr_raw, ytr, o);
+        }
+        if (!res.ok()) return Fail(res.status());
+        secs.Add(watch.Seconds());
+        auto f = res->classifier.DecisionValues(xte_raw);
+        if (!f.ok()) return Fail(f.status());
+        acc.Add(100 * SignAccuracy(*f, yte));
+        nker.Add(static_cast<double>(res->classifier.kernels.size()));
+        chosen_c.Add(std::log10(res->c));
+        iters.Add(res->stats.iterations);
+        bank_size = res->bank_size;
+        if (r == 0)
+          for (std::size_t t = 0; t < res->classifier.kernels.size(); ++t)
+            first_model.push_back(res->classifier.kernels[t].Name() + "*" +
+                                  FormatNumber(res->classifier.weights[static_cast<Eigen::Index>(t)]));
+        continue;
+      }
       const Standardizer st = Standardizer::Fit(xtr_raw);
       const Eigen::MatrixXd xtr = st.Apply(xtr_raw);
       Stopwatch watch;
@@ -123,12 +187,14 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
           {"seconds", secs.mean()},
           {"kernels_selected_mean", nker.mean()},
           {"mean_log10_c", chosen_c.mean()},
+          {"iterations_mean", iters.mean()},
+          {"first_run_kernels", first_model},
           {"machine", MachineInfo()}},
          *json);
     return 0;
   };
 }
 
-KLS_BENCH_SUBCOMMAND("mkl", "thesis MKL protocol (Tables 4.2 / 5.2): kta | svm", RegisterMkl);
+KLS_BENCH_SUBCOMMAND("mkl", "thesis MKL protocol (Tables 4.2 / 5.2): kta | 2lmkl | 2lmkl-inf | umkl | svm", RegisterMkl);
 
 }  // namespace kls::bench
