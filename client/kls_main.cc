@@ -635,8 +635,15 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
         o->set_method(kls::v1::MklOptions::KTA);
       } else if (a.algorithm == "svm") {
         o->set_method(kls::v1::MklOptions::SVM);
+      } else if (a.algorithm == "2lmkl") {
+        o->set_method(kls::v1::MklOptions::TWO_LAYER);
+      } else if (a.algorithm == "2lmkl-inf") {
+        o->set_method(kls::v1::MklOptions::TWO_LAYER_INFINITE);
+      } else if (a.algorithm == "umkl") {
+        o->set_method(kls::v1::MklOptions::UNSUPERVISED);
       } else {
-        return kls::InvalidArgumentError("--algorithm = '" + a.algorithm + "' is not kta or svm");
+        return kls::InvalidArgumentError("--algorithm = '" + a.algorithm +
+                                         "' is not kta, svm, 2lmkl, 2lmkl-inf or umkl");
       }
     }
     if (a.Given("--c")) o->set_c(a.c);
@@ -1136,7 +1143,7 @@ int main(int argc, char** argv) {
   f["--gap-tolerance"] = submit->add_option("--gap-tolerance", submit_args.gap_tolerance,
                                             "qsdp: certified relative duality gap");
   f["--algorithm"] = submit->add_option("--algorithm", submit_args.algorithm,
-                                        "embedding: cmvu|mve|spe|kpca; onk: gradient|accelerated|level; mkl: kta|svm");
+                                        "embedding: cmvu|mve|spe|kpca; onk: gradient|accelerated|level; mkl: kta|svm|2lmkl|2lmkl-inf|umkl");
   f["--dims"] = submit->add_option("--dims", submit_args.dims, "embedding: output dimensions");
   f["--kpca-rbf"] = submit->add_option("--kpca-rbf", submit_args.kpca_rbf, "embedding kpca: RBF kernel (true/false)");
   f["--kpca-sigma"] = submit->add_option("--kpca-sigma", submit_args.kpca_sigma, "embedding kpca: RBF width");

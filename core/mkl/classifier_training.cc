@@ -8,6 +8,8 @@
 #include "core/mkl/kernel_bank.h"
 #include "core/mkl/kta.h"
 #include "core/mkl/svm.h"
+#include "core/mkl/two_layer_mkl.h"
+#include "core/mkl/unsupervised_mkl.h"
 
 namespace kls {
 
@@ -16,6 +18,9 @@ const char* ClassifierMethodName(ClassifierMethod m) {
     case ClassifierMethod::kSvm: return "svm";
     case ClassifierMethod::kKta: return "kta";
     case ClassifierMethod::kOnk: return "onk";
+    case ClassifierMethod::kTwoLayer: return "2lmkl";
+    case ClassifierMethod::kTwoLayerInfinite: return "2lmkl-inf";
+    case ClassifierMethod::kUnsupervised: return "umkl";
   }
   return "unknown";
 }
@@ -38,6 +43,58 @@ namespace {
 StatusOr<double> ChooseC(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const ClassifierTrainingOptions& o) {
   if (o.c > 0) return o.c;
   return SelectCByCrossValidation(k, y, ThesisCGrid(), o.folds, o.seed * 7919 + 1);
+}
+
+// Protocols 2–4 train the whole classifier themselves; the learned kernel on
+// the training rows is recomputed from the model for storage.
+StatusOr<ClassifierTrainingResult> TrainProtocolClassifier(const Eigen::MatrixXd& features, const Eigen::VectorXd& y,
+                                                           int positive, int negative,
+                                                           const ClassifierTrainingOptions& o,
+                                                           const SolveControl& control) {
+  MklProtocolOptions protocol;
+  protocol.single_feature_kernels = o.single_features;
+  if (o.c > 0) protocol.c_grid = {o.c};
+  protocol.cv_folds = o.folds;
+  protocol.cv_seed = o.seed;
+  protocol.positive_class = positive;
+  protocol.negative_class = negative;
+  StatusOr<MklClassifierResult> r = InternalError("unset");
+  if (o.method == ClassifierMethod::kTwoLayer) {
+    TwoLayerMklClassifierOptions t;
+    t.protocol = protocol;
+    r = TrainTwoLayerMklClassifier(features, y, t, control);
+  } else if (o.method == ClassifierMethod::kTwoLayerInfinite) {
+    InfiniteTwoLayerMklClassifierOptions t;
+    t.protocol = protocol;
+    r = TrainInfiniteTwoLayerMklClassifier(features, y, t, control);
+  } else {
+    UmklClassifierOptions t;
+    t.protocol = protocol;
+    r = TrainUmklClassifier(features, y, t, control);
+  }
+  ClassifierTrainingResult result;
+  if (!r.ok()) {
+    // A stop request is an outcome, not an error: no model, the termination says why.
+    if (r.status().code() == StatusCode::kCancelled) {
+      result.stats.termination = Termination::kCancelled;
+      return result;
+    }
+    if (r.status().code() == StatusCode::kDeadlineExceeded) {
+      result.stats.termination = Termination::kTimeLimit;
+      return result;
+    }
+    return r.status();
+  }
+  result.model = std::move(r->classifier);
+  result.model.positive_class = positive;
+  result.model.negative_class = negative;
+  result.c = r->c;
+  result.stats = r->stats;
+  const Eigen::MatrixXd xs = result.model.standardizer.Apply(features);
+  result.train_kernel = result.model.Kernel(xs, xs);
+  KLS_ASSIGN_OR_RETURN(Eigen::VectorXd f, result.model.DecisionValues(features));
+  result.training_accuracy = SignAccuracy(f, y);
+  return result;
 }
 
 }  // namespace
@@ -69,6 +126,10 @@ StatusOr<ClassifierTrainingResult> TrainClassifier(const Eigen::MatrixXd& featur
     int negative = -1;  // one-vs-rest: "not the positive class"
     if (classes.size() == 2) negative = positive == *classes.begin() ? *classes.rbegin() : *classes.begin();
     const Eigen::VectorXd y = SignLabels(labels, positive);
+    if (options.method == ClassifierMethod::kTwoLayer || options.method == ClassifierMethod::kTwoLayerInfinite ||
+        options.method == ClassifierMethod::kUnsupervised) {
+      return TrainProtocolClassifier(features, y, positive, negative, options, control);
+    }
 
     Termination why;
     if (control.ShouldStop(&why)) {

@@ -12,6 +12,9 @@
 //        kOnk: the Gaussian base kernel exp(−‖x − z‖²/σ_k), σ_k by the onk
 //              paper's rule (OnkSigma), then the optimal neighborhood kernel
 //              G = K + (Yα)(Yα)ᵀ/(2ρ) of eq. (5) from SolveOnk;
+//        kTwoLayer / kTwoLayerInfinite / kUnsupervised: thesis Protocols 2, 3
+//              and 4 (two_layer_mkl.h, unsupervised_mkl.h), which choose C by
+//              their own (nested) cross-validation;
 //   3. C by k-fold cross-validation over ThesisCGrid() (unless options.c > 0);
 //   4. an SVM (libsvm, precomputed kernel) on the training kernel; the model
 //      keeps the support vectors and predicts unseen points (ONK through
@@ -33,9 +36,9 @@
 
 namespace kls {
 
-enum class ClassifierMethod { kSvm, kKta, kOnk };
+enum class ClassifierMethod { kSvm, kKta, kOnk, kTwoLayer, kTwoLayerInfinite, kUnsupervised };
 
-/// "svm", "kta", "onk".
+/// "svm", "kta", "onk", "2lmkl", "2lmkl-inf", "umkl".
 const char* ClassifierMethodName(ClassifierMethod m);
 
 struct ClassifierTrainingOptions {

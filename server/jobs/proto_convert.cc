@@ -194,9 +194,16 @@ StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::OnkOptions& p) {
 }
 
 StatusOr<ClassifierTrainingOptions> ToCore(const kls::v1::MklOptions& p) {
-  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::MklOptions::Method_IsValid(p.method()), "mkl.method", p.method(), "KTA, SVM"));
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::MklOptions::Method_IsValid(p.method()), "mkl.method", p.method(),
+                                "KTA, SVM, TWO_LAYER, TWO_LAYER_INFINITE, UNSUPERVISED"));
   ClassifierTrainingOptions o;
-  o.method = p.method() == kls::v1::MklOptions::SVM ? ClassifierMethod::kSvm : ClassifierMethod::kKta;
+  switch (p.method()) {
+    case kls::v1::MklOptions::SVM: o.method = ClassifierMethod::kSvm; break;
+    case kls::v1::MklOptions::TWO_LAYER: o.method = ClassifierMethod::kTwoLayer; break;
+    case kls::v1::MklOptions::TWO_LAYER_INFINITE: o.method = ClassifierMethod::kTwoLayerInfinite; break;
+    case kls::v1::MklOptions::UNSUPERVISED: o.method = ClassifierMethod::kUnsupervised; break;
+    default: o.method = ClassifierMethod::kKta; break;
+  }
   if (p.has_c()) o.c = p.c();
   if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
     return InvalidArgumentError("mkl.c = " + Num(p.c()) + " must be finite and > 0 (unset = cross-validation)");

@@ -91,12 +91,19 @@ class ModelJobsTest : public ::testing::Test {
 TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
   const Dataset iris = IrisSubset(60);
   const std::string id = Upload(iris);
-  for (const char* method : {"mkl", "onk"}) {
-    SCOPED_TRACE(method);
+  for (const char* name : {"mkl", "onk", "umkl"}) {
+    SCOPED_TRACE(name);
+    const std::string method = std::string(name) == "umkl" ? "mkl" : name;
     kls::v1::SubmitJobRequest r;
     r.set_dataset_id(id);
     ClassifierTrainingOptions core;
-    if (std::string(method) == "mkl") {
+    if (std::string(name) == "umkl") {
+      r.mutable_mkl()->set_method(kls::v1::MklOptions::UNSUPERVISED);
+      r.mutable_mkl()->set_single_features(false);
+      r.mutable_mkl()->set_positive_class(0);
+      core.method = ClassifierMethod::kUnsupervised;
+      core.single_features = false;
+    } else if (method == "mkl") {
       r.mutable_mkl()->set_method(kls::v1::MklOptions::KTA);
       r.mutable_mkl()->set_single_features(false);  // C by cross-validation (unit-trace kernels need a large C)
       r.mutable_mkl()->set_positive_class(0);
@@ -111,7 +118,7 @@ TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
       core.c = 1.0;
     }
     core.positive_class = 0;
-    const kls::v1::Job job = Run(r, method);
+    const kls::v1::Job job = Run(r, name);
     ASSERT_EQ(job.method(), method);
 
     auto expected = TrainClassifier(iris.features, iris.labels, core);
@@ -119,7 +126,7 @@ TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
     // New points: perturbed training rows.
     Eigen::MatrixXd x = iris.features.topRows(10).array() + 0.05;
     kls::v1::ClassifyRequest c;
-    *c.mutable_kernel() = Ref(method);
+    *c.mutable_kernel() = Ref(name);
     c.set_dim(static_cast<int>(x.cols()));
     for (int i = 0; i < x.rows(); ++i)
       for (int j = 0; j < x.cols(); ++j) c.add_features(x(i, j));
@@ -136,7 +143,7 @@ TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
     }
     EXPECT_GE(agree, 9);  // rows 0..9 are class 0 (setosa), linearly separable
     // The stored kernel is the training kernel: similarity queries work on it.
-    auto sim = client_->Similarity(Ref(method), {{0, 1}, {5, 5}});
+    auto sim = client_->Similarity(Ref(name), {{0, 1}, {5, 5}});
     ASSERT_TRUE(sim.ok()) << sim.status();
     EXPECT_NEAR((*sim)[0], expected->train_kernel(0, 1), 1e-6);
     EXPECT_NEAR((*sim)[1], expected->train_kernel(5, 5), 1e-6);
