@@ -289,6 +289,7 @@ std::vector<ScoredItem> TopKIndex::Query(const double* query, int k, int skip, T
   size_t prune_at = std::max<size_t>(4096, size_t(want) * 8);
   cand.reserve(std::min<size_t>(prune_at, size_t(n)));
   int32_t dots[kBlock];
+  double upper[kBlock], lower_bound[kBlock];
   const int8_t* codes = codes_.data();
   const float* scale = scale_.data();
   const float* err = err_.data();
@@ -303,14 +304,21 @@ std::vector<ScoredItem> TopKIndex::Query(const double* query, int k, int skip, T
     {
       DotRowsPortable(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
     }
+    // Bounds for the whole block first (a branch-free loop the compiler
+    // vectorizes), then the rare rows that pass the threshold.
     for (int t = 0; t < rows; ++t) {
       const int j = start + t;
       const double a = (p.scale_product * scale[j]) * dots[t];
       const double b = p.err_coef * err[j] + p.norm_coef * norm[j] + p.eta;
-      const double upper = a + b;
-      if (!(upper >= tau) || j == skip) continue;
-      cand.push_back({j, upper});
-      const double lo = a - b;
+      upper[t] = a + b;
+      lower_bound[t] = a - b;
+    }
+    for (int t = 0; t < rows; ++t) {
+      if (!(upper[t] >= tau)) continue;
+      const int j = start + t;
+      if (j == skip) continue;
+      cand.push_back({j, upper[t]});
+      const double lo = lower_bound[t];
       if (static_cast<int>(lower.size()) < want) {
         lower.push_back(lo);
         std::push_heap(lower.begin(), lower.end(), std::greater<double>());
