@@ -94,7 +94,9 @@ void ExpectExact(const TopKIndex& index, const std::vector<int>& items, const st
       for (bool excl : {true, false}) {
         const auto got = index.TopK(i, k, excl);
         const auto brute = BruteForce(v, v.data() + int64_t{i} * v.cols(), k, excl ? i : -1);
-        if (brute) EXPECT_TRUE(SameBits(got, *brute)) << "item " << i << " k " << k << " exclude_self " << excl;
+        if (brute) {
+          EXPECT_TRUE(SameBits(got, *brute)) << "item " << i << " k " << k << " exclude_self " << excl;
+        }
         EXPECT_TRUE(SameBits(got, index.kernel().TopK(i, k, excl)))
             << "item " << i << " k " << k << " exclude_self " << excl;
       }
