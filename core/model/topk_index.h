@@ -1,0 +1,133 @@
+// TopKIndex: exact top-k queries over a LearnedKernel that read far fewer
+// bytes than the float64 scan, by screening a compressed copy of V first.
+//
+// The copy (built once per kernel, immutable): every row v_i is stored as
+// int8 codes c_i ∈ [−127, 127]^r with one scale s_i (v̂_i = s_i c_i, s_i =
+// max_c |v_ic| / 127 rounded up), plus upper bounds E_i ≥ ‖v_i − v̂_i‖ and
+// N_i ≥ ‖v_i‖. A query q is rounded to int16 codes d with a power-of-two
+// scale s_q (q̂ = s_q d, e_q = q − q̂), and every row gets the screening score
+//
+//   a_i = s_q s_i (d · c_i)                (an exact integer dot product)
+//
+// and the rigorous radius b_i from the identity
+//   q·v_i − q̂·v̂_i = q·(v_i − v̂_i) + e_q·v̂_i
+// and Cauchy–Schwarz (‖v̂_i‖ ≤ N_i + E_i):
+//
+//   |f_i − a_i| ≤ b_i = ‖q‖ E_i + ‖e_q‖ (N_i + E_i) + γ Q (N_i + E_i) + η,
+//
+// where f_i is the float64 score the exact scan computes (core/model/row_scan.h),
+// Q = ‖q‖ + ‖e_q‖, and the γ, η terms (γ = 8(r + 32)·2⁻⁵³, η = (r + 16)·2⁻¹⁰⁴⁰)
+// over-cover every rounding in f_i, a_i, b_i, in the norms and in a_i ± b_i,
+// including gradual underflow. So L_i = a_i − b_i ≤ f_i ≤ a_i + b_i = U_i.
+//
+// Query (one pass over the copy, then a few float64 rows):
+//   1. scan rows in index order; τ = the k-th largest L_i seen so far; keep
+//      every row with U_i ≥ τ as a candidate. Since k rows have f ≥ L ≥ τ, the
+//      k-th best exact score is ≥ τ, so no row of the true top k is dropped.
+//   2. re-score candidates exactly (the same ScoreRows bits as
+//      LearnedKernel::TopK) in decreasing U, stopping once U is below the k-th
+//      best exact score found — the rest cannot enter.
+// The result is therefore identical — same items, same order, same score
+// bits, ties to the smaller index — to LearnedKernel::TopK / TopKByVector.
+// Queries outside the safe range (q = 0, ‖q‖·max‖v_i‖ ≥ 1e290 where float64
+// scores may overflow, a query scale that underflows) and k > n/4 (screening
+// cannot save much) are answered by the exact scan itself, so they too agree.
+//
+// Cost: build O(nr), one pass. Query: a read of n·(⌈r/16⌉·16 + 12) bytes
+// (the int8 codes and three float32 per row; 14.0 MB instead of 102.4 MB at
+// n = 100,000, r = 128) + O(n) scalar screening + re-scoring of the
+// candidates (typically k plus a few rows: O(r) each) + O(n log k) worst case.
+//
+// Memory: memory_bytes() = n·(⌈r/16⌉·16 + 12) + O(1), i.e. for r a multiple
+// of 16 about (r + 12)/(8r) of the float64 embedding: 13.7 % at r = 128,
+// 17.2 % at r = 32. The index also holds a shared_ptr to its kernel (it
+// re-scores from V), so the kernel lives as long as the index. Kernels whose
+// copy would exceed max_index_fraction of the embedding (rank ≤ 6 by default) or whose rank
+// exceeds 133,000 (int32 dot products could overflow) get no copy and every
+// query runs the exact scan (screening() is false, memory_bytes() is sizeof(TopKIndex)).
+//
+// Thread safety: immutable after Build; const methods are safe to call
+// concurrently (each query allocates its own scratch, O(r + candidates)).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/common/status.h"
+#include "core/model/learned_kernel.h"
+
+namespace kls {
+
+/// Settings of TopKIndex::Build.
+struct TopKIndexOptions {
+  /// Use the AVX2 screening kernel when the CPU has AVX2 (checked at run
+  /// time, so a portable -march=x86-64 build still gets it); false forces the
+  /// portable loop (tests compare the two).
+  bool use_simd = true;
+  /// Skip the compressed copy (exact scan only) when it would take more than
+  /// this fraction of the float64 embedding's n·r·8 bytes. In (0, 1].
+  double max_index_fraction = 0.5;
+
+  /// INVALID_ARGUMENT naming the field when a value is out of range.
+  Status Validate() const;
+};
+
+/// What one query did (optional out-parameter; for tests and benchmarks).
+struct TopKQueryStats {
+  bool screened = false;   ///< false: answered by the exact float64 scan alone
+  int64_t candidates = 0;  ///< rows kept by the screen (U_i ≥ running τ), after pruning
+  int64_t rescored = 0;    ///< rows re-scored exactly in float64
+};
+
+class TopKIndex {
+ public:
+  /// Builds the screening copy of `kernel` (non-null). O(nr) time.
+  static StatusOr<TopKIndex> Build(std::shared_ptr<const LearnedKernel> kernel,
+                                   const TopKIndexOptions& options = {});
+
+  /// Same contract and same result as kernel().TopK(i, k, exclude_self):
+  /// the k largest K_ij, highest first, ties by smaller index. `i` must be in
+  /// range (kernel().CheckIndex); k ≤ 0 gives an empty result.
+  std::vector<ScoredItem> TopK(int i, int k, bool exclude_self = true, TopKQueryStats* stats = nullptr) const;
+  /// Same contract and same result as kernel().TopKByVector(query, k);
+  /// query.size() must equal rank().
+  std::vector<ScoredItem> TopKByVector(const Eigen::VectorXd& query, int k,
+                                       TopKQueryStats* stats = nullptr) const;
+
+  /// The screening scores a_i and radii b_i of every row for `query` (see the
+  /// file comment), for tests and diagnostics. Returns false (outputs
+  /// untouched) when this query would not be screened.
+  bool Screen(const Eigen::VectorXd& query, std::vector<double>* approx, std::vector<double>* radius) const;
+
+  const LearnedKernel& kernel() const { return *kernel_; }
+  const std::shared_ptr<const LearnedKernel>& shared_kernel() const { return kernel_; }
+  int num_points() const { return kernel_->num_points(); }
+  int rank() const { return kernel_->rank(); }
+  /// Whether a compressed copy exists (false: every query runs the exact scan).
+  bool screening() const { return stride_ > 0; }
+  /// Whether queries use the AVX2 kernel.
+  bool uses_simd() const { return simd_; }
+  /// Bytes held by the index on top of the kernel's n·r·8.
+  int64_t memory_bytes() const;
+
+ private:
+  struct PreparedQuery;
+  TopKIndex() = default;
+  bool Prepare(const double* query, PreparedQuery* out) const;
+  std::vector<ScoredItem> Query(const double* query, int k, int skip, TopKQueryStats* stats) const;
+
+  std::shared_ptr<const LearnedKernel> kernel_;
+  int stride_ = 0;            ///< bytes per row of codes_ (r rounded up to 16); 0 = no copy
+  int max_query_code_ = 0;    ///< |d_c| ≤ this, so |d · c_i| < 2³¹
+  bool simd_ = false;
+  double global_scale_ = 0;   ///< G, a power of two: s_i = scale_[i]·G, E_i = err_[i]·G, N_i = norm_[i]·G
+  double max_norm_ = 0;       ///< ≥ max_i ‖v_i‖
+  std::vector<int8_t> codes_;  ///< n × stride_, row-major, zero padded
+  std::vector<float> scale_;   ///< s_i / G
+  std::vector<float> err_;     ///< ≥ ‖v_i − v̂_i‖ / G
+  std::vector<float> norm_;    ///< ≥ ‖v_i‖ / G
+};
+
+}  // namespace kls
