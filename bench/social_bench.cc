@@ -66,6 +66,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
     double klr_tolerance = PairwiseKlrOptions().relative_tolerance;
     int klr_positives = TrainingPairOptions().positives_per_user;
     int klr_negatives = TrainingPairOptions().negatives_per_user;
+    double klr_negative_pool = TrainingPairOptions().negative_pool_fraction;
     bool klr_variants = true;
   };
   auto a = std::make_shared<Args>();
@@ -82,6 +83,8 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
   app.add_option("--klr-tolerance", a->klr_tolerance, "IVM stop: relative decrease of (7.3) over the window");
   app.add_option("--klr-positives", a->klr_positives, "positive training pairs per training user (7.4.2)");
   app.add_option("--klr-negatives", a->klr_negatives, "negative training pairs per training user (7.4.2, N_e)");
+  app.add_option("--klr-negative-pool", a->klr_negative_pool,
+                 "N / (n - 1) of the 7.4.2 negative rule (1 = any non-contact, i.e. random negatives)");
   app.add_flag("!--no-klr-variants", a->klr_variants, "skip the as-printed KLR variants (klr_product, klr_difference)");
   return [a, json]() -> int {
     Stopwatch total;
@@ -173,6 +176,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
         TrainingPairOptions tpo;
         tpo.positives_per_user = a->klr_positives;
         tpo.negatives_per_user = a->klr_negatives;
+        tpo.negative_pool_fraction = a->klr_negative_pool;
         tpo.symmetric = kind.kind == PairKernel::kSymmetricProduct;
         tpo.seed = a->seed + 3;
         auto tp = SelectTrainingPairs(split->observed.contacts, sims, (*kernels)[UserKernel::kComment],
@@ -228,6 +232,17 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
         record(name, kernels->k[base[q]]);
         w[name] = kta->weights[q];
       }
+      // Best possible top-m accuracy: a test user with h hidden items scores at most min(h, m) / m.
+      std::vector<double> ceiling(10, 0.0);
+      int counted = 0;
+      for (int u : split->test_users) {
+        const size_t h = task.group ? split->hidden_groups[u].size() : split->hidden_friends[u].size();
+        if (h == 0) continue;
+        ++counted;
+        for (int m = 1; m <= 10; ++m) ceiling[m - 1] += std::min<double>(h, m) / m;
+      }
+      for (double& c : ceiling) c = counted ? c / counted : 0.0;
+      out[std::string(task.name) + "_ceiling"] = Curve(ceiling);
       out[std::string(task.name) + "_top10"] = top10;
       out[std::string(task.name) + "_curve"] = curve;
       out[std::string(task.name) + "_alignment"] = {{"kta", kta->alignment},
