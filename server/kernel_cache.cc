@@ -1,5 +1,7 @@
 #include "server/kernel_cache.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/mkl/classifier_training.h"
 #include "server/jobs/solver_dispatch.h"
 
@@ -80,7 +82,7 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
     auto it = entries_.find(map_key);
     if (it != entries_.end()) {
       TouchLocked(it->second);
-      return Handle{it->second.record, it->second.kernel, it->second.extras};
+      return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
     }
   }
 
@@ -92,11 +94,19 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   }
   std::shared_ptr<const LearnedKernel> kernel;
   std::shared_ptr<const ModelExtras> extras;
+  std::shared_ptr<const TopKIndex> index;
   try {
     KLS_ASSIGN_OR_RETURN(store::StoredModel loaded, store_->LoadModel(key.name, version));
     KLS_ASSIGN_OR_RETURN(ModelExtras parsed, ParseExtras(loaded, key.name, version));
     kernel = std::make_shared<const LearnedKernel>(std::move(loaded.kernel));
     extras = std::make_shared<const ModelExtras>(std::move(parsed));
+    StatusOr<TopKIndex> built = TopKIndex::Build(kernel);
+    if (built.ok()) {
+      index = std::make_shared<const TopKIndex>(std::move(built).value());
+    } else {
+      spdlog::warn("kernel {} v{}: no top-k index ({}); top-k queries scan the embedding", key.name, version,
+                   built.status().ToString());
+    }
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("not enough memory to load kernel " + key.name + " v" +
                                   std::to_string(version));
@@ -106,15 +116,16 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   entry.record = *record;
   entry.kernel = kernel;
   entry.extras = extras;
-  entry.bytes = KernelBytes(*kernel) + extras->bytes;
+  entry.index = index;
+  entry.bytes = KernelBytes(*kernel) + extras->bytes + (index ? index->memory_bytes() : 0);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(map_key);
   if (it != entries_.end()) {
     TouchLocked(it->second);
-    return Handle{it->second.record, it->second.kernel, it->second.extras};
+    return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
   }
   if (entry.bytes <= budget_bytes_) InsertLocked(map_key, std::move(entry));
-  return Handle{*record, kernel, extras};
+  return Handle{*record, kernel, extras, index};
 }
 
 StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::KernelRecord& record) {

@@ -13,8 +13,13 @@
 // results) are loaded lazily, once per cached kernel, on the first call that
 // needs them; data sets are immutable, so the copy never goes stale.
 //
-// Memory: a kernel is charged n·r·8 bytes plus its keys once loaded. A kernel
-// larger than the whole budget is still served, but not kept.
+// Top-k index: every loaded kernel gets its TopKIndex (core/model/topk_index.h,
+// an int8 screening copy, exact answers identical to LearnedKernel::TopK),
+// built once at load outside the mutex; TopK queries go through it.
+//
+// Memory: a kernel is charged n·r·8 bytes for the embedding, the index's
+// memory_bytes() (about 14 % more at rank 128), its attachments, and its keys
+// once loaded. A kernel larger than the whole budget is still served, but not kept.
 //
 // Thread safety: all methods are safe to call concurrently. The mutex is held
 // only for map and list updates; loading from the store and all query
@@ -36,6 +41,7 @@
 #include "core/common/status.h"
 #include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
+#include "core/model/topk_index.h"
 #include "core/social/social_model.h"
 #include "server/store/store.h"
 
@@ -71,6 +77,7 @@ class KernelCache {
     store::KernelRecord record;
     std::shared_ptr<const LearnedKernel> kernel;
     std::shared_ptr<const ModelExtras> extras;  ///< never null (empty when none)
+    std::shared_ptr<const TopKIndex> index;     ///< null only if building it ran out of memory
   };
 
   /// `store` must outlive the cache. `budget_bytes` ≥ 1.
@@ -104,6 +111,7 @@ class KernelCache {
     store::KernelRecord record;
     std::shared_ptr<const LearnedKernel> kernel;
     std::shared_ptr<const ModelExtras> extras;
+    std::shared_ptr<const TopKIndex> index;
     std::shared_ptr<const ItemKeys> keys;  ///< null until first needed
     int64_t bytes = 0;
     std::list<MapKey>::iterator lru_position;

@@ -101,7 +101,8 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
   switch (request->query_case()) {
     case kls::v1::TopKRequest::kItem: {
       if (const Status s = kernel.CheckIndex(request->item(), "item"); !s.ok()) return ToGrpcStatus(s);
-      top = kernel.TopK(request->item(), request->k(), request->exclude_self());
+      top = handle->index ? handle->index->TopK(request->item(), request->k(), request->exclude_self())
+                          : kernel.TopK(request->item(), request->k(), request->exclude_self());
       break;
     }
     case kls::v1::TopKRequest::kItemKey: {
@@ -115,7 +116,8 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
         return ToGrpcStatus(NotFoundError("item_key = '" + request->item_key() + "' is not a key of data set " +
                                           handle->record.dataset_id));
       }
-      top = kernel.TopK(it->second, request->k(), request->exclude_self());
+      top = handle->index ? handle->index->TopK(it->second, request->k(), request->exclude_self())
+                          : kernel.TopK(it->second, request->k(), request->exclude_self());
       break;
     }
     case kls::v1::TopKRequest::kVector: {
@@ -132,7 +134,8 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
         }
         query(t) = v.Get(t);
       }
-      top = kernel.TopKByVector(query, request->k());
+      top = handle->index ? handle->index->TopKByVector(query, request->k())
+                          : kernel.TopKByVector(query, request->k());
       break;
     }
     case kls::v1::TopKRequest::QUERY_NOT_SET:
