@@ -11,7 +11,9 @@
 #include "core/data/synthetic.h"
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
+#include "core/qsdp/qsdp_ipm.h"
 #include "core/qsdp/qsdp_solver.h"
+#include "core/qsdp/qsdp_subspace.h"
 #include "core/qsdp/reg_problems.h"
 #include "core/qsdp/schur_sdp.h"
 #include "tests/test_util/sdp_oracle.h"
@@ -20,14 +22,15 @@ namespace kls::bench {
 
 Runner RegisterQsdp(CLI::App& app, bool* json) {
   struct Args {
-    std::string problem = "regmvu", data = "swissroll";
+    std::string problem = "regmvu", data = "swissroll", method = "subspace";
     int m = 10, n = 2000, must = 20, cannot = 20, threads = 1, max_iterations = 20000, restarts = 10;
-    double nu = 1.0, tolerance = 1e-8;
+    double nu = 1.0, tolerance = 1e-8, growth = 1.25;
     uint64_t seed = 1;
     bool csdp = false, no_polish = false;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--problem", a->problem, "regpcp | regmvu");
+  app.add_option("--method", a->method, "subspace (default: IPM on faces) | ipm (full-space interior point) | fista (first-order + face polish)");
   app.add_option("--data", a->data, "swissroll (generated, --n points) or a labeled CSV file");
   app.add_option("--m", a->m, "basis size m (Y is m x m)");
   app.add_option("--n", a->n, "Swiss roll points");
@@ -36,6 +39,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
   app.add_option("--cannot", a->cannot, "RegPCP cannot-links per class pair (paper: 20)");
   app.add_option("--seed", a->seed, "seed for the Swiss roll and the constraints");
   app.add_option("--tolerance", a->tolerance, "relative duality-gap tolerance (paper: 1e-8)");
+  app.add_option("--growth", a->growth, "subspace method: face growth factor per round");
   app.add_option("--max-iterations", a->max_iterations, "solver iteration cap");
   app.add_option("--threads", a->threads, "k-NN threads");
   app.add_option("--restarts", a->restarts, "kernel k-means restarts (RegPCP pair accuracy)");
@@ -81,7 +85,32 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
     qo.max_iterations = a->max_iterations;
     if (a->no_polish) qo.polish_threshold = 0.0;
     Stopwatch watch;
-    auto result = SolveQsdp(built->problem, qo);
+    StatusOr<QsdpResult> result = InvalidArgumentError("--method = " + a->method + " must be ipm or fista");
+    if (a->method == "fista") result = SolveQsdp(built->problem, qo);
+    nlohmann::json rounds = nlohmann::json::array();
+    if (a->method == "subspace") {
+      QsdpSubspaceOptions so;
+      so.gap_tolerance = a->tolerance;
+      so.growth = a->growth;
+      auto r = SolveQsdpSubspace(built->problem, so);
+      if (!r.ok()) return Fail(r.status());
+      QsdpResult q;
+      q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
+      q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
+      for (const auto& rd : r->rounds)
+        rounds.push_back({{"dimension", rd.dimension}, {"ipm_iterations", rd.ipm_iterations}, {"gap", rd.relative_gap}, {"seconds", rd.seconds}});
+      result = q;
+    }
+    if (a->method == "ipm") {
+      QsdpIpmOptions io;
+      io.gap_tolerance = a->tolerance;
+      auto r = SolveQsdpInteriorPoint(built->problem, io);
+      if (!r.ok()) return Fail(r.status());
+      QsdpResult q;
+      q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
+      q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
+      result = q;
+    }
     const double seconds = watch.Seconds();
     if (!result.ok()) return Fail(result.status());
     nlohmann::json out = {{"benchmark", "qsdp"},
@@ -106,6 +135,8 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
                           {"build_seconds", build_seconds},
                           {"basis_seconds", built->basis_seconds},
                           {"basis_residual", built->basis.max_residual},
+                          {"method", a->method},
+                          {"rounds", rounds},
                           {"machine", MachineInfo()}};
     if (a->problem == "regmvu") out["nu"] = a->nu;
     if (a->problem == "regpcp") {

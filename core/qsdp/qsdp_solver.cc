@@ -32,6 +32,37 @@ Status QsdpOptions::Validate() const {
   return OkStatus();
 }
 
+// Congruence preconditioning Y = T Ỹ Tᵀ with T = M^{-1/2},
+// M = Σ_k w_k (a_k a_kᵀ + b_k b_kᵀ)/2: the terms become a_k ← Tᵀa_k, b_k ← Tᵀb_k
+// (a_kᵀ Y b_k is unchanged), so Σ w ã ãᵀ (symmetrized) = I, and the PSD cone
+// maps onto itself. For RegMVU this undoes the λ_2 … λ_{m+1} scaling of the
+// edge differences (Σ_N (q_i − q_j)(q_i − q_j)ᵀ = QᵀLQ), which otherwise
+// makes the Hessian condition number grow like (λ_{m+1}/λ_2)²; for RegPCP
+// (Σ_i q_i q_iᵀ = I from the diagonal terms) it is close to the identity.
+// Returns false (T = I) when M is singular.
+bool WhitenQsdp(const QsdpProblem& p, QsdpProblem* out, Eigen::MatrixXd* t) {
+  const int m = p.dim();
+  Eigen::MatrixXd sum = 0.5 * (p.left.transpose() * p.weight.asDiagonal() * p.left +
+                               p.right.transpose() * p.weight.asDiagonal() * p.right);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (sum + sum.transpose()));
+  const Eigen::VectorXd& d = eig.eigenvalues();
+  *out = p;
+  if (!(d[0] > 1e-12 * d[m - 1])) {
+    *t = Eigen::MatrixXd::Identity(m, m);
+    return false;
+  }
+  *t = eig.eigenvectors() * d.cwiseSqrt().cwiseInverse().asDiagonal() * eig.eigenvectors().transpose();
+  out->left = p.left * *t;
+  out->right = p.right * *t;
+  // c tr(T Ỹ Tᵀ) + ⟨C, T Ỹ Tᵀ⟩ = ⟨Tᵀ(cI + C)T, Ỹ⟩.
+  Eigen::MatrixXd lin = p.trace_weight * Eigen::MatrixXd::Identity(m, m);
+  if (p.linear.size() != 0) lin += p.linear;
+  out->linear = t->transpose() * lin * *t;
+  out->linear = (0.5 * (out->linear + out->linear.transpose())).eval();
+  out->trace_weight = 0.0;
+  return true;
+}
+
 Eigen::MatrixXd ProjectPsd(const Eigen::MatrixXd& x) {
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (x + x.transpose()));
   const Eigen::VectorXd d = eig.eigenvalues().cwiseMax(0.0);
@@ -108,7 +139,7 @@ double LipschitzEstimate(const QsdpProblem& p) {
   Eigen::MatrixXd d = Eigen::MatrixXd::Identity(m, m);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) d(i, j) += 0.01 * std::sin(1.0 + 3.0 * i + 7.0 * j);
-  d = 0.5 * (d + d.transpose());
+  d = (0.5 * (d + d.transpose())).eval();
   d /= d.norm();
   double est = 0.0;
   for (int it = 0; it < 200; ++it) {
@@ -156,37 +187,6 @@ class Face {
   const Eigen::MatrixXd& u_;
   Eigen::MatrixXd lu_, ru_, lin_;
 };
-
-// Congruence preconditioning Y = T Ỹ Tᵀ with T = M^{-1/2},
-// M = Σ_k w_k (a_k a_kᵀ + b_k b_kᵀ)/2: the terms become a_k ← Tᵀa_k, b_k ← Tᵀb_k
-// (a_kᵀ Y b_k is unchanged), so Σ w ã ãᵀ (symmetrized) = I, and the PSD cone
-// maps onto itself. For RegMVU this undoes the λ_2 … λ_{m+1} scaling of the
-// edge differences (Σ_N (q_i − q_j)(q_i − q_j)ᵀ = QᵀLQ), which otherwise
-// makes the Hessian condition number grow like (λ_{m+1}/λ_2)²; for RegPCP
-// (Σ_i q_i q_iᵀ = I from the diagonal terms) it is close to the identity.
-// Returns false (T = I) when M is singular.
-bool Whiten(const QsdpProblem& p, QsdpProblem* out, Eigen::MatrixXd* t) {
-  const int m = p.dim();
-  Eigen::MatrixXd sum = 0.5 * (p.left.transpose() * p.weight.asDiagonal() * p.left +
-                               p.right.transpose() * p.weight.asDiagonal() * p.right);
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (sum + sum.transpose()));
-  const Eigen::VectorXd& d = eig.eigenvalues();
-  *out = p;
-  if (!(d[0] > 1e-12 * d[m - 1])) {
-    *t = Eigen::MatrixXd::Identity(m, m);
-    return false;
-  }
-  *t = eig.eigenvectors() * d.cwiseSqrt().cwiseInverse().asDiagonal() * eig.eigenvectors().transpose();
-  out->left = p.left * *t;
-  out->right = p.right * *t;
-  // c tr(T Ỹ Tᵀ) + ⟨C, T Ỹ Tᵀ⟩ = ⟨Tᵀ(cI + C)T, Ỹ⟩.
-  Eigen::MatrixXd lin = p.trace_weight * Eigen::MatrixXd::Identity(m, m);
-  if (p.linear.size() != 0) lin += p.linear;
-  out->linear = t->transpose() * lin * *t;
-  out->linear = 0.5 * (out->linear + out->linear.transpose());
-  out->trace_weight = 0.0;
-  return true;
-}
 
 // One face-polish step from the PSD matrix y; returns true and sets *out when
 // it found a PSD point with a lower objective.
@@ -256,7 +256,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     // Iterate on Ỹ of the preconditioned problem wp (Y = T Ỹ Tᵀ); certify on the original.
     QsdpProblem wp;
     Eigen::MatrixXd tm;
-    if (!options.precondition || !Whiten(problem, &wp, &tm)) {
+    if (!options.precondition || !WhitenQsdp(problem, &wp, &tm)) {
       wp = problem;
       tm = Eigen::MatrixXd::Identity(m, m);
     }

@@ -98,6 +98,13 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
 void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, double face_threshold,
                          QsdpResult* out);
 
+/// Congruence preconditioning: writes the problem in Ỹ with Y = T Ỹ Tᵀ,
+/// T = M^{-1/2}, M = Σ_k w_k (a_k a_kᵀ + b_k b_kᵀ)/2 (a_k ← Tᵀa_k, b_k ← Tᵀb_k,
+/// the linear part becomes Tᵀ(cI + C)T), so that Σ w (ã ãᵀ + b̃ b̃ᵀ)/2 = I. The
+/// PSD cone maps onto itself. Returns false (and *out = problem, T = I) when M
+/// is numerically singular.
+bool WhitenQsdp(const QsdpProblem& problem, QsdpProblem* out, Eigen::MatrixXd* t);
+
 /// Π₊: the nearest PSD matrix in Frobenius norm (eigenvalues clipped at 0).
 Eigen::MatrixXd ProjectPsd(const Eigen::MatrixXd& x);
 

@@ -1,0 +1,387 @@
+#include "core/qsdp/qsdp_ipm.h"
+
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+#include <Eigen/SVD>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/qsdp/qsdp_solver.h"
+
+namespace kls {
+
+Status QsdpIpmOptions::Validate() const {
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance));
+  if (max_iterations < 1) {
+    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+  }
+  if (!(step_fraction > 0.0 && step_fraction < 1.0)) {
+    return InvalidArgumentError("options.step_fraction = " + FormatNumber(step_fraction) + " must be in (0, 1)");
+  }
+  if (!(rank_threshold > 0.0 && rank_threshold < 1.0)) {
+    return InvalidArgumentError("options.rank_threshold = " + FormatNumber(rank_threshold) + " must be in (0, 1)");
+  }
+  return OkStatus();
+}
+
+Eigen::VectorXd Svec(const Eigen::MatrixXd& x) {
+  const int m = static_cast<int>(x.rows());
+  Eigen::VectorXd v(static_cast<Eigen::Index>(m) * (m + 1) / 2);
+  const double r2 = std::sqrt(2.0);
+  Eigen::Index k = 0;
+  for (int j = 0; j < m; ++j)
+    for (int i = 0; i <= j; ++i, ++k) v[k] = i == j ? x(i, i) : r2 * 0.5 * (x(i, j) + x(j, i));
+  return v;
+}
+
+Eigen::MatrixXd Smat(const Eigen::VectorXd& v, int m) {
+  Eigen::MatrixXd x(m, m);
+  const double h = 1.0 / std::sqrt(2.0);
+  Eigen::Index k = 0;
+  for (int j = 0; j < m; ++j)
+    for (int i = 0; i <= j; ++i, ++k) {
+      if (i == j) {
+        x(i, i) = v[k];
+      } else {
+        x(i, j) = x(j, i) = h * v[k];
+      }
+    }
+  return x;
+}
+
+namespace {
+
+// The rows √(2 w_k) svec(G_k), G_k = sym(a_k b_kᵀ): H = Fᵀ F is the paper's 2A
+// in svec coordinates. O(K n_s).
+Eigen::MatrixXd TermRows(const QsdpProblem& p) {
+  const int m = p.dim(), k_terms = p.num_terms();
+  const Eigen::Index ns = static_cast<Eigen::Index>(m) * (m + 1) / 2;
+  Eigen::MatrixXd f(k_terms, ns);
+  const double r2 = std::sqrt(2.0);
+  for (Eigen::Index k = 0; k < k_terms; ++k) {
+    const double s = std::sqrt(2.0 * p.weight[k]);
+    Eigen::Index c = 0;
+    for (int j = 0; j < m; ++j) {
+      const double aj = p.left(k, j), bj = p.right(k, j);
+      for (int i = 0; i <= j; ++i, ++c) {
+        const double ai = p.left(k, i), bi = p.right(k, i);
+        // (G_k)_ij = (a_i b_j + a_j b_i)/2; svec scales i ≠ j by √2.
+        f(k, c) = i == j ? s * ai * bi : s * r2 * 0.5 * (ai * bj + aj * bi);
+      }
+    }
+  }
+  return f;
+}
+
+// svec-coordinates matrix of X ↦ P X P (P symmetric): entry ((i,j),(k,l)) =
+// c_ij c_kl · 2 (P_ik P_jl + P_il P_jk), c = 1/2 on the diagonal, 1/√2 off it.
+// Added to the lower triangle of `out`.
+void AddSymmetricKron(const Eigen::MatrixXd& pm, Eigen::MatrixXd* out) {
+  const int m = static_cast<int>(pm.rows());
+  const double h = 1.0 / std::sqrt(2.0);
+  std::vector<int> ri, rj;
+  for (int j = 0; j < m; ++j)
+    for (int i = 0; i <= j; ++i) {
+      ri.push_back(i);
+      rj.push_back(j);
+    }
+  const Eigen::Index ns = static_cast<Eigen::Index>(ri.size());
+  for (Eigen::Index col = 0; col < ns; ++col) {
+    const int k = ri[static_cast<size_t>(col)], l = rj[static_cast<size_t>(col)];
+    const double ckl = k == l ? 0.5 : h;
+    for (Eigen::Index row = col; row < ns; ++row) {
+      const int i = ri[static_cast<size_t>(row)], j = rj[static_cast<size_t>(row)];
+      const double cij = i == j ? 0.5 : h;
+      (*out)(row, col) += cij * ckl * 2.0 * (pm(i, k) * pm(j, l) + pm(i, l) * pm(j, k));
+    }
+  }
+}
+
+// Largest α in [0, ∞) with X + α D ⪰ 0 for X = L Lᵀ ≻ 0 (∞ as 1e300).
+double MaxStep(const Eigen::MatrixXd& chol_lower, const Eigen::MatrixXd& d) {
+  const auto l = chol_lower.triangularView<Eigen::Lower>();
+  Eigen::MatrixXd t = l.solve(d);
+  t = l.solve(t.transpose()).eval();  // L⁻¹ D L⁻ᵀ
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (t + t.transpose()), Eigen::EigenvaluesOnly);
+  const double lo = eig.eigenvalues()[0];
+  return lo >= 0.0 ? 1e300 : -1.0 / lo;
+}
+
+// Distinct rows of [left; right]: RegPCP's terms reuse the rows q_i of Q
+// (K = n + #pairs terms, at most n distinct vectors), so the Gram matrices
+// of the low-rank Newton system come from one n_u × m × n_u product.
+struct DistinctRows {
+  Eigen::MatrixXd rows;              // n_u × m
+  std::vector<int> left_id, right_id;  // term k → row
+};
+
+DistinctRows FindDistinctRows(const QsdpProblem& p) {
+  DistinctRows d;
+  std::unordered_map<std::string, int> seen;
+  std::vector<Eigen::Index> order;
+  const Eigen::Index m = p.left.cols();
+  auto id_of = [&](const Eigen::MatrixXd& x, Eigen::Index k) {
+    Eigen::RowVectorXd row = x.row(k);
+    std::string key(reinterpret_cast<const char*>(row.data()), static_cast<size_t>(m) * sizeof(double));
+    auto it = seen.emplace(std::move(key), static_cast<int>(order.size()));
+    if (it.second) order.push_back(&x == &p.left ? k : -1 - k);
+    return it.first->second;
+  };
+  for (Eigen::Index k = 0; k < p.left.rows(); ++k) {
+    d.left_id.push_back(id_of(p.left, k));
+    d.right_id.push_back(id_of(p.right, k));
+  }
+  d.rows.resize(static_cast<Eigen::Index>(order.size()), m);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Eigen::Index k = order[i];
+    d.rows.row(static_cast<Eigen::Index>(i)) = k >= 0 ? p.left.row(k) : p.right.row(-1 - k);
+  }
+  return d;
+}
+
+bool CholLower(const Eigen::MatrixXd& x, Eigen::MatrixXd* l) {
+  Eigen::LLT<Eigen::MatrixXd> llt(x);
+  if (llt.info() != Eigen::Success) return false;
+  *l = llt.matrixL();
+  return l->allFinite();
+}
+
+}  // namespace
+
+StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const QsdpIpmOptions& options,
+                                               const SolveControl& control) {
+  return GuardExceptions("SolveQsdpInteriorPoint", [&]() -> StatusOr<QsdpIpmResult> {
+    KLS_RETURN_IF_ERROR(problem.Validate().WithContext("QsdpProblem"));
+    KLS_RETURN_IF_ERROR(options.Validate().WithContext("QsdpIpmOptions"));
+    Stopwatch setup_watch;
+    const int m = problem.dim();
+    QsdpProblem wp;
+    Eigen::MatrixXd tm;
+    if (!options.precondition || !WhitenQsdp(problem, &wp, &tm)) {
+      wp = problem;
+      tm = Eigen::MatrixXd::Identity(m, m);
+    }
+    auto original = [&](const Eigen::MatrixXd& yt) -> Eigen::MatrixXd {
+      Eigen::MatrixXd yy = tm * yt * tm.transpose();
+      return 0.5 * (yy + yy.transpose());
+    };
+    const Eigen::Index ns = static_cast<Eigen::Index>(m) * (m + 1) / 2;
+    const Eigen::Index k_terms = wp.num_terms();
+    const bool low_rank = options.newton_system == QsdpNewtonSystem::kLowRank ||
+                          (options.newton_system == QsdpNewtonSystem::kAuto && k_terms < ns);
+    // Dense path: H = Fᵀ F (lower triangle). b = svec(B), B = −2𝒜*(W t) − cI − C.
+    Eigen::MatrixXd h;
+    if (!low_rank) {
+      const Eigen::MatrixXd f_rows = TermRows(wp);
+      h = Eigen::MatrixXd::Zero(ns, ns);
+      h.selfadjointView<Eigen::Lower>().rankUpdate(f_rows.transpose());
+    }
+    const bool symmetric_terms = wp.left == wp.right;
+    const DistinctRows distinct = low_rank ? FindDistinctRows(wp) : DistinctRows();
+    const Eigen::VectorXd root_w = wp.weight.cwiseSqrt();
+    // F v = √(2w) ∘ 𝒜(Smat v) and Fᵀx = svec(𝒜*(√(2w) ∘ x)).
+    auto f_apply = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
+      return std::sqrt(2.0) * root_w.cwiseProduct(wp.Apply(Smat(v, m)));
+    };
+    auto f_adjoint = [&](const Eigen::VectorXd& x) -> Eigen::VectorXd {
+      return Svec(wp.Adjoint(std::sqrt(2.0) * root_w.cwiseProduct(x)));
+    };
+    Eigen::MatrixXd b_mat = -2.0 * wp.Adjoint(wp.weight.cwiseProduct(wp.target));
+    b_mat.diagonal().array() -= wp.trace_weight;
+    if (wp.linear.size() != 0) b_mat -= wp.linear;
+    const Eigen::VectorXd b = Svec(b_mat);
+    auto hmul = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
+      if (low_rank) return Svec(2.0 * wp.Adjoint(wp.weight.cwiseProduct(wp.Apply(Smat(v, m)))));
+      return h.selfadjointView<Eigen::Lower>() * v;
+    };
+    // Start: Y₀ = ξI with ξ the minimizer of f along the ray {sI} (>= 1 after
+    // preconditioning, where the terms are normalized), Z₀ = ζI with ζ the
+    // size of ∇f(Y₀), so both are well inside their cones and balanced.
+    const Eigen::VectorXd e = Svec(Eigen::MatrixXd::Identity(m, m));
+    const double curvature = e.dot(hmul(e));
+    double xi = curvature > 0.0 ? -b.dot(e) / curvature : 1.0;
+    xi = std::max({xi, 1.0, std::sqrt(static_cast<double>(m))});
+    Eigen::VectorXd y = xi * e;
+    const Eigen::VectorXd g0 = hmul(y) + b;
+    const double zeta = std::max(1.0, g0.norm() / std::sqrt(static_cast<double>(m)));
+    Eigen::VectorXd z = zeta * e;
+    QsdpIpmResult result;
+    result.stats.setup_seconds = setup_watch.Seconds();
+
+    Stopwatch watch;
+    QsdpResult cert;
+    QsdpIpmResult best;
+    best.relative_gap = std::numeric_limits<double>::infinity();
+    Termination why = Termination::kIterationLimit;
+    int it = 0;
+    auto certify = [&](const Eigen::VectorXd& yv, double mu) -> bool {
+      const Eigen::MatrixXd yo = original(Smat(yv, m));
+      EvaluateCertificate(problem, yo, options.rank_threshold, &cert);
+      result.stats.objective_history.push_back(cert.objective);
+      if (cert.relative_gap < best.relative_gap || best.y.size() == 0) {
+        best.y = yo;
+        best.objective = cert.objective;
+        best.lower_bound = cert.lower_bound;
+        best.relative_gap = cert.relative_gap;
+        best.kkt_residual = cert.kkt_residual;
+        best.rank = cert.rank;
+        best.mu = mu;
+      }
+      ProgressEvent ev;
+      ev.iteration = it;
+      ev.objective = cert.objective;
+      ev.primal_residual = cert.kkt_residual;
+      ev.dual_residual = cert.relative_gap;
+      ev.elapsed_seconds = watch.Seconds();
+      ev.max_iterations = options.max_iterations;
+      control.Report(ev);
+      return cert.relative_gap <= options.gap_tolerance;
+    };
+    Eigen::MatrixXd newton(low_rank ? k_terms : ns, low_rank ? k_terms : ns);
+    double factor_seconds = 0.0;
+    while (true) {
+      const Eigen::MatrixXd ym = Smat(y, m), zm = Smat(z, m);
+      const double mu = ym.cwiseProduct(zm).sum() / m;
+      if (certify(y, mu)) {
+        why = Termination::kConverged;
+        break;
+      }
+      if (it >= options.max_iterations) break;
+      Termination stop;
+      if (control.ShouldStop(&stop)) {
+        why = stop;
+        break;
+      }
+      ++it;
+      const Eigen::VectorXd rd = hmul(y) + b - z;  // dual residual 𝓗Y + B − Z
+      // NT scaling: Y = R Rᵀ, Z = S Sᵀ, Sᵀ R = U D Vᵀ, G = R V D^{-1/2}:
+      // Gᵀ Z G = G⁻¹ Y G⁻ᵀ = D = Λ.
+      Eigen::MatrixXd rl, sl;
+      if (!CholLower(ym, &rl) || !CholLower(zm, &sl)) {
+        why = Termination::kNumericalIssue;
+        break;
+      }
+      Eigen::JacobiSVD<Eigen::MatrixXd> svd(sl.transpose() * rl, Eigen::ComputeFullU | Eigen::ComputeFullV);
+      const Eigen::VectorXd lam = svd.singularValues();
+      if (!(lam.minCoeff() > 0.0) || !lam.allFinite()) {
+        why = Termination::kNumericalIssue;
+        break;
+      }
+      const Eigen::MatrixXd g = rl * svd.matrixV() * lam.cwiseSqrt().cwiseInverse().asDiagonal();
+      // G⁻¹ = D^{1/2} Vᵀ R⁻¹ and 𝒲⁻¹ = G⁻ᵀ G⁻¹.
+      const Eigen::MatrixXd rinv_t =
+          rl.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(m, m)).transpose();  // R⁻ᵀ
+      const Eigen::MatrixXd ginv = lam.cwiseSqrt().asDiagonal() * svd.matrixV().transpose() * rinv_t.transpose();
+      Eigen::MatrixXd winv = ginv.transpose() * ginv;
+      winv = (0.5 * (winv + winv.transpose())).eval();
+      Stopwatch fw;
+      Eigen::LLT<Eigen::MatrixXd, Eigen::Lower> llt;
+      Eigen::MatrixXd wnt;  // 𝒲 = G Gᵀ (low-rank path)
+      bool factored = true;
+      if (!low_rank) {
+        newton.triangularView<Eigen::Lower>() = h.triangularView<Eigen::Lower>();
+        AddSymmetricKron(winv, &newton);
+      } else {
+        // I + F𝒫Fᵀ, 𝒫 = 𝒲⊛𝒲 (Woodbury; see the header).
+        wnt = g * g.transpose();
+        wnt = (0.5 * (wnt + wnt.transpose())).eval();
+        if (distinct.rows.rows() < k_terms) {
+          // (a_kᵀ𝒲a_l)(b_kᵀ𝒲b_l) + (a_kᵀ𝒲b_l)(b_kᵀ𝒲a_l) gathered from S = V𝒲Vᵀ.
+          const Eigen::MatrixXd sg = distinct.rows * wnt * distinct.rows.transpose();
+          for (Eigen::Index l = 0; l < k_terms; ++l) {
+            const int al = distinct.left_id[static_cast<size_t>(l)], bl = distinct.right_id[static_cast<size_t>(l)];
+            for (Eigen::Index k = l; k < k_terms; ++k) {
+              const int ak = distinct.left_id[static_cast<size_t>(k)], bk = distinct.right_id[static_cast<size_t>(k)];
+              newton(k, l) = sg(ak, al) * sg(bk, bl) + sg(ak, bl) * sg(bk, al);
+            }
+          }
+        } else {
+          const Eigen::MatrixXd lw = wp.left * wnt;
+          Eigen::MatrixXd p1 = lw * wp.left.transpose();
+          if (symmetric_terms) {
+            newton = p1.cwiseProduct(p1);
+            newton *= 2.0;
+          } else {
+            newton = p1.cwiseProduct(wp.right * wnt * wp.right.transpose());
+            p1 = lw * wp.right.transpose();
+            newton += p1.cwiseProduct(p1.transpose());
+          }
+        }
+        newton = root_w.asDiagonal() * newton * root_w.asDiagonal();
+        newton.diagonal().array() += 1.0;
+      }
+      llt.compute(newton);
+      if (llt.info() != Eigen::Success) {
+        // Rounding near the end of the path: regularize slightly and retry.
+        const double shift = 1e-12 * newton.diagonal().cwiseAbs().maxCoeff();
+        newton.diagonal().array() += shift;
+        llt.compute(newton);
+        factored = llt.info() == Eigen::Success;
+      }
+      if (!factored) {
+        why = Termination::kNumericalIssue;
+        break;
+      }
+      factor_seconds += fw.Seconds();
+      auto newton_solve = [&](const Eigen::VectorXd& r) -> Eigen::VectorXd {
+        if (!low_rank) return llt.solve(r);
+        auto p_apply = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
+          Eigen::MatrixXd x = wnt * Smat(v, m) * wnt;
+          return Svec(0.5 * (x + x.transpose()));
+        };
+        const Eigen::VectorXd u = p_apply(r);
+        return u - p_apply(f_adjoint(llt.solve(f_apply(u))));
+      };
+      auto solve_direction = [&](const Eigen::MatrixXd& rhat, Eigen::VectorXd* dy, Eigen::VectorXd* dz) {
+        const Eigen::MatrixXd rc = ginv.transpose() * rhat * ginv;
+        *dy = newton_solve(Svec(0.5 * (rc + rc.transpose())) - rd);
+        *dz = hmul(*dy) + rd;
+      };
+      auto step_to_boundary = [&](const Eigen::VectorXd& dy, const Eigen::VectorXd& dz) {
+        return std::min(MaxStep(rl, Smat(dy, m)), MaxStep(sl, Smat(dz, m)));
+      };
+      // Predictor (affine scaling): R̂ = −Λ.
+      Eigen::VectorXd dy_a, dz_a;
+      solve_direction(-Eigen::MatrixXd(lam.asDiagonal()), &dy_a, &dz_a);
+      const double alpha_a = std::min(1.0, step_to_boundary(dy_a, dz_a));
+      const double mu_a = Smat(y + alpha_a * dy_a, m).cwiseProduct(Smat(z + alpha_a * dz_a, m)).sum() / m;
+      const double sigma = std::clamp(std::pow(std::max(mu_a, 0.0) / mu, 3.0), 0.0, 1.0);
+      // Corrector: R̂ = (2σμI − 2Λ² − (ŶₐẐₐ + ẐₐŶₐ)) ⊘ (λ_i + λ_j) with the
+      // scaled predictor Ŷₐ = G⁻¹ΔYₐG⁻ᵀ, Ẑₐ = GᵀΔZₐG (Mehrotra's second-order term).
+      const Eigen::MatrixXd yh = ginv * Smat(dy_a, m) * ginv.transpose();
+      const Eigen::MatrixXd zh = g.transpose() * Smat(dz_a, m) * g;
+      Eigen::MatrixXd rhat = -(yh * zh + zh * yh);
+      for (int i = 0; i < m; ++i) rhat(i, i) += 2.0 * sigma * mu - 2.0 * lam[i] * lam[i];
+      for (int j = 0; j < m; ++j)
+        for (int i = 0; i < m; ++i) rhat(i, j) /= lam[i] + lam[j];
+      Eigen::VectorXd dy, dz;
+      solve_direction(rhat, &dy, &dz);
+      const double alpha = std::min(1.0, options.step_fraction * step_to_boundary(dy, dz));
+      if (!dy.allFinite() || !dz.allFinite() || !(alpha > 0.0)) {
+        why = Termination::kNumericalIssue;
+        break;
+      }
+      y += alpha * dy;
+      z += alpha * dz;
+      if (!(y.norm() < 1e150)) {  // an unbounded problem (e.g. c > 0 and 𝒜 not injective on the cone)
+        why = Termination::kNumericalIssue;
+        break;
+      }
+    }
+    best.stats = std::move(result.stats);
+    best.stats.termination = why;
+    best.stats.iterations = it;
+    best.stats.final_objective = best.objective;
+    best.stats.solve_seconds = watch.Seconds();
+    best.factor_seconds = factor_seconds;
+    best.low_rank_newton = low_rank;
+    return best;
+  });
+}
+
+}  // namespace kls

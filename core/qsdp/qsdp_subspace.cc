@@ -1,0 +1,212 @@
+#include "core/qsdp/qsdp_subspace.h"
+
+#include <Eigen/Eigenvalues>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "core/qsdp/qsdp_solver.h"
+
+namespace kls {
+
+Status QsdpSubspaceOptions::Validate() const {
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance));
+  auto at_least_one = [](const char* field, int v) -> Status {
+    if (v < 1) return InvalidArgumentError(std::string("options.") + field + " = " + std::to_string(v) + " must be >= 1");
+    return OkStatus();
+  };
+  KLS_RETURN_IF_ERROR(at_least_one("full_system_size", full_system_size));
+  KLS_RETURN_IF_ERROR(at_least_one("initial_dimension", initial_dimension));
+  KLS_RETURN_IF_ERROR(at_least_one("margin", margin));
+  KLS_RETURN_IF_ERROR(at_least_one("max_rounds", max_rounds));
+  if (!(growth >= 1.0) || !std::isfinite(growth)) {
+    return InvalidArgumentError("options.growth = " + FormatNumber(growth) + " must be finite and >= 1");
+  }
+  if (!(range_threshold > 0.0 && range_threshold < 1.0)) {
+    return InvalidArgumentError("options.range_threshold = " + FormatNumber(range_threshold) + " must be in (0, 1)");
+  }
+  return ipm.Validate().WithContext("ipm");
+}
+
+QsdpProblem RestrictToFace(const QsdpProblem& problem, const Eigen::MatrixXd& u) {
+  QsdpProblem r;
+  r.left = problem.left * u;
+  r.right = problem.right * u;
+  r.target = problem.target;
+  r.weight = problem.weight;
+  r.trace_weight = problem.trace_weight;  // tr(U S Uᵀ) = tr(S) for orthonormal U
+  if (problem.linear.size() != 0) {
+    r.linear = u.transpose() * problem.linear * u;
+    r.linear = (0.5 * (r.linear + r.linear.transpose())).eval();
+  }
+  return r;
+}
+
+namespace {
+
+// Appends the columns of `candidates` (in order) to the orthonormal `basis`
+// by twice-repeated Gram–Schmidt, skipping nearly dependent ones, until it has
+// `target` columns.
+void ExtendBasis(const Eigen::MatrixXd& candidates, int target, Eigen::MatrixXd* basis) {
+  const int m = static_cast<int>(candidates.rows());
+  std::vector<Eigen::VectorXd> cols;
+  for (int j = 0; j < basis->cols(); ++j) cols.push_back(basis->col(j));
+  for (int j = 0; j < candidates.cols() && static_cast<int>(cols.size()) < target; ++j) {
+    Eigen::VectorXd v = candidates.col(j);
+    for (int pass = 0; pass < 2; ++pass)
+      for (const Eigen::VectorXd& c : cols) v -= c.dot(v) * c;
+    const double norm = v.norm();
+    if (norm > 1e-6) cols.push_back(v / norm);
+  }
+  basis->resize(m, static_cast<Eigen::Index>(cols.size()));
+  for (size_t j = 0; j < cols.size(); ++j) basis->col(static_cast<Eigen::Index>(j)) = cols[j];
+}
+
+}  // namespace
+
+StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const QsdpSubspaceOptions& options,
+                                               const SolveControl& control) {
+  return GuardExceptions("SolveQsdpSubspace", [&]() -> StatusOr<QsdpSubspaceResult> {
+    KLS_RETURN_IF_ERROR(problem.Validate().WithContext("QsdpProblem"));
+    KLS_RETURN_IF_ERROR(options.Validate().WithContext("QsdpSubspaceOptions"));
+    const int m = problem.dim();
+    QsdpSubspaceResult result;
+    Stopwatch watch;
+    QsdpIpmOptions ipm = options.ipm;
+    // The face solve must be tighter than the global target, or the global
+    // certificate would be limited by the face's own sub-optimality.
+    ipm.gap_tolerance = std::min(ipm.gap_tolerance, 0.1 * options.gap_tolerance);
+    SolveControl inner = control;
+    inner.progress = nullptr;  // one progress event per round, below
+
+    auto finish = [&](QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, int rounds) {
+      result.y = y;
+      result.objective = cert.objective;
+      result.lower_bound = cert.lower_bound;
+      result.relative_gap = cert.relative_gap;
+      result.kkt_residual = cert.kkt_residual;
+      result.rank = cert.rank;
+      result.stats.termination = why;
+      result.stats.iterations = rounds;
+      result.stats.final_objective = cert.objective;
+      result.stats.solve_seconds = watch.Seconds();
+    };
+
+    const long long ns = static_cast<long long>(m) * (m + 1) / 2;
+    if (std::min<long long>(ns, problem.num_terms()) <= options.full_system_size) {
+      ipm.gap_tolerance = options.gap_tolerance;
+      KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(problem, ipm, control));
+      QsdpSubspaceRound round;
+      round.dimension = m;
+      round.ipm_iterations = r.stats.iterations;
+      round.relative_gap = r.relative_gap;
+      round.seconds = r.stats.solve_seconds + r.stats.setup_seconds;
+      result.rounds.push_back(round);
+      result.ipm_iterations = r.stats.iterations;
+      result.stats.objective_history = r.stats.objective_history;
+      QsdpResult cert;
+      cert.objective = r.objective;
+      cert.lower_bound = r.lower_bound;
+      cert.relative_gap = r.relative_gap;
+      cert.kkt_residual = r.kkt_residual;
+      cert.rank = r.rank;
+      finish(cert, r.y, r.stats.termination, 1);
+      return result;
+    }
+
+    Eigen::MatrixXd y = Eigen::MatrixXd::Zero(m, m);
+    Eigen::MatrixXd range(m, 0);     // orthonormal basis of range(Y_{k−1})
+    Eigen::MatrixXd rotation(m, 0);  // ∇f(Y_{k−1})·range(Y_{k−1}) of this and earlier rounds
+    Eigen::MatrixXd grad = problem.Gradient(y);
+    QsdpResult cert, best_cert;
+    Eigen::MatrixXd best_y = y;
+    best_cert.relative_gap = std::numeric_limits<double>::infinity();
+    Termination why = Termination::kIterationLimit;
+    int p = std::min(m, options.initial_dimension);
+    int round_index = 0;
+    for (; round_index < options.max_rounds; ++round_index) {
+      Termination stop;
+      if (control.ShouldStop(&stop)) {
+        why = stop;
+        break;
+      }
+      Stopwatch round_watch;
+      const bool last = round_index + 1 == options.max_rounds;
+      if (last) p = m;  // the cap forces the exact full problem
+      // U = orth[range(Y_{k−1}), eigenvectors of ∇f(Y_{k−1}) by ascending eigenvalue].
+      Eigen::MatrixXd u;
+      if (p >= m) {
+        u = Eigen::MatrixXd::Identity(m, m);
+      } else {
+        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eg(0.5 * (grad + grad.transpose()));
+        u = range;
+        ExtendBasis(rotation, p, &u);
+        ExtendBasis(eg.eigenvectors(), p, &u);
+      }
+      const QsdpProblem face = RestrictToFace(problem, u);
+      KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(face, ipm, inner));
+      result.ipm_iterations += r.stats.iterations;
+      if (r.stats.termination == Termination::kCancelled || r.stats.termination == Termination::kTimeLimit) {
+        why = r.stats.termination;
+        break;
+      }
+      Eigen::MatrixXd yk = u * r.y * u.transpose();
+      yk = (0.5 * (yk + yk.transpose())).eval();
+      EvaluateCertificate(problem, yk, options.ipm.rank_threshold, &cert);
+      result.stats.objective_history.push_back(cert.objective);
+      QsdpSubspaceRound round;
+      round.dimension = static_cast<int>(u.cols());
+      round.ipm_iterations = r.stats.iterations;
+      round.relative_gap = cert.relative_gap;
+      round.seconds = round_watch.Seconds();
+      result.rounds.push_back(round);
+      ProgressEvent ev;
+      ev.iteration = round_index + 1;
+      ev.objective = cert.objective;
+      ev.primal_residual = cert.kkt_residual;
+      ev.dual_residual = cert.relative_gap;
+      ev.elapsed_seconds = watch.Seconds();
+      ev.max_iterations = options.max_rounds;
+      control.Report(ev);
+      if (cert.relative_gap < best_cert.relative_gap) {
+        best_cert = cert;
+        best_y = yk;
+      }
+      if (cert.relative_gap <= options.gap_tolerance) {
+        why = Termination::kConverged;
+        ++round_index;
+        break;
+      }
+      if (u.cols() >= m) {  // the full problem itself did not certify
+        why = r.stats.termination == Termination::kConverged ? Termination::kNumericalIssue : r.stats.termination;
+        ++round_index;
+        break;
+      }
+      // Next face: range(Y_k) (face coordinates → m-space) plus a margin.
+      y = yk;
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(r.y);
+      const double top = std::max(es.eigenvalues().maxCoeff(), 0.0);
+      int rank = 0;
+      while (rank < es.eigenvalues().size() &&
+             es.eigenvalues()[es.eigenvalues().size() - 1 - rank] > options.range_threshold * top)
+        ++rank;
+      range = u * es.eigenvectors().rightCols(rank);
+      grad = problem.Gradient(y);
+      {
+        Eigen::MatrixXd dirs(m, rank + rotation.cols());
+        dirs << grad * range, rotation;
+        rotation = dirs.leftCols(std::min<Eigen::Index>(dirs.cols(), options.margin + rank));
+      }
+      const int wanted = rank + options.margin;
+      p = std::min(m, std::max(wanted, static_cast<int>(std::ceil(options.growth * static_cast<double>(u.cols())))));
+    }
+    if (!std::isfinite(best_cert.relative_gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
+    finish(best_cert, best_y, why, round_index);
+    return result;
+  });
+}
+
+}  // namespace kls
