@@ -131,8 +131,8 @@ StatusOr<QsdpJobOptions> ToCore(const kls::v1::QsdpKernelOptions& p) {
   if (p.has_m()) o.pcp.m = o.mvu_options.m = p.m();
   if (p.has_neighbors()) o.pcp.neighbors = o.mvu_options.neighbors = p.neighbors();
   if (p.has_nu()) o.mvu_options.nu = p.nu();
-  if (p.has_gap_tolerance()) o.solver.gap_tolerance = p.gap_tolerance();
-  if (p.has_max_iterations()) o.solver.max_iterations = p.max_iterations();
+  if (p.has_gap_tolerance()) o.solver.gap_tolerance = o.solver.ipm.gap_tolerance = p.gap_tolerance();
+  if (p.has_max_iterations()) o.solver.ipm.max_iterations = p.max_iterations();
   if (p.has_nu() && !(std::isfinite(p.nu()) && p.nu() > 0)) {
     return InvalidArgumentError("qsdp.nu = " + Num(p.nu()) + " must be finite and > 0");
   }

@@ -32,6 +32,7 @@
 #include "core/embed/embedding.h"
 #include "core/mkl/classifier_training.h"
 #include "core/qsdp/qsdp_solver.h"
+#include "core/qsdp/qsdp_subspace.h"
 #include "core/qsdp/reg_problems.h"
 #include "core/ranking/npk_ranking.h"
 #include "core/social/social_model.h"
@@ -61,7 +62,7 @@ struct QsdpJobOptions {
   bool mvu = false;      ///< RegMVU (else RegPCP)
   RegPcpOptions pcp;
   RegMvuOptions mvu_options;
-  QsdpOptions solver;
+  QsdpSubspaceOptions solver;  ///< the interior-point / face solver (qsdp_subspace.h)
 };
 
 /// CMVU / MVE / SPE / KPCA job settings (core/embed).

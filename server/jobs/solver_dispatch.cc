@@ -77,7 +77,7 @@ StatusOr<JobOutput> RunQsdp(const QsdpJobOptions& o, const store::StoredDataset&
     problem = BuildRegPcp(x, data.constraints, p);
   }
   KLS_RETURN_IF_ERROR(problem.status());
-  KLS_ASSIGN_OR_RETURN(QsdpResult r, SolveQsdp(problem->problem, o.solver, control));
+  KLS_ASSIGN_OR_RETURN(QsdpSubspaceResult r, SolveQsdpSubspace(problem->problem, o.solver, control));
   JobOutput out;
   out.stats = r.stats;
   out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
