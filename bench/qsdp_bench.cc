@@ -24,7 +24,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
   struct Args {
     std::string problem = "regmvu", data = "swissroll", method = "subspace";
     int m = 10, n = 2000, must = 20, cannot = 20, threads = 1, max_iterations = 20000, restarts = 10;
-    double nu = 1.0, tolerance = 1e-8, growth = 1.25;
+    double nu = 1.0, tolerance = 1e-8, growth = 1.5;
     uint64_t seed = 1;
     bool csdp = false, no_polish = false;
   };
@@ -88,6 +88,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
     StatusOr<QsdpResult> result = InvalidArgumentError("--method = " + a->method + " must be ipm or fista");
     if (a->method == "fista") result = SolveQsdp(built->problem, qo);
     nlohmann::json rounds = nlohmann::json::array();
+    int out_ipm_iterations = 0;
     if (a->method == "subspace") {
       QsdpSubspaceOptions so;
       so.gap_tolerance = a->tolerance;
@@ -97,6 +98,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
       QsdpResult q;
       q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
       q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
+      out_ipm_iterations = r->ipm_iterations;
       for (const auto& rd : r->rounds)
         rounds.push_back({{"dimension", rd.dimension}, {"ipm_iterations", rd.ipm_iterations}, {"gap", rd.relative_gap}, {"seconds", rd.seconds}});
       result = q;
@@ -109,6 +111,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
       QsdpResult q;
       q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
       q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
+      out_ipm_iterations = r->stats.iterations;
       result = q;
     }
     const double seconds = watch.Seconds();
@@ -137,6 +140,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
                           {"basis_residual", built->basis.max_residual},
                           {"method", a->method},
                           {"rounds", rounds},
+                          {"ipm_iterations", out_ipm_iterations},
                           {"machine", MachineInfo()}};
     if (a->problem == "regmvu") out["nu"] = a->nu;
     if (a->problem == "regpcp") {

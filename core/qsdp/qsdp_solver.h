@@ -1,4 +1,11 @@
-// An exact solver for the convex QSDP of qsdp_problem.h (SQLP paper (13)–(14)):
+// The first-order alternative solver for the convex QSDP of qsdp_problem.h
+// (SQLP paper (13)–(14)). The default, much faster exact solver is
+// SolveQsdpSubspace (qsdp_subspace.h: the interior-point method of
+// qsdp_ipm.h, on faces when m is large); this one is kept as an independent
+// check and for problems too large for a dense Newton system. It also hosts
+// the certificate (EvaluateCertificate) that all QSDP solvers stop on.
+//
+// It is an exact (certified) solver for the convex QSDP of qsdp_problem.h (SQLP paper (13)–(14)):
 //
 //     min_{Y ⪰ 0}  f(Y) = Σ_k w_k (a_kᵀ Y b_k − t_k)² − c·tr(Y).
 //

@@ -25,6 +25,9 @@ Status QsdpSubspaceOptions::Validate() const {
   if (!(growth >= 1.0) || !std::isfinite(growth)) {
     return InvalidArgumentError("options.growth = " + FormatNumber(growth) + " must be finite and >= 1");
   }
+  if (!(min_gap_reduction > 0.0 && min_gap_reduction <= 1.0)) {
+    return InvalidArgumentError("options.min_gap_reduction = " + FormatNumber(min_gap_reduction) + " must be in (0, 1]");
+  }
   if (!(range_threshold > 0.0 && range_threshold < 1.0)) {
     return InvalidArgumentError("options.range_threshold = " + FormatNumber(range_threshold) + " must be in (0, 1)");
   }
@@ -126,6 +129,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     best_cert.relative_gap = std::numeric_limits<double>::infinity();
     Termination why = Termination::kIterationLimit;
     int p = std::min(m, options.initial_dimension);
+    double previous_gap = std::numeric_limits<double>::infinity();
     int round_index = 0;
     for (; round_index < options.max_rounds; ++round_index) {
       Termination stop;
@@ -201,7 +205,10 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
         rotation = dirs.leftCols(std::min<Eigen::Index>(dirs.cols(), options.margin + rank));
       }
       const int wanted = rank + options.margin;
-      p = std::min(m, std::max(wanted, static_cast<int>(std::ceil(options.growth * static_cast<double>(u.cols())))));
+      const bool progress = cert.relative_gap <= options.min_gap_reduction * previous_gap;
+      const double grown = progress ? static_cast<double>(u.cols()) : options.growth * static_cast<double>(u.cols());
+      p = std::min(m, std::max(wanted, static_cast<int>(std::ceil(grown))));
+      previous_gap = cert.relative_gap;
     }
     if (!std::isfinite(best_cert.relative_gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
     finish(best_cert, best_y, why, round_index);

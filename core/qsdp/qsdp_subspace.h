@@ -20,7 +20,8 @@
 // the eigenvectors of ∇f(Y_{k−1}) move the face towards null(∇f(Y*)) — the
 // error in the face shrinks each round by roughly ‖∇f(Y_{k−1}) − ∇f(Y*)‖ over
 // the (p+1)-th eigenvalue of ∇f(Y*), so a margin p > r makes it contract fast.
-// If a round does not certify, p grows (×growth); at p = m the round is the
+// If a round cuts the certified gap by less than 10× (min_gap_reduction), p
+// grows (×growth); at p = m — or at the last allowed round — the round is the
 // full IPM, so the method always terminates with the exact answer.
 //
 // Stopping rule: after each round, EvaluateCertificate (qsdp_solver.h) on the
@@ -52,8 +53,11 @@ struct QsdpSubspaceOptions {
   int initial_dimension = 40;
   /// Eigenvectors of ∇f added per round beyond range(Y): max(this, rank(Y)) (>= 1).
   int margin = 20;
-  /// Face dimension multiplier after a round that did not certify (>= 1).
-  double growth = 1.25;
+  /// Face dimension multiplier after a round that cut the certified gap by less
+  /// than `min_gap_reduction` (>= 1); faces that make good progress keep their size.
+  double growth = 1.5;
+  /// A round "makes progress" when gap_k <= min_gap_reduction · gap_{k−1} (in (0, 1]).
+  double min_gap_reduction = 0.1;
   /// Round cap (>= 1); the last round is the full problem when the cap is reached.
   int max_rounds = 12;
   /// Eigenvalues of S above this fraction of the largest span range(Y) (in (0, 1)).
