@@ -1,5 +1,7 @@
 #include "core/social/pairwise_klr.h"
 
+#include "core/common/byte_io.h"
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -598,6 +600,60 @@ StatusOr<Eigen::MatrixXd> SocialStrengthMatrix(const Eigen::MatrixXd& user_kerne
     if (scale == StrengthScale::kProbability) f = f.unaryExpr([](double x) { return Sigmoid(x); });
     return f;
   });
+}
+
+double StrengthProbability(double f) { return Sigmoid(f); }
+
+namespace {
+constexpr uint32_t kKlrMagic = 0x4B4C534B;  // "KLSK"
+constexpr uint32_t kKlrVersion = 1;
+}  // namespace
+
+std::string SerializePairwiseKlrModel(const PairwiseKlrModel& m) {
+  ByteWriter w;
+  w.PutHeader(kKlrMagic, kKlrVersion);
+  w.Put<int32_t>(static_cast<int32_t>(m.pair_kernel.kind));
+  w.Put<double>(m.pair_kernel.bias_weight);
+  w.Put<double>(m.pair_kernel.link_weight);
+  w.Put<int32_t>(m.num_users);
+  std::vector<int> a, b;
+  for (const UserPair& p : m.import_pairs) {
+    a.push_back(p.a);
+    b.push_back(p.b);
+  }
+  w.PutInts(a);
+  w.PutInts(b);
+  w.PutVector(m.alpha);
+  return w.Take();
+}
+
+StatusOr<PairwiseKlrModel> ParsePairwiseKlrModel(const std::string& bytes) {
+  ByteReader r(bytes, "pairwise KLR model");
+  KLS_RETURN_IF_ERROR(r.ReadHeader(kKlrMagic, kKlrVersion));
+  PairwiseKlrModel m;
+  int32_t kind = 0, users = 0;
+  KLS_RETURN_IF_ERROR(r.Get(&kind));
+  KLS_RETURN_IF_ERROR(r.Get(&m.pair_kernel.bias_weight));
+  KLS_RETURN_IF_ERROR(r.Get(&m.pair_kernel.link_weight));
+  KLS_RETURN_IF_ERROR(r.Get(&users));
+  std::vector<int> a, b;
+  KLS_RETURN_IF_ERROR(r.GetInts(&a));
+  KLS_RETURN_IF_ERROR(r.GetInts(&b));
+  KLS_RETURN_IF_ERROR(r.GetVector(&m.alpha));
+  KLS_RETURN_IF_ERROR(r.ExpectEnd());
+  m.pair_kernel.kind = static_cast<PairKernel>(kind);
+  m.num_users = users;
+  if (users < 1) return DataLossError("pairwise KLR model: " + Str(users) + " users");
+  if (a.size() != b.size() || static_cast<Eigen::Index>(a.size()) != m.alpha.size())
+    return DataLossError("pairwise KLR model: " + Str(int(a.size())) + " / " + Str(int(b.size())) +
+                         " import pair ends for " + Str(int(m.alpha.size())) + " coefficients");
+  for (size_t s = 0; s < a.size(); ++s) m.import_pairs.push_back({a[s], b[s]});
+  if (!m.alpha.allFinite()) return DataLossError("pairwise KLR model: non-finite coefficient");
+  if (Status st = m.pair_kernel.Validate("pair_kernel"); !st.ok())
+    return DataLossError("pairwise KLR model: " + st.message());
+  if (Status st = CheckPairs(m.import_pairs, users, "import_pairs"); !st.ok())
+    return DataLossError("pairwise KLR model: " + st.message());
+  return m;
 }
 
 }  // namespace kls

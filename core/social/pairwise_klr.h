@@ -191,6 +191,14 @@ StatusOr<PairwiseKlrEvaluation> EvaluatePairwiseKlr(const Eigen::MatrixXd& user_
 /// f(u, v) of a model (raw score, before σ).
 StatusOr<double> PairScore(const Eigen::MatrixXd& user_kernel, const PairwiseKlrModel& model, int u, int v);
 
+/// σ(f) = 1 / (1 + e^{−f}) = P(z = 1 | u, v) (§7.4.1), without overflow.
+double StrengthProbability(double f);
+
+/// Versioned binary encoding of a model (byte_io.h). Parse checks the pair
+/// kernel, the sizes and every index against num_users (DATA_LOSS on error).
+std::string SerializePairwiseKlrModel(const PairwiseKlrModel& model);
+StatusOr<PairwiseKlrModel> ParsePairwiseKlrModel(const std::string& bytes);
+
 enum class StrengthScale {
   kProbability,  ///< σ(f) = P(z = 1 | u, v) ∈ (0, 1) (§7.4.1; Def. 7.1 asks f >= 0)
   kScore,        ///< f itself

@@ -6,7 +6,31 @@
 
 namespace kls {
 
-Status SocialStrengthOptions::Validate() const { return kernels.Validate(); }
+const char* StrengthWeightingName(StrengthWeighting w) {
+  switch (w) {
+    case StrengthWeighting::kKta:
+      return "kta";
+    case StrengthWeighting::kUniform:
+      return "uniform";
+    case StrengthWeighting::kKlr:
+      return "klr";
+  }
+  return "unknown";
+}
+
+Status SocialStrengthOptions::Validate() const {
+  if (weighting != StrengthWeighting::kKta && weighting != StrengthWeighting::kUniform &&
+      weighting != StrengthWeighting::kKlr) {
+    return InvalidArgumentError("weighting = " + std::to_string(static_cast<int>(weighting)) +
+                                " is not a StrengthWeighting");
+  }
+  KLS_RETURN_IF_ERROR(kernels.Validate());
+  if (weighting == StrengthWeighting::kKlr) {
+    KLS_RETURN_IF_ERROR(klr_pairs.Validate());
+    KLS_RETURN_IF_ERROR(klr.Validate());
+  }
+  return OkStatus();
+}
 
 StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const SocialStrengthOptions& options,
                                                   const SolveControl& control) {
@@ -29,6 +53,7 @@ StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const S
       return model;
     }
     const int n = data.num_users;
+    Eigen::MatrixXd contact_target;
     if (options.weighting == StrengthWeighting::kUniform) {
       model.weights.fill(1.0 / kNumUserKernels);
     } else {
@@ -48,15 +73,42 @@ StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const S
     Eigen::MatrixXd f = Eigen::MatrixXd::Zero(n, n);
     for (int t = 0; t < kNumUserKernels; ++t)
       if (model.weights[t] > 0) f += model.weights[t] * kernels.k[t];
-    f = 0.5 * (f + f.transpose());
+    f = (0.5 * (f + f.transpose())).eval();
     KLS_ASSIGN_OR_RETURN(model.strength, LearnedKernel::FromDenseKernel(f));
     model.graph.num_groups = data.num_groups;
     model.graph.contacts = data.contacts;
     model.graph.groups = data.groups;
     model.stats.iterations = 1;
     model.stats.final_objective = model.alignment;
-    model.stats.solve_seconds = watch.Seconds() - model.stats.setup_seconds;
     model.stats.termination = Termination::kConverged;
+    if (options.weighting == StrengthWeighting::kKlr) {
+      // Second stage (§7.4): training pairs of every user (§7.4.2: positives = the contacts with the most
+      // mutual comments K³, negatives = non-contacts in the tail of every base kernel), then the IVM on
+      // (7.3) with the first-stage kernel as K_u — the stored (factored) one, so serving sees the same K_u.
+      const Eigen::MatrixXd ku = model.strength.Dense();
+      std::vector<const Eigen::MatrixXd*> sims;
+      for (const auto& k : kernels.k) sims.push_back(&k);
+      std::vector<int> anchors(n);
+      for (int u = 0; u < n; ++u) anchors[u] = u;
+      TrainingPairOptions tpo = options.klr_pairs;
+      tpo.symmetric = options.klr.pair_kernel.kind == PairKernel::kSymmetricProduct;
+      KLS_ASSIGN_OR_RETURN(TrainingPairs tp,
+                           SelectTrainingPairs(data.contacts, sims, kernels[UserKernel::kComment], anchors, tpo));
+      if (tp.num_positive == 0 || tp.num_negative == 0) {
+        return FailedPreconditionError("pairwise KLR needs positive and negative training pairs; §7.4.2 selected " +
+                                       std::to_string(tp.num_positive) + " positive and " +
+                                       std::to_string(tp.num_negative) + " negative pairs");
+      }
+      KLS_ASSIGN_OR_RETURN(PairwiseKlrResult klr, SolvePairwiseKlr(ku, tp.pairs, tp.labels, options.klr, control));
+      model.klr = std::move(klr.model);
+      model.klr_training_accuracy = klr.training_accuracy;
+      model.klr_training_pairs = static_cast<int>(tp.pairs.size());
+      model.stats.iterations = klr.stats.iterations;
+      model.stats.final_objective = klr.objective;
+      model.stats.objective_history = std::move(klr.stats.objective_history);
+      model.stats.termination = klr.stats.termination;
+    }
+    model.stats.solve_seconds = watch.Seconds() - model.stats.setup_seconds;
     return model;
   });
 }
@@ -67,6 +119,82 @@ std::vector<ScoredItem> RecommendFriends(const LearnedKernel& strength, const So
 
 std::vector<ScoredItem> RecommendGroups(const LearnedKernel& strength, const SocialGraph& graph, int u, int k) {
   return RecommendGroupsFromRow(strength.row(u), graph.groups, graph.num_groups, u, k);
+}
+
+StatusOr<KlrStrength> KlrStrength::Create(const LearnedKernel& k, PairwiseKlrModel model) {
+  const int n = k.num_points(), q = static_cast<int>(model.import_pairs.size());
+  if (model.num_users != n) {
+    return InvalidArgumentError("the KLR model was learned on " + std::to_string(model.num_users) +
+                                " users but the kernel has " + std::to_string(n));
+  }
+  if (model.alpha.size() != q || !model.alpha.allFinite()) {
+    return InvalidArgumentError("the KLR model has " + std::to_string(model.alpha.size()) +
+                                " coefficients (finite required) for " + std::to_string(q) + " import pairs");
+  }
+  KLS_RETURN_IF_ERROR(model.pair_kernel.Validate("model.pair_kernel"));
+  KlrStrength out;
+  out.ka_.resize(n, q);
+  out.kb_.resize(n, q);
+  for (int s = 0; s < q; ++s) {
+    const UserPair p = model.import_pairs[s];
+    KLS_RETURN_IF_ERROR(k.CheckIndex(p.a, "model.import_pairs.a"));
+    KLS_RETURN_IF_ERROR(k.CheckIndex(p.b, "model.import_pairs.b"));
+    out.ka_.col(s) = k.row(p.a);
+    out.kb_.col(s) = k.row(p.b);
+    out.beta_ += model.alpha[s] * k.value(p.a, p.b);
+  }
+  // f(u, v) = Σ_s α_s k₀(û, û_s) + b + β K_u(u, v) (pairwise_klr.h): b = γ_b Σ α_s, β = γ_K Σ α_s K_u(a_s, b_s).
+  out.beta_ *= model.pair_kernel.link_weight;
+  out.bias_ = model.pair_kernel.bias_weight * model.alpha.sum();
+  if (model.pair_kernel.kind == PairKernel::kDifference) out.g_ = (out.ka_ - out.kb_) * model.alpha;
+  out.model_ = std::move(model);
+  return out;
+}
+
+Eigen::VectorXd KlrStrength::Row(const LearnedKernel& k, int u) const {
+  Eigen::VectorXd f;
+  if (model_.pair_kernel.kind == PairKernel::kDifference) {
+    f = Eigen::VectorXd::Constant(g_.size(), g_[u]) - g_;  // g(u) − g(v)
+  } else {
+    // ½ Σ_s α_s [K(u, a_s) K(v, b_s) + K(u, b_s) K(v, a_s)] for every v: two matrix–vector products.
+    const Eigen::VectorXd ca = 0.5 * model_.alpha.cwiseProduct(kb_.row(u).transpose());
+    const Eigen::VectorXd cb = 0.5 * model_.alpha.cwiseProduct(ka_.row(u).transpose());
+    f = ka_ * ca + kb_ * cb;
+  }
+  f.array() += bias_;
+  if (beta_ != 0.0) f += beta_ * k.row(u);
+  return f.unaryExpr([](double x) { return StrengthProbability(x); });
+}
+
+double KlrStrength::Score(const LearnedKernel& k, int u, int v) const {
+  double f;
+  if (model_.pair_kernel.kind == PairKernel::kDifference) {
+    f = g_[u] - g_[v];
+  } else {
+    f = 0.5 * (model_.alpha.array() * (ka_.row(u).array() * kb_.row(v).array() +
+                                        kb_.row(u).array() * ka_.row(v).array()).transpose())
+                  .sum();
+  }
+  f += bias_ + (beta_ != 0.0 ? beta_ * k.value(u, v) : 0.0);
+  return StrengthProbability(f);
+}
+
+size_t KlrStrength::memory_bytes() const {
+  return sizeof(double) * static_cast<size_t>(ka_.size() + kb_.size() + g_.size() + model_.alpha.size()) +
+         sizeof(UserPair) * model_.import_pairs.size();
+}
+
+Eigen::MatrixXd StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr) {
+  const int n = strength.num_points();
+  Eigen::MatrixXd w(n, n);
+  if (klr) {
+    for (int u = 0; u < n; ++u) w.row(u) = klr->Row(strength, u).transpose();
+  } else {
+    w = strength.Dense().cwiseMax(0.0);
+  }
+  w = (0.5 * (w + w.transpose())).eval();
+  w.diagonal().setZero();
+  return w;
 }
 
 namespace {

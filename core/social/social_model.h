@@ -7,12 +7,21 @@
 //
 // Weights: kKta — Theorem 7.35 with the observed contact graph as the target
 // (all users train: the service learns from everything it was given);
-// kUniform — θ_t = 1/7.
+// kUniform — θ_t = 1/7; kKlr — the KTA combination as the first stage and the
+// pairwise kernel logistic regression of §7.4 (eq. 7.2–7.3, pairwise_klr.h) as
+// the second: training pairs of every user by §7.4.2, the import vector
+// machine on (7.3), and the strength f(u, v) = σ(Σ_s α_s k(û, û_s)).
+//
+// Serving a KLR model. Its strength matrix is not PSD (nor low-rank in
+// general), so it is never stored densely: KlrStrength keeps the stored
+// factored user kernel plus the columns K_u(·, a_s), K_u(·, b_s) of the import
+// pairs (n × 2|S|) and evaluates one row f(u, ·) in O(n (|S| + rank)).
 //
 // Thread safety: re-entrant; a SocialGraph is immutable once built.
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +29,7 @@
 #include "core/common/status.h"
 #include "core/model/learned_kernel.h"
 #include "core/social/community.h"
+#include "core/social/pairwise_klr.h"
 #include "core/social/user_kernels.h"
 
 namespace kls {
@@ -31,11 +41,15 @@ struct SocialGraph {
   int num_users() const { return static_cast<int>(contacts.size()); }
 };
 
-enum class StrengthWeighting { kKta, kUniform };
+enum class StrengthWeighting { kKta, kUniform, kKlr };
+/// "kta", "uniform", "klr".
+const char* StrengthWeightingName(StrengthWeighting w);
 
 struct SocialStrengthOptions {
   StrengthWeighting weighting = StrengthWeighting::kKta;
   UserKernelOptions kernels;  ///< geo cell size; PSD repair is always on here
+  TrainingPairOptions klr_pairs;  ///< kKlr: §7.4.2 pair selection (symmetric follows klr.pair_kernel)
+  PairwiseKlrOptions klr;         ///< kKlr: the IVM on (7.3)
   Status Validate() const;
 };
 
@@ -44,7 +58,10 @@ struct SocialStrengthModel {
   std::array<double, kNumUserKernels> weights{};  ///< θ_t, indexed by UserKernel
   double alignment = 0.0;                      ///< KTA: ρ(f, target) on the training users
   SocialGraph graph;
-  SolveStats stats;
+  std::optional<PairwiseKlrModel> klr;         ///< kKlr: the second stage on `strength` as K_u
+  double klr_training_accuracy = 0.0;          ///< kKlr: fraction of training pairs ranked right
+  int klr_training_pairs = 0;
+  SolveStats stats;                            ///< kKlr: iterations = import vectors, objective = (7.3)
 };
 
 /// Learns the model from a community's observed data. Errors: invalid
@@ -58,6 +75,36 @@ StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const S
 /// u must be in range (callers check with strength.CheckIndex).
 std::vector<ScoredItem> RecommendFriends(const LearnedKernel& strength, const SocialGraph& graph, int u, int k);
 std::vector<ScoredItem> RecommendGroups(const LearnedKernel& strength, const SocialGraph& graph, int u, int k);
+
+/// A pairwise KLR model served on the factored user kernel it was learned
+/// with (f(u, v) as SocialStrengthMatrix computes it, without the n × n
+/// matrix). Immutable after Create; the kernel passed to Row/Score must be the
+/// one given to Create (same object or equal values).
+class KlrStrength {
+ public:
+  /// Errors: INVALID_ARGUMENT when the model does not fit the kernel
+  /// (user count, import pair indices, α size, non-finite α).
+  static StatusOr<KlrStrength> Create(const LearnedKernel& user_kernel, PairwiseKlrModel model);
+
+  /// σ(f(u, v)) for one pair / for every v (indices must be in range).
+  double Score(const LearnedKernel& user_kernel, int u, int v) const;
+  Eigen::VectorXd Row(const LearnedKernel& user_kernel, int u) const;
+  const PairwiseKlrModel& model() const { return model_; }
+  size_t memory_bytes() const;
+
+ private:
+  PairwiseKlrModel model_;
+  Eigen::MatrixXd ka_, kb_;  ///< K_u(·, a_s), K_u(·, b_s): n × |S|
+  Eigen::VectorXd g_;        ///< kDifference: g = (ka − kb) α
+  double bias_ = 0.0;        ///< bias_weight Σ_s α_s
+  double beta_ = 0.0;        ///< link_weight Σ_s α_s K_u(a_s, b_s)
+};
+
+/// The n × n non-negative, symmetric, zero-diagonal weight matrix of the
+/// strength graph that §7.5.3's harmonic classifier runs on: ½(F + Fᵀ) with
+/// F = σ(f) for a KLR model, F = max(0, K) for a kernel strength.
+/// `klr` may be null. O(n² (rank + |S|)).
+Eigen::MatrixXd StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr);
 
 /// Versioned binary encoding; Parse checks every index (DATA_LOSS on error)
 /// and that the graph has `num_users` users.

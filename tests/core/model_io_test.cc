@@ -11,6 +11,7 @@
 #include "core/mkl/classifier_training.h"
 #include "core/social/community.h"
 #include "core/social/community_csv.h"
+#include "core/social/pairwise_klr.h"
 #include "core/social/social_model.h"
 
 namespace kls {
@@ -115,6 +116,81 @@ TEST(SocialIoTest, SocialGraphRejectsOutOfRangeIds) {
   EXPECT_EQ(ParseSocialGraph(SerializeSocialGraph(g), 3).status().code(), StatusCode::kDataLoss);
   g.groups = {{0}, {2}};
   EXPECT_THAT(ParseSocialGraph(SerializeSocialGraph(g), 2).status().message(), HasSubstr("groups[1]"));
+}
+
+// A random PSD user kernel (factored) and a random KLR model on it.
+struct KlrFixture {
+  LearnedKernel kernel;
+  PairwiseKlrModel model;
+};
+KlrFixture RandomKlr(PairKernelSpec spec, int n = 25, int q = 7, unsigned seed = 3) {
+  std::srand(seed);
+  LearnedKernel::Embedding x = LearnedKernel::Embedding::Random(n, 4);
+  auto k = LearnedKernel::FromEmbedding(x);
+  EXPECT_TRUE(k.ok());
+  KlrFixture f{*k, {}};
+  f.model.pair_kernel = spec;
+  f.model.num_users = n;
+  f.model.alpha = Eigen::VectorXd::Random(q);
+  for (int s = 0; s < q; ++s) f.model.import_pairs.push_back({(3 * s + 1) % n, (5 * s + 2) % n});
+  return f;
+}
+
+TEST(KlrStrengthTest, FactoredRowsAndScoresEqualTheDenseStrengthMatrix) {
+  PairKernelSpec product, difference, printed;
+  difference.kind = printed.kind = PairKernel::kDifference;
+  printed.bias_weight = printed.link_weight = 0.0;
+  product.bias_weight = 0.5;
+  product.link_weight = 2.0;
+  for (const PairKernelSpec& spec : {product, difference, printed}) {
+    KlrFixture f = RandomKlr(spec);
+    const Eigen::MatrixXd dense = f.kernel.Dense();
+    auto expected = SocialStrengthMatrix(dense, f.model);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    auto served = KlrStrength::Create(f.kernel, f.model);
+    ASSERT_TRUE(served.ok()) << served.status();
+    for (int u = 0; u < f.model.num_users; ++u) {
+      const Eigen::VectorXd row = served->Row(f.kernel, u);
+      for (int v = 0; v < f.model.num_users; ++v) {
+        EXPECT_NEAR(row[v], (*expected)(u, v), 1e-12) << PairKernelName(spec.kind) << " " << u << "," << v;
+        EXPECT_NEAR(served->Score(f.kernel, u, v), (*expected)(u, v), 1e-12);
+      }
+    }
+    // The harmonic classifier's graph: symmetric, non-negative, zero diagonal, ½(F + Fᵀ).
+    const Eigen::MatrixXd w = StrengthGraphWeights(f.kernel, &*served);
+    Eigen::MatrixXd sym = 0.5 * (*expected + expected->transpose());
+    sym.diagonal().setZero();
+    EXPECT_LT((w - sym).cwiseAbs().maxCoeff(), 1e-12);
+    EXPECT_EQ(w.diagonal().cwiseAbs().maxCoeff(), 0.0);
+    EXPECT_GE(w.minCoeff(), 0.0);
+    EXPECT_EQ((w - w.transpose()).cwiseAbs().maxCoeff(), 0.0);
+  }
+  // A model that does not fit the kernel is rejected.
+  KlrFixture f = RandomKlr(product);
+  f.model.num_users = 26;
+  EXPECT_EQ(KlrStrength::Create(f.kernel, f.model).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(KlrStrengthTest, EncodingRoundTripsAndRejectsDamage) {
+  PairKernelSpec spec;
+  spec.kind = PairKernel::kDifference;
+  spec.bias_weight = 0.25;
+  const KlrFixture f = RandomKlr(spec);
+  const std::string bytes = SerializePairwiseKlrModel(f.model);
+  auto back = ParsePairwiseKlrModel(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->pair_kernel.kind, spec.kind);
+  EXPECT_EQ(back->pair_kernel.bias_weight, 0.25);
+  EXPECT_EQ(back->num_users, f.model.num_users);
+  EXPECT_EQ(back->import_pairs, f.model.import_pairs);
+  EXPECT_EQ(back->alpha, f.model.alpha);
+  for (size_t cut : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_EQ(ParsePairwiseKlrModel(bytes.substr(0, cut)).status().code(), StatusCode::kDataLoss) << cut;
+  PairwiseKlrModel bad = f.model;
+  bad.import_pairs[2].b = 25;  // == num_users
+  auto out = ParsePairwiseKlrModel(SerializePairwiseKlrModel(bad));
+  EXPECT_EQ(out.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(out.status().message(), HasSubstr("import_pairs[2]"));
 }
 
 }  // namespace

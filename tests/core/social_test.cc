@@ -6,6 +6,7 @@
 #include <Eigen/Dense>
 #include <random>
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/data/csv_reader.h"
@@ -77,6 +78,8 @@ TEST(Harmonic, DisconnectedUnlabelledComponentIsAnError) {
 #include "core/social/kernel_alignment.h"
 #include "core/social/recommendation.h"
 #include "core/social/user_kernels.h"
+#include "core/social/social_model.h"
+#include "core/social/pairwise_klr.h"
 
 namespace kls {
 namespace {
@@ -251,6 +254,53 @@ TEST(Recommendation, HoldoutHidesLinksSymmetrically) {
     for (int v : s->hidden_friends[u]) oracle(u, v) = 1.0;
   EXPECT_NEAR(FriendAccuracy(oracle, *s, 1)[0], 1.0, 1e-15);
   EXPECT_FALSE(MakeHoldout(*c, 1.5, 0.5, 1).ok());
+}
+
+TEST(SocialModel, KlrWeightingLearnsTheSecondStageOnTheStoredKernel) {
+  CommunityOptions o;
+  o.num_users = 150;
+  o.num_groups = 30;
+  auto c = GenerateCommunity(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  SocialStrengthOptions so;
+  so.weighting = StrengthWeighting::kKlr;
+  so.klr.max_import_vectors = 20;
+  auto m = LearnSocialStrength(*c, so);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->klr.has_value());
+  // The first stage is the KTA combination (same weights as a kKta model).
+  auto kta = LearnSocialStrength(*c, SocialStrengthOptions());
+  ASSERT_TRUE(kta.ok());
+  for (int t = 0; t < kNumUserKernels; ++t) EXPECT_NEAR(m->weights[t], kta->weights[t], 1e-12);
+  EXPECT_FALSE(kta->klr.has_value());
+  // (7.3) below ln 2 (α = 0), most training pairs ranked right, import set within the cap.
+  EXPECT_LT(m->stats.final_objective, std::log(2.0));
+  EXPECT_GT(m->klr_training_accuracy, 0.8);
+  EXPECT_GT(m->klr_training_pairs, 150);
+  EXPECT_LE(m->klr->import_pairs.size(), 20u);
+  EXPECT_EQ(m->stats.iterations, static_cast<int>(m->klr->import_pairs.size()));
+  // Served on the factored kernel it equals the dense σ(f) of pairwise_klr.h.
+  auto served = KlrStrength::Create(m->strength, *m->klr);
+  ASSERT_TRUE(served.ok()) << served.status();
+  auto dense = SocialStrengthMatrix(m->strength.Dense(), *m->klr);
+  ASSERT_TRUE(dense.ok());
+  for (int u : {0, 17, 149}) EXPECT_LT((served->Row(m->strength, u) - dense->row(u).transpose()).norm(), 1e-10);
+  // Contacts score higher than non-contacts on average (the model learned the contact graph).
+  double in = 0, out = 0;
+  int nin = 0, nout = 0;
+  for (int u = 0; u < 150; ++u) {
+    const Eigen::VectorXd row = served->Row(m->strength, u);
+    for (int v = 0; v < 150; ++v) {
+      if (v == u) continue;
+      const bool contact = std::binary_search(c->contacts[u].begin(), c->contacts[u].end(), v);
+      (contact ? in : out) += row[v];
+      ++(contact ? nin : nout);
+    }
+  }
+  ASSERT_GT(nin, 0);
+  EXPECT_GT(in / nin, out / nout + 0.2);
+  so.klr.c = -1;
+  EXPECT_EQ(LearnSocialStrength(*c, so).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
