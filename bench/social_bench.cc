@@ -120,7 +120,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
       const char* name;
       bool group;
     };
-    Eigen::MatrixXd kta_friend;
+    Eigen::MatrixXd kta_friend, klr_friend;
     for (Task task : {Task{"friend", false}, Task{"group", true}}) {
       std::vector<int> base;
       for (int t = 0; t < kNumUserKernels; ++t)
@@ -196,6 +196,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
         if (!f.ok()) return f.status();
         const double seconds = klr_watch.Seconds();
         record(name, *f);
+        if (!task.group && name == "klr") klr_friend = *f;  // σ(f) of the friend model, for §7.5.3 below
         info[name] = {{"pair_kernel", PairKernelName(kind.kind)},
                       {"bias_weight", kind.bias_weight},
                       {"link_weight", kind.link_weight},
@@ -263,6 +264,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
           s[name] = acc >= 0 ? nlohmann::json(acc) : nlohmann::json(nullptr);
         };
         put("kta", kta_friend);
+        put("klr", klr_friend);  // the pairwise KLR strength σ(f) (what a KLR social_strength job serves)
         put("uniform", uniform);
         for (int t = 0; t < kNumUserKernels; ++t) put(UserKernelName(static_cast<UserKernel>(t)), kernels->k[t]);
         double base_rate = 0;

@@ -607,4 +607,11 @@ StatusOr<kls::v1::ClassifyResponse> Client::Classify(const kls::v1::ClassifyRequ
   });
 }
 
+StatusOr<kls::v1::ClassifyUsersResponse> Client::ClassifyUsers(const kls::v1::ClassifyUsersRequest& request) {
+  return Unary<kls::v1::ClassifyUsersResponse>(options_,
+                                               [&](grpc::ClientContext* c, kls::v1::ClassifyUsersResponse* r) {
+                                                 return stubs_->queries->ClassifyUsers(c, request, r);
+                                               });
+}
+
 }  // namespace kls

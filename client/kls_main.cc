@@ -21,6 +21,8 @@
 //   strength --kernel REF --pairs "u,v;..."    social strength (social_strength kernels)
 //   recommend --kernel REF --user U [--k 10] [--groups]
 //   classify --kernel REF FILE.csv             class of each row (onk / mkl kernels)
+//   classify --kernel REF --labelled "u,c;..." [--users "u,..."] [--mass-normalization]
+//                                              harmonic classes of users (social_strength kernels)
 //   export --kernel REF --out FILE.csv
 //   import FILE.csv --name NAME                store embedding rows as a kernel
 //
@@ -494,6 +496,10 @@ struct SubmitArgs {
   int m = 0, neighbors = 0, dims = 0, sigma_k = 0, positive_class = 0, folds = 0, laplacian_neighbors = 0;
   double nu = 0, gap_tolerance = 0, kpca_sigma = 0, rho = 0, distance_ratio = 0, cell_degrees = 0;
   bool kpca_rbf = false, single_features = true;
+  // social_strength with weighting klr.
+  double klr_c = 0, klr_bias_weight = 0, klr_link_weight = 0;
+  int klr_import_vectors = 0, klr_positives = 0, klr_negatives = 0;
+  std::string pair_kernel;
   std::map<std::string, CLI::Option*> flags;  // flag name → option
   bool Given(const std::string& name) const { return flags.at(name)->count() > 0; }
 };
@@ -672,11 +678,32 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
         o->set_weighting(kls::v1::SocialStrengthOptions::KTA);
       } else if (a.weighting == "uniform") {
         o->set_weighting(kls::v1::SocialStrengthOptions::UNIFORM);
+      } else if (a.weighting == "klr") {
+        o->set_weighting(kls::v1::SocialStrengthOptions::KLR);
+        allowed.insert(allowed.end(), {"--klr-c", "--klr-import-vectors", "--klr-positives", "--klr-negatives",
+                                       "--pair-kernel", "--klr-bias-weight", "--klr-link-weight", "--seed"});
       } else {
-        return kls::InvalidArgumentError("--weighting = '" + a.weighting + "' is not kta or uniform");
+        return kls::InvalidArgumentError("--weighting = '" + a.weighting + "' is not kta, uniform or klr");
       }
     }
     if (a.Given("--cell-degrees")) o->set_cell_degrees(a.cell_degrees);
+    if (a.Given("--klr-c")) o->set_klr_c(a.klr_c);
+    if (a.Given("--klr-import-vectors")) o->set_klr_import_vectors(a.klr_import_vectors);
+    if (a.Given("--klr-positives")) o->set_klr_positives(a.klr_positives);
+    if (a.Given("--klr-negatives")) o->set_klr_negatives(a.klr_negatives);
+    if (a.Given("--klr-bias-weight")) o->set_klr_bias_weight(a.klr_bias_weight);
+    if (a.Given("--klr-link-weight")) o->set_klr_link_weight(a.klr_link_weight);
+    if (a.Given("--seed")) o->set_klr_seed(a.seed);
+    if (a.Given("--pair-kernel")) {
+      if (a.pair_kernel == "symmetric_product") {
+        o->set_klr_pair_kernel(kls::v1::SocialStrengthOptions::SYMMETRIC_PRODUCT);
+      } else if (a.pair_kernel == "difference") {
+        o->set_klr_pair_kernel(kls::v1::SocialStrengthOptions::DIFFERENCE);
+      } else {
+        return kls::InvalidArgumentError("--pair-kernel = '" + a.pair_kernel +
+                                         "' is not symmetric_product or difference");
+      }
+    }
   } else {
     return kls::InvalidArgumentError("--method = '" + a.method +
                                      "' is not one of kl_admm, bcd_npkl, simple_npkl, qsdp, embedding, onk, mkl, "
@@ -1004,6 +1031,44 @@ int RunClassify(kls::Client& client, const Output& out, const std::string& kerne
   return out.Success(result, text);
 }
 
+struct ClassifyUsersArgs {
+  std::string labelled, users;
+  bool mass_normalization = false;
+};
+
+int RunClassifyUsers(kls::Client& client, const Output& out, const std::string& kernel, const ClassifyUsersArgs& a) {
+  const auto ref = kls::ParseKernelRef(kernel);
+  if (!ref.ok()) return out.Failure(ref.status());
+  const auto labelled = ParsePairs(a.labelled, "--labelled");
+  if (!labelled.ok()) return out.Failure(labelled.status());
+  kls::v1::ClassifyUsersRequest request;
+  *request.mutable_kernel() = *ref;
+  for (const auto& [user, label] : *labelled) {
+    request.add_labelled_users(user);
+    request.add_labels(label);
+  }
+  if (!a.users.empty()) {
+    for (const std::string& u : Split(a.users, ',')) {
+      int user = 0;
+      if (!ParseInt(Trim(u), &user)) {
+        return out.Failure(kls::InvalidArgumentError("--users: '" + u + "' is not an integer"));
+      }
+      request.add_users(user);
+    }
+  }
+  request.set_class_mass_normalization(a.mass_normalization);
+  const auto response = client.ClassifyUsers(request);
+  if (!response.ok()) return out.Failure(response.status(), {{"kernel", kernel}});
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"USER", "LABEL", "SCORE"}};
+  for (int t = 0; t < response->users_size(); ++t) {
+    items.push_back({{"user", response->users(t)}, {"label", response->labels(t)}, {"score", response->scores(t)}});
+    rows.push_back({std::to_string(response->users(t)), std::to_string(response->labels(t)),
+                    Fixed(response->scores(t), 6)});
+  }
+  return out.Success({{"kernel", RefText(*ref)}, {"predictions", items}}, Table(rows));
+}
+
 int RunExport(kls::Client& client, const Output& out, const std::string& kernel, const std::string& path) {
   const auto ref = kls::ParseKernelRef(kernel);
   if (!ref.ok()) return out.Failure(ref.status());
@@ -1160,7 +1225,21 @@ int main(int argc, char** argv) {
                                                   "npk_ranking: k of the Laplacian graph");
   f["--distance-ratio"] = submit->add_option("--distance-ratio", submit_args.distance_ratio,
                                              "npk_ranking: distance rescaling ratio");
-  f["--weighting"] = submit->add_option("--weighting", submit_args.weighting, "social_strength: kta or uniform");
+  f["--weighting"] =
+      submit->add_option("--weighting", submit_args.weighting, "social_strength: kta, uniform or klr (§7.4)");
+  f["--klr-c"] = submit->add_option("--klr-c", submit_args.klr_c, "social_strength klr: C of (7.3)");
+  f["--klr-import-vectors"] = submit->add_option("--klr-import-vectors", submit_args.klr_import_vectors,
+                                                 "social_strength klr: maximum import vectors");
+  f["--klr-positives"] = submit->add_option("--klr-positives", submit_args.klr_positives,
+                                            "social_strength klr: positive pairs per user (§7.4.2)");
+  f["--klr-negatives"] = submit->add_option("--klr-negatives", submit_args.klr_negatives,
+                                            "social_strength klr: negative pairs per user (§7.4.2)");
+  f["--pair-kernel"] = submit->add_option("--pair-kernel", submit_args.pair_kernel,
+                                          "social_strength klr: symmetric_product or difference");
+  f["--klr-bias-weight"] =
+      submit->add_option("--klr-bias-weight", submit_args.klr_bias_weight, "social_strength klr: bias feature");
+  f["--klr-link-weight"] = submit->add_option("--klr-link-weight", submit_args.klr_link_weight,
+                                              "social_strength klr: K(u, v) feature");
   f["--cell-degrees"] = submit->add_option("--cell-degrees", submit_args.cell_degrees,
                                            "social_strength: geo cell size");
   f["--graph-k"] = submit->add_option("--graph-k", submit_args.graph_k, "Graph: neighbours (default 5)");
@@ -1226,10 +1305,25 @@ int main(int argc, char** argv) {
   recommend->add_flag("--groups", recommend_groups, "Suggest groups instead of friends");
 
   std::string classify_kernel, classify_file;
-  CLI::App* classify = app.add_subcommand("classify", "Classify the rows of a CSV file with an onk or mkl model");
-  classify->add_option("--kernel", classify_kernel, "An onk or mkl kernel")->required();
-  classify->add_option("file", classify_file, "CSV (header; an optional last column 'label' is compared)")
-      ->required();
+  ClassifyUsersArgs classify_users;
+  CLI::App* classify = app.add_subcommand(
+      "classify", "Classify CSV rows (onk / mkl model) or users (social_strength model, harmonic §7.5.3)");
+  classify->add_option("--kernel", classify_kernel, "An onk or mkl kernel, or a social_strength kernel")->required();
+  CLI::Option* classify_file_opt =
+      classify->add_option("file", classify_file, "CSV (header; an optional last column 'label' is compared)");
+  CLI::Option* labelled_opt = classify->add_option("--labelled", classify_users.labelled,
+                                                   "Users with known classes: \"user,class;user,class;...\"");
+  classify_file_opt->excludes(labelled_opt);
+  classify->add_option("--users", classify_users.users, "Users to classify: \"u,v,...\" (default: every user)")
+      ->needs(labelled_opt);
+  classify->add_flag("--mass-normalization", classify_users.mass_normalization,
+                     "Class mass normalization (ZGL03 §5)")
+      ->needs(labelled_opt);
+  classify->callback([classify_file_opt, labelled_opt] {
+    if (classify_file_opt->count() == 0 && labelled_opt->count() == 0) {
+      throw CLI::RequiredError("classify needs FILE.csv (onk / mkl) or --labelled (social_strength)");
+    }
+  });
 
   std::string export_kernel, export_path;
   CLI::App* export_cmd = app.add_subcommand("export", "Download a kernel's embedding V (K = V Vᵀ) as CSV");
@@ -1275,7 +1369,10 @@ int main(int argc, char** argv) {
   if (rerank->parsed()) return RunReRank(client, out, rerank_args);
   if (strength->parsed()) return RunStrength(client, out, strength_kernel, strength_pairs);
   if (recommend->parsed()) return RunRecommend(client, out, recommend_kernel, recommend_user, recommend_k, recommend_groups);
-  if (classify->parsed()) return RunClassify(client, out, classify_kernel, classify_file);
+  if (classify->parsed()) {
+    if (!classify_users.labelled.empty()) return RunClassifyUsers(client, out, classify_kernel, classify_users);
+    return RunClassify(client, out, classify_kernel, classify_file);
+  }
   if (export_cmd->parsed()) return RunExport(client, out, export_kernel, export_path);
   if (import_cmd->parsed()) return RunImport(client, out, import_file, import_name);
   return 2;  // unreachable: require_subcommand(1)

@@ -190,6 +190,12 @@ Scope RequiredScope(const std::string& method) {
       {"/kls.v1.Queries/Similarity", Scope::kRead},
       {"/kls.v1.Queries/TopK", Scope::kRead},
       {"/kls.v1.Queries/Embed", Scope::kRead},
+      {"/kls.v1.Queries/ReRank", Scope::kRead},
+      {"/kls.v1.Queries/SocialStrength", Scope::kRead},
+      {"/kls.v1.Queries/RecommendFriends", Scope::kRead},
+      {"/kls.v1.Queries/RecommendGroups", Scope::kRead},
+      {"/kls.v1.Queries/Classify", Scope::kRead},
+      {"/kls.v1.Queries/ClassifyUsers", Scope::kRead},
   };
   const auto it = kScopes.find(method);
   return it == kScopes.end() ? Scope::kAdmin : it->second;

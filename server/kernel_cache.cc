@@ -54,6 +54,13 @@ StatusOr<ModelExtras> ParseExtras(const store::StoredModel& model, const std::st
       StatusOr<SocialGraph> g = ParseSocialGraph(a.bytes, model.kernel.num_points());
       if (!g.ok()) return DataLossError(what + g.status().message());
       extras.social = std::move(g).value();
+    } else if (a.name == kSocialKlrAttachment) {
+      StatusOr<PairwiseKlrModel> m = ParsePairwiseKlrModel(a.bytes);
+      if (!m.ok()) return DataLossError(what + m.status().message());
+      StatusOr<KlrStrength> klr = KlrStrength::Create(model.kernel, std::move(m).value());
+      if (!klr.ok()) return DataLossError(what + "social_klr: " + klr.status().message());
+      extras.bytes += static_cast<int64_t>(klr->memory_bytes());
+      extras.social_klr = std::move(klr).value();
     }
     // Unknown attachments (from a newer server) are ignored, not an error.
   }

@@ -66,6 +66,7 @@ struct KernelKey {
 struct ModelExtras {
   std::optional<KernelClassifier> classifier;  ///< onk, mkl
   std::optional<SocialGraph> social;           ///< social_strength
+  std::optional<KlrStrength> social_klr;       ///< social_strength with weighting KLR
   int64_t bytes = 0;                           ///< charged to the cache budget
 };
 

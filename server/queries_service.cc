@@ -1,10 +1,13 @@
 #include "server/queries_service.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/ranking/rerank.h"
+#include "core/social/harmonic_classifier.h"
+#include "core/social/recommendation.h"
 #include "server/kernels_service.h"
 #include "server/status_mapping.h"
 
@@ -246,7 +249,10 @@ grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1:
   if (const Status s = CheckIndices(kernel, request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
   auto* values = response->mutable_values();
   values->Reserve(request->u_size());
-  for (int t = 0; t < request->u_size(); ++t) values->Add(kernel.value(request->u(t), request->v(t)));
+  const KlrStrength* klr = handle->extras->social_klr ? &*handle->extras->social_klr : nullptr;
+  for (int t = 0; t < request->u_size(); ++t) {
+    values->Add(klr ? klr->Score(kernel, request->u(t), request->v(t)) : kernel.value(request->u(t), request->v(t)));
+  }
   return grpc::Status::OK;
 }
 
@@ -261,9 +267,14 @@ grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request,
   const char* query = groups ? "RecommendGroups" : "RecommendFriends";
   if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, query, "social graph"));
   if (const Status s = handle->kernel->CheckIndex(request->user(), "user"); !s.ok()) return ToGrpcStatus(s);
+  // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
+  const SocialGraph& graph = *handle->extras->social;
+  const int u = request->user();
+  const Eigen::VectorXd row =
+      handle->extras->social_klr ? handle->extras->social_klr->Row(*handle->kernel, u) : handle->kernel->row(u);
   const std::vector<ScoredItem> top =
-      groups ? ::kls::RecommendGroups(*handle->kernel, *handle->extras->social, request->user(), request->k())
-             : ::kls::RecommendFriends(*handle->kernel, *handle->extras->social, request->user(), request->k());
+      groups ? RecommendGroupsFromRow(row, graph.groups, graph.num_groups, u, request->k())
+             : RecommendFriendsFromRow(row, graph.contacts[u], u, request->k());
   AddItems(top, nullptr, response);
   return grpc::Status::OK;
 }
@@ -314,6 +325,63 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
   for (int i = 0; i < rows; ++i) {
     response->add_decision_values((*f)[i]);
     response->add_labels((*f)[i] > 0 ? model.positive_class : model.negative_class);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext*, const kls::v1::ClassifyUsersRequest* request,
+                                           kls::v1::ClassifyUsersResponse* response) {
+  if (request->labelled_users_size() != request->labels_size()) {
+    return ToGrpcStatus(InvalidArgumentError("labelled_users has " + std::to_string(request->labelled_users_size()) +
+                                             " entries but labels has " + std::to_string(request->labels_size()) +
+                                             "; they are pairs"));
+  }
+  if (request->labelled_users_size() < 2) {
+    return ToGrpcStatus(InvalidArgumentError("labelled_users has " + std::to_string(request->labelled_users_size()) +
+                                             " entries; give at least one user of each of >= 2 classes"));
+  }
+  if (const Status s = CheckBatch(request->users_size(), "users"); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "ClassifyUsers", "social graph"));
+  const LearnedKernel& kernel = *handle->kernel;
+  const int n = kernel.num_points();
+  if (n > kMaxHarmonicUsers) {
+    return ToGrpcStatus(FailedPreconditionError("ClassifyUsers: kernel " + handle->record.name + " has " +
+                                                std::to_string(n) + " users; the dense harmonic solve allows at most " +
+                                                std::to_string(kMaxHarmonicUsers)));
+  }
+  if (const Status s = CheckIndices(kernel, request->labelled_users(), "labelled_users"); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (const Status s = CheckIndices(kernel, request->users(), "users"); !s.ok()) return ToGrpcStatus(s);
+  std::vector<int> labelled(request->labelled_users().begin(), request->labelled_users().end());
+  std::vector<int> labels(request->labels().begin(), request->labels().end());
+  for (size_t t = 0; t < labels.size(); ++t) {
+    if (labels[t] < 0 || labels[t] >= 1000) {
+      return ToGrpcStatus(InvalidArgumentError("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
+                                               " must be a class id in [0, 1000)"));
+    }
+  }
+  if (std::all_of(labels.begin(), labels.end(), [&](int c) { return c == labels[0]; })) {
+    return ToGrpcStatus(InvalidArgumentError("labels are all " + std::to_string(labels[0]) +
+                                             "; give labelled users of at least 2 classes"));
+  }
+  const KlrStrength* klr = handle->extras->social_klr ? &*handle->extras->social_klr : nullptr;
+  HarmonicOptions options;
+  options.class_mass_normalization = request->class_mass_normalization();
+  const StatusOr<HarmonicResult> r =
+      HarmonicClassify(StrengthGraphWeights(kernel, klr), labelled, labels, 0, options);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  const auto answer = [&](int u) {
+    response->add_users(u);
+    response->add_labels(r->labels[u]);
+    response->add_scores(r->scores(u, r->labels[u]));
+  };
+  if (request->users_size() == 0) {
+    for (int u = 0; u < n; ++u) answer(u);
+  } else {
+    for (int u : request->users()) answer(u);
   }
   return grpc::Status::OK;
 }

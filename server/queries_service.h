@@ -26,6 +26,7 @@ class QueriesService final : public kls::v1::Queries::Service {
   static constexpr int kMaxBatch = 100'000;  ///< pairs (Similarity) or rows (Embed) per request
   static constexpr int kMaxK = 10'000;       ///< TopK.k upper bound
   static constexpr int kMaxCandidates = 4'096;  ///< ReRank candidates (the c × c walk matrix)
+  static constexpr int kMaxHarmonicUsers = 5'000;  ///< ClassifyUsers: users of the model (dense n × n graph)
 
   /// `cache` must outlive the grpc::Server the service is registered on.
   explicit QueriesService(KernelCache* cache) : cache_(cache) {}
@@ -46,6 +47,8 @@ class QueriesService final : public kls::v1::Queries::Service {
                                kls::v1::TopKResponse* response) override;
   grpc::Status Classify(grpc::ServerContext* context, const kls::v1::ClassifyRequest* request,
                         kls::v1::ClassifyResponse* response) override;
+  grpc::Status ClassifyUsers(grpc::ServerContext* context, const kls::v1::ClassifyUsersRequest* request,
+                             kls::v1::ClassifyUsersResponse* response) override;
 
  private:
   grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups);

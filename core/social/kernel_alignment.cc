@@ -81,9 +81,9 @@ StatusOr<Eigen::VectorXd> SolveNonNegativeQp(const Eigen::MatrixXd& m, const Eig
   return best;
 }
 
-StatusOr<KtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
+StatusOr<UserKtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
                              const std::vector<int>& subset) {
-  return GuardExceptions("SolveKta", [&]() -> StatusOr<KtaResult> {
+  return GuardExceptions("SolveKta", [&]() -> StatusOr<UserKtaResult> {
     const int p = static_cast<int>(kernels.size());
     if (p < 1 || p > 16) return InvalidArgumentError("kernels has " + std::to_string(p) + " entries; need 1..16");
     const Eigen::Index n = y.rows();
@@ -96,7 +96,7 @@ StatusOr<KtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels,
       if (subset[q] < 0 || subset[q] >= n)
         return InvalidArgumentError("subset[" + std::to_string(q) + "] = " + std::to_string(subset[q]) +
                                     " is outside [0, " + std::to_string(n) + ")");
-    KtaResult r;
+    UserKtaResult r;
     r.m.resize(p, p);
     r.a.resize(p);
     for (int k = 0; k < p; ++k) {

@@ -23,7 +23,7 @@
 
 namespace kls {
 
-struct KtaResult {
+struct UserKtaResult {
   Eigen::VectorXd weights;    ///< θ*, ‖θ*‖₂ = 1 (all zero if no kernel aligns positively)
   Eigen::VectorXd raw;        ///< v, the QP solution
   Eigen::MatrixXd m;          ///< M
@@ -41,7 +41,7 @@ double CenteredAlignment(const Eigen::MatrixXd& k, const Eigen::MatrixXd& y, con
 /// Theorem 7.35 on `kernels` (each n × n symmetric) and the target `y` (n × n),
 /// restricted to `subset` (empty = all). Errors: INVALID_ARGUMENT for no
 /// kernels, more than 16, shape mismatches, indices out of range.
-StatusOr<KtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
+StatusOr<UserKtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
                              const std::vector<int>& subset = {});
 
 /// min_{v >= 0} vᵀMv − 2vᵀa by support enumeration (M symmetric PSD, p <= 16).

@@ -63,7 +63,7 @@ StatusOr<SocialStrengthModel> LearnSocialStrength(const Community& data, const S
         for (int v : data.contacts[u]) y(u, v) = 1.0;
       std::vector<const Eigen::MatrixXd*> ks;
       for (const auto& k : kernels.k) ks.push_back(&k);
-      KLS_ASSIGN_OR_RETURN(KtaResult kta, SolveKta(ks, y));
+      KLS_ASSIGN_OR_RETURN(UserKtaResult kta, SolveKta(ks, y));
       if (!(kta.weights.sum() > 0)) {
         return FailedPreconditionError("no user kernel aligns with the contact graph (does the data set have contacts?)");
       }

@@ -236,11 +236,52 @@ StatusOr<NpkRankingJobOptions> ToCore(const kls::v1::NpkRankingOptions& p) {
 }
 
 StatusOr<SocialStrengthOptions> ToCore(const kls::v1::SocialStrengthOptions& p) {
-  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::SocialStrengthOptions::Weighting_IsValid(p.weighting()),
-                                "social_strength.weighting", p.weighting(), "KTA, UNIFORM"));
+  using P = kls::v1::SocialStrengthOptions;
+  KLS_RETURN_IF_ERROR(CheckEnum(P::Weighting_IsValid(p.weighting()), "social_strength.weighting", p.weighting(),
+                                "KTA, UNIFORM, KLR"));
+  KLS_RETURN_IF_ERROR(CheckEnum(P::PairKernel_IsValid(p.klr_pair_kernel()), "social_strength.klr_pair_kernel",
+                                p.klr_pair_kernel(), "SYMMETRIC_PRODUCT, DIFFERENCE"));
   SocialStrengthOptions o;
-  if (p.weighting() == kls::v1::SocialStrengthOptions::UNIFORM) o.weighting = StrengthWeighting::kUniform;
+  if (p.weighting() == P::UNIFORM) o.weighting = StrengthWeighting::kUniform;
+  if (p.weighting() == P::KLR) o.weighting = StrengthWeighting::kKlr;
   if (p.has_cell_degrees()) o.kernels.cell_degrees = p.cell_degrees();
+  if (o.weighting != StrengthWeighting::kKlr) {
+    // KLR options with another weighting would be silently ignored: reject them instead.
+    const char* set = p.has_klr_c() ? "klr_c" : p.has_klr_import_vectors() ? "klr_import_vectors"
+                      : p.has_klr_positives() ? "klr_positives" : p.has_klr_negatives() ? "klr_negatives"
+                      : p.klr_pair_kernel() != P::PAIR_KERNEL_UNSPECIFIED ? "klr_pair_kernel"
+                      : p.has_klr_bias_weight() ? "klr_bias_weight" : p.has_klr_link_weight() ? "klr_link_weight"
+                      : p.has_klr_seed() ? "klr_seed" : nullptr;
+    if (set) {
+      return InvalidArgumentError(std::string("social_strength.") + set + " is set but weighting = " +
+                                  P::Weighting_Name(p.weighting()) + "; the klr_* options need weighting = KLR");
+    }
+  }
+  if (p.has_klr_c()) o.klr.c = p.klr_c();
+  if (p.has_klr_import_vectors()) o.klr.max_import_vectors = p.klr_import_vectors();
+  if (p.has_klr_positives()) o.klr_pairs.positives_per_user = p.klr_positives();
+  if (p.has_klr_negatives()) o.klr_pairs.negatives_per_user = p.klr_negatives();
+  if (p.klr_pair_kernel() == P::DIFFERENCE) o.klr.pair_kernel.kind = PairKernel::kDifference;
+  if (p.has_klr_bias_weight()) o.klr.pair_kernel.bias_weight = p.klr_bias_weight();
+  if (p.has_klr_link_weight()) o.klr.pair_kernel.link_weight = p.klr_link_weight();
+  if (p.has_klr_seed()) o.klr.seed = o.klr_pairs.seed = p.klr_seed();
+  // Name the proto fields (the core validators name their own).
+  const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  const auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  if (!positive(o.klr.c))
+    return InvalidArgumentError("social_strength.klr_c = " + FormatNumber(o.klr.c) + " must be finite and > 0");
+  for (const auto& [name, value] : {std::pair<const char*, int>{"klr_import_vectors", o.klr.max_import_vectors},
+                                    {"klr_positives", o.klr_pairs.positives_per_user},
+                                    {"klr_negatives", o.klr_pairs.negatives_per_user}}) {
+    if (value < 1)
+      return InvalidArgumentError(std::string("social_strength.") + name + " = " + std::to_string(value) +
+                                  " must be >= 1");
+  }
+  if (!non_negative(o.klr.pair_kernel.bias_weight) || !non_negative(o.klr.pair_kernel.link_weight)) {
+    return InvalidArgumentError("social_strength.klr_bias_weight = " + FormatNumber(o.klr.pair_kernel.bias_weight) +
+                                " and klr_link_weight = " + FormatNumber(o.klr.pair_kernel.link_weight) +
+                                " must be finite and >= 0");
+  }
   KLS_RETURN_IF_ERROR(Prefixed(o.Validate(), kMethodSocialStrength));
   return o;
 }

@@ -205,6 +205,7 @@ StatusOr<JobOutput> RunSocial(const SocialStrengthOptions& o, const store::Store
   }
   out.kernel = std::move(m.strength);
   out.attachments.push_back({kSocialGraphAttachment, SerializeSocialGraph(m.graph)});
+  if (m.klr) out.attachments.push_back({kSocialKlrAttachment, SerializePairwiseKlrModel(*m.klr)});
   return out;
 }
 

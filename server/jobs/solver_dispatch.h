@@ -22,6 +22,7 @@ namespace kls::server {
 /// Attachment names (server/store/store.h Attachment) and their encodings.
 inline constexpr const char* kClassifierAttachment = "classifier";     ///< SerializeClassifier
 inline constexpr const char* kSocialGraphAttachment = "social_graph";  ///< SerializeSocialGraph
+inline constexpr const char* kSocialKlrAttachment = "social_klr";      ///< SerializePairwiseKlrModel
 
 /// What a finished job stores.
 struct JobOutput {

@@ -408,6 +408,34 @@ TEST_F(E2eTest, ClassifierAndSocialModelsThroughTheCli) {
   const nlohmann::json reranked =
       KlsJson({"rerank", "--kernel", "friends", "--candidates", "1,2,3,4", "--prior", "4,3,2,1", "--k", "3"});
   EXPECT_EQ(reranked.at("items").size(), 3u);
+
+  // The pairwise KLR second stage (§7.4) and harmonic classification of users (§7.5.3).
+  const RunResult klr_flag_without_klr = Kls({"submit", "--dataset", social.at("id"), "--method", "social_strength",
+                                              "--klr-c", "0.01"});
+  EXPECT_EQ(klr_flag_without_klr.exit_code, 1);
+  EXPECT_THAT(klr_flag_without_klr.err, HasSubstr("--klr-c does not apply"));
+  const nlohmann::json klr_job =
+      KlsJson({"submit", "--dataset", social.at("id"), "--kernel", "klr", "--method", "social_strength", "--weighting",
+               "klr", "--klr-import-vectors", "10", "--watch"});
+  ASSERT_EQ(klr_job.value("state", ""), "SUCCEEDED") << klr_job;
+  const nlohmann::json klr_strength = KlsJson({"strength", "--kernel", "klr", "--pairs", "3,4;4,3"});
+  ASSERT_EQ(klr_strength.at("pairs").size(), 2u);
+  const double s34 = klr_strength.at("pairs")[0].at("strength"), s43 = klr_strength.at("pairs")[1].at("strength");
+  EXPECT_GT(s34, 0.0);  // σ(f): a probability
+  EXPECT_LT(s34, 1.0);
+  EXPECT_NEAR(s34, s43, 1e-12);  // the symmetric pair kernel
+  const nlohmann::json klr_friends = KlsJson({"recommend", "--kernel", "klr", "--user", "3", "--k", "4"});
+  ASSERT_EQ(klr_friends.at("items").size(), 4u);
+  const nlohmann::json classes =
+      KlsJson({"classify", "--kernel", "klr", "--labelled", "0,0;1,1;2,0;5,1", "--users", "7,8,9"});
+  ASSERT_EQ(classes.at("predictions").size(), 3u);
+  for (const auto& p : classes.at("predictions")) {
+    const int label = p.at("label");
+    EXPECT_TRUE(label == 0 || label == 1) << p;
+  }
+  const RunResult one_class = Kls({"classify", "--kernel", "klr", "--labelled", "0,1;1,1"});
+  EXPECT_EQ(one_class.exit_code, 1);
+  EXPECT_THAT(one_class.err, HasSubstr("INVALID_ARGUMENT"));
 }
 
 TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {

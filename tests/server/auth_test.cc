@@ -110,6 +110,10 @@ const std::map<std::string, Scope>& ExpectedScopes() {
       {"/kls.v1.Kernels/SetAlias", Scope::kWrite},   {"/kls.v1.Kernels/Export", Scope::kRead},
       {"/kls.v1.Queries/Similarity", Scope::kRead},  {"/kls.v1.Queries/TopK", Scope::kRead},
       {"/kls.v1.Queries/Embed", Scope::kRead},       {"/kls.v1.Kernels/Import", Scope::kWrite},
+      {"/kls.v1.Queries/ReRank", Scope::kRead},      {"/kls.v1.Queries/SocialStrength", Scope::kRead},
+      {"/kls.v1.Queries/RecommendFriends", Scope::kRead},
+      {"/kls.v1.Queries/RecommendGroups", Scope::kRead},
+      {"/kls.v1.Queries/Classify", Scope::kRead},    {"/kls.v1.Queries/ClassifyUsers", Scope::kRead},
   };
   return kExpected;
 }
@@ -124,6 +128,16 @@ TEST(RequiredScopeTest, EveryServiceMethodHasItsScope) {
     ASSERT_NE(descriptor, nullptr) << service;
     EXPECT_NE(descriptor->FindMethodByName(method), nullptr) << path;
     EXPECT_EQ(RequiredScope(path), scope) << path;
+  }
+  // And the other way round: every method of every kls.v1 service is in the table above, so a new RPC
+  // cannot silently fall back to admin-only (the model queries once did).
+  for (const char* service : {"kls.v1.Admin", "kls.v1.Datasets", "kls.v1.Jobs", "kls.v1.Kernels", "kls.v1.Queries"}) {
+    const auto* descriptor = pool->FindServiceByName(service);
+    ASSERT_NE(descriptor, nullptr) << service;
+    for (int m = 0; m < descriptor->method_count(); ++m) {
+      const std::string path = std::string("/") + service + "/" + descriptor->method(m)->name();
+      EXPECT_EQ(ExpectedScopes().count(path), 1u) << path << " has no expected scope";
+    }
   }
   EXPECT_EQ(RequiredScope("/grpc.health.v1.Health/Check"), Scope::kNone);
   EXPECT_EQ(RequiredScope("/grpc.health.v1.Health/Watch"), Scope::kNone);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 #include "core/qsdp/reg_problems.h"
 #include "core/ranking/rerank.h"
 #include "core/social/community.h"
+#include "core/social/harmonic_classifier.h"
+#include "core/social/recommendation.h"
 #include "core/social/social_model.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
@@ -358,6 +361,131 @@ TEST_F(ModelJobsTest, SocialStrengthJobRecommendsLikeCore) {
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state(), kls::v1::FAILED);
   EXPECT_THAT(done->error(), HasSubstr("not a social data set"));
+}
+
+TEST_F(ModelJobsTest, SocialKlrJobServesThePairwiseModelAndHarmonicClasses) {
+  CommunityOptions co;
+  co.num_users = 80;
+  co.num_groups = 20;
+  co.mean_photos = 4;
+  co.seed = 12;
+  auto community = GenerateCommunity(co);
+  ASSERT_TRUE(community.ok()) << community.status();
+  Dataset photos;
+  photos.features = community->photo_visual;
+  const std::string id = Upload(photos, {}, &*community);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  auto* o = r.mutable_social_strength();
+  o->set_weighting(kls::v1::SocialStrengthOptions::KLR);
+  o->set_klr_import_vectors(15);
+  o->set_klr_seed(5);
+  Run(r, "klr");
+
+  SocialStrengthOptions so;
+  so.weighting = StrengthWeighting::kKlr;
+  so.klr.max_import_vectors = 15;
+  so.klr.seed = so.klr_pairs.seed = 5;
+  auto expected = LearnSocialStrength(*community, so);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_TRUE(expected->klr.has_value());
+  auto klr = KlrStrength::Create(expected->strength, *expected->klr);
+  ASSERT_TRUE(klr.ok()) << klr.status();
+
+  // SocialStrength answers σ(f(u, v)) of the pairwise model, not the kernel.
+  kls::v1::SocialStrengthRequest s;
+  *s.mutable_kernel() = Ref("klr");
+  for (auto [u, v] : {std::pair{3, 4}, {4, 3}, {0, 79}, {10, 10}}) {
+    s.add_u(u);
+    s.add_v(v);
+  }
+  auto strength = client_->SocialStrength(s);
+  ASSERT_TRUE(strength.ok()) << strength.status();
+  for (int t = 0; t < s.u_size(); ++t) {
+    const double want = klr->Score(expected->strength, s.u(t), s.v(t));
+    EXPECT_NEAR(strength->values(t), want, 1e-8);
+    EXPECT_GT(strength->values(t), 0.0);
+    EXPECT_LT(strength->values(t), 1.0);
+  }
+  for (int u : {0, 41}) {
+    for (bool groups : {false, true}) {
+      kls::v1::RecommendRequest q;
+      *q.mutable_kernel() = Ref("klr");
+      q.set_user(u);
+      q.set_k(5);
+      auto got = client_->Recommend(q, groups);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const Eigen::VectorXd row = klr->Row(expected->strength, u);
+      const auto want = groups ? RecommendGroupsFromRow(row, expected->graph.groups, expected->graph.num_groups, u, 5)
+                               : RecommendFriendsFromRow(row, expected->graph.contacts[u], u, 5);
+      ASSERT_EQ(got->items_size(), static_cast<int>(want.size()));
+      for (int t = 0; t < got->items_size(); ++t) {
+        EXPECT_EQ(got->items(t).index(), want[t].index);
+        EXPECT_NEAR(got->items(t).score(), want[t].score, 1e-8 * (1 + std::abs(want[t].score)));
+      }
+    }
+  }
+
+  // ClassifyUsers (§7.5.3): harmonic classes of "lives in city 0" from 20 labelled users.
+  kls::v1::ClassifyUsersRequest c;
+  *c.mutable_kernel() = Ref("klr");
+  std::vector<int> labelled, labels;
+  for (int u = 0; u < 80; u += 4) {
+    labelled.push_back(u);
+    labels.push_back(community->home_city[u] == 0 ? 1 : 0);
+    c.add_labelled_users(u);
+    c.add_labels(labels.back());
+  }
+  if (std::set<int>(labels.begin(), labels.end()).size() < 2) {
+    labels[0] = 1 - labels[0];
+    c.set_labels(0, labels[0]);
+  }
+  c.set_class_mass_normalization(true);
+  auto classes = client_->ClassifyUsers(c);
+  ASSERT_TRUE(classes.ok()) << classes.status();
+  HarmonicOptions ho;
+  ho.class_mass_normalization = true;
+  auto want = HarmonicClassify(StrengthGraphWeights(expected->strength, &*klr), labelled, labels, 0, ho);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(classes->users_size(), 80);
+  for (int u = 0; u < 80; ++u) {
+    EXPECT_EQ(classes->users(u), u);
+    EXPECT_EQ(classes->labels(u), want->labels[u]) << u;
+    EXPECT_NEAR(classes->scores(u), want->scores(u, want->labels[u]), 1e-8);
+  }
+  c.add_users(7);
+  c.add_users(8);
+  classes = client_->ClassifyUsers(c);
+  ASSERT_TRUE(classes.ok()) << classes.status();
+  ASSERT_EQ(classes->users_size(), 2);
+  EXPECT_EQ(classes->labels(1), want->labels[8]);
+
+  // Bad input: mismatched lists, a user out of range, one class only, a model without a social graph,
+  // KLR options with the KTA weighting, C <= 0.
+  kls::v1::ClassifyUsersRequest bad = c;
+  bad.add_labels(0);
+  EXPECT_EQ(client_->ClassifyUsers(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = c;
+  bad.set_labelled_users(1, 80);
+  auto out_of_range = client_->ClassifyUsers(bad);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("labelled_users[1]"));
+  bad = c;
+  for (int t = 0; t < bad.labels_size(); ++t) bad.set_labels(t, 0);
+  EXPECT_EQ(client_->ClassifyUsers(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = c;
+  bad.set_labels(2, -1);
+  EXPECT_THAT(client_->ClassifyUsers(bad).status().message(), HasSubstr("labels[2] = -1"));
+  kls::v1::SubmitJobRequest wrong = r;
+  wrong.mutable_social_strength()->set_weighting(kls::v1::SocialStrengthOptions::KTA);
+  auto rejected = client_->SubmitJob(wrong);
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(rejected.status().message(), HasSubstr("social_strength.klr_import_vectors is set but weighting = KTA"));
+  wrong = r;
+  wrong.mutable_social_strength()->set_klr_c(0);
+  rejected = client_->SubmitJob(wrong);
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(rejected.status().message(), HasSubstr("social_strength.klr_c = 0"));
 }
 
 TEST_F(ModelJobsTest, SocialUploadRejectsBadRecords) {
