@@ -16,7 +16,8 @@
 //   list [--state STATE] [--dataset ID] [--page-size N] [--page-token T]
 //   kernels [--name NAME]                      list learned kernels
 //   similarity --kernel NAME[:VERSION|@ALIAS] (--pairs "0,1;2,3" | --pairs-file FILE)
-//   topk --kernel REF (--item N | --key K | --vector "x,y,...") [--k 10] [--exclude-self]
+//   topk --kernel REF (--item N | --key K | --vector "x,y,..." | --features "x,y,..." [--neighbors 10])
+//        [--k 10] [--exclude-self]
 //   rerank --kernel REF (--candidates "i,j,..." | --keys "a,b,...") [--prior "p,q,..."] [--damping D] [--k N]
 //   strength --kernel REF --pairs "u,v;..."    social strength (social_strength kernels)
 //   recommend --kernel REF --user U [--k 10] [--groups]
@@ -847,19 +848,35 @@ int RunSimilarity(kls::Client& client, const Output& out, const std::string& ker
 }
 
 struct TopKArgs {
-  std::string kernel, key, vector;
-  int item = 0, k = 10;
+  std::string kernel, key, vector, features;
+  int item = 0, k = 10, neighbors = 10;
   bool exclude_self = false;
   CLI::Option* item_opt = nullptr;
   CLI::Option* key_opt = nullptr;
   CLI::Option* vector_opt = nullptr;
+  CLI::Option* features_opt = nullptr;
+  CLI::Option* neighbors_opt = nullptr;
 };
+
+// "x,y,..." → numbers; `flag` names the input in errors.
+kls::StatusOr<std::vector<double>> ParseNumbers(const std::string& text, const std::string& flag) {
+  std::vector<double> v;
+  for (const std::string& s : Split(text, ',')) {
+    double x = 0;
+    if (!ParseDouble(s, &x)) return kls::InvalidArgumentError(flag + ": '" + s + "' is not a number");
+    v.push_back(x);
+  }
+  return v;
+}
 
 int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
   const auto ref = kls::ParseKernelRef(a.kernel);
   if (!ref.ok()) return out.Failure(ref.status());
-  const int given = int(a.item_opt->count() > 0) + int(a.key_opt->count() > 0) + int(a.vector_opt->count() > 0);
-  if (given != 1) return out.Failure(kls::InvalidArgumentError("give exactly one of --item, --key or --vector"));
+  const int given = int(a.item_opt->count() > 0) + int(a.key_opt->count() > 0) + int(a.vector_opt->count() > 0) +
+                    int(a.features_opt->count() > 0);
+  if (given != 1) {
+    return out.Failure(kls::InvalidArgumentError("give exactly one of --item, --key, --vector or --features"));
+  }
   kls::v1::TopKRequest request;
   *request.mutable_kernel() = *ref;
   request.set_k(a.k);
@@ -871,17 +888,17 @@ int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
   } else if (a.key_opt->count() > 0) {
     request.set_item_key(a.key);
     query = {{"item_key", a.key}};
+  } else if (a.features_opt->count() > 0) {
+    const auto v = ParseNumbers(a.features, "--features");
+    if (!v.ok()) return out.Failure(v.status());
+    *request.mutable_features()->mutable_values() = {v->begin(), v->end()};
+    if (a.neighbors_opt->count() > 0) request.mutable_features()->set_neighbors(a.neighbors);
+    query = {{"features", *v}};
   } else {
-    std::vector<double> v;
-    for (const std::string& s : Split(a.vector, ',')) {
-      double x = 0;
-      if (!ParseDouble(s, &x)) {
-        return out.Failure(kls::InvalidArgumentError("--vector: '" + s + "' is not a number"));
-      }
-      v.push_back(x);
-    }
-    *request.mutable_vector()->mutable_values() = {v.begin(), v.end()};
-    query = {{"vector", v}};
+    const auto v = ParseNumbers(a.vector, "--vector");
+    if (!v.ok()) return out.Failure(v.status());
+    *request.mutable_vector()->mutable_values() = {v->begin(), v->end()};
+    query = {{"vector", *v}};
   }
   const auto response = client.TopK(request);
   if (!response.ok()) return out.Failure(response.status(), {{"kernel", a.kernel}});
@@ -1278,6 +1295,11 @@ int main(int argc, char** argv) {
   topk_args.item_opt = topk->add_option("--item", topk_args.item, "Query item index");
   topk_args.key_opt = topk->add_option("--key", topk_args.key, "Query item key");
   topk_args.vector_opt = topk->add_option("--vector", topk_args.vector, "Query vector 'x,y,...' (length = rank)");
+  topk_args.features_opt = topk->add_option(
+      "--features", topk_args.features, "An item the kernel was not trained on: its raw features 'x,y,...'");
+  topk_args.neighbors_opt =
+      topk->add_option("--neighbors", topk_args.neighbors, "--features: nearest training points of the extension");
+  topk_args.neighbors_opt->needs(topk_args.features_opt);
   topk->add_option("--k", topk_args.k, "How many items")->capture_default_str();
   topk->add_flag("--exclude-self", topk_args.exclude_self, "Leave the query item out");
 

@@ -135,12 +135,15 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   return Handle{*record, kernel, extras, index};
 }
 
-StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::KernelRecord& record) {
+template <typename T, typename Build, typename Bytes>
+StatusOr<std::shared_ptr<const T>> KernelCache::FromDataset(const store::KernelRecord& record,
+                                                            std::shared_ptr<const T> Entry::*slot, Build build,
+                                                            Bytes bytes) {
   const MapKey map_key{record.name, record.version};
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(map_key);
-    if (it != entries_.end() && it->second.keys) return it->second.keys;
+    if (it != entries_.end() && it->second.*slot) return it->second.*slot;
   }
 
   StatusOr<store::StoredDataset> data = store_->LoadDataset(record.dataset_id);
@@ -151,25 +154,41 @@ StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::
     }
     return data.status();
   }
-  auto keys = std::make_shared<ItemKeys>();
-  keys->keys = std::move(data->data.item_keys);
-  keys->index.reserve(keys->keys.size());
-  for (size_t i = 0; i < keys->keys.size(); ++i) keys->index.emplace(keys->keys[i], static_cast<int>(i));
+  std::shared_ptr<const T> value = build(*data);
 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(map_key);
-  if (it == entries_.end()) return std::shared_ptr<const ItemKeys>(std::move(keys));
-  if (!it->second.keys) {
-    it->second.keys = keys;
-    const int64_t extra = KeyBytes(*keys);
+  if (it == entries_.end()) return value;
+  if (!(it->second.*slot)) {
+    it->second.*slot = value;
+    const int64_t extra = bytes(*value);
     it->second.bytes += extra;
     charged_bytes_ += extra;
     TouchLocked(it->second);
-    const std::shared_ptr<const ItemKeys> result = it->second.keys;
-    EvictLocked();  // may drop this very entry; `result` keeps the keys alive
-    return result;
+    EvictLocked();  // may drop this very entry; `value` keeps the data alive
+    return value;
   }
-  return it->second.keys;
+  return it->second.*slot;
+}
+
+StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::KernelRecord& record) {
+  return FromDataset<ItemKeys>(
+      record, &Entry::keys,
+      [](store::StoredDataset& data) {
+        auto keys = std::make_shared<ItemKeys>();
+        keys->keys = std::move(data.data.item_keys);
+        keys->index.reserve(keys->keys.size());
+        for (size_t i = 0; i < keys->keys.size(); ++i) keys->index.emplace(keys->keys[i], static_cast<int>(i));
+        return keys;
+      },
+      KeyBytes);
+}
+
+StatusOr<std::shared_ptr<const Eigen::MatrixXd>> KernelCache::GetTrainingFeatures(const store::KernelRecord& record) {
+  return FromDataset<Eigen::MatrixXd>(
+      record, &Entry::features,
+      [](store::StoredDataset& data) { return std::make_shared<Eigen::MatrixXd>(std::move(data.data.features)); },
+      [](const Eigen::MatrixXd& x) { return static_cast<int64_t>(x.size() * sizeof(double)); });
 }
 
 void KernelCache::Invalidate(const std::string& name, int64_t version) {

@@ -96,6 +96,11 @@ class KernelCache {
   /// the kernel entry when the kernel is cached.
   StatusOr<std::shared_ptr<const ItemKeys>> GetItemKeys(const store::KernelRecord& record);
 
+  /// The feature rows of that data set (n × d), for extending the kernel to
+  /// unseen points. Same errors and caching as GetItemKeys; loaded only when
+  /// first asked for (charged to the budget with the entry).
+  StatusOr<std::shared_ptr<const Eigen::MatrixXd>> GetTrainingFeatures(const store::KernelRecord& record);
+
   /// Drops the cached `name` at `version` (0 = every version). Call after
   /// deleting a kernel from the store, since a later kernel of the same name
   /// may reuse the version number.
@@ -114,12 +119,19 @@ class KernelCache {
     std::shared_ptr<const ModelExtras> extras;
     std::shared_ptr<const TopKIndex> index;
     std::shared_ptr<const ItemKeys> keys;  ///< null until first needed
+    std::shared_ptr<const Eigen::MatrixXd> features;  ///< null until first needed
     int64_t bytes = 0;
     std::list<MapKey>::iterator lru_position;
   };
 
   /// Inserts (or finds an equal concurrent insertion) and evicts beyond the
   /// budget. Requires mu_.
+  /// Loads `record`'s data set, derives a T from it with `build` and caches
+  /// it in the entry's `slot` (charging `bytes(T)`), once per entry.
+  template <typename T, typename Build, typename Bytes>
+  StatusOr<std::shared_ptr<const T>> FromDataset(const store::KernelRecord& record,
+                                                 std::shared_ptr<const T> Entry::*slot, Build build, Bytes bytes);
+
   void InsertLocked(const MapKey& key, Entry entry);
   void EvictLocked();
   void TouchLocked(Entry& entry);

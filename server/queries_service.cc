@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/ranking/kernel_extension.h"
 #include "core/ranking/rerank.h"
 #include "core/social/harmonic_classifier.h"
 #include "core/social/recommendation.h"
@@ -40,6 +42,57 @@ Status MissingModel(const store::KernelRecord& r, const char* query, const char*
   return FailedPreconditionError(std::string(query) + ": kernel " + r.name + " v" + std::to_string(r.version) +
                                  " (method " + r.method + ") has no " + needs + "; it needs a kernel learned by " +
                                  (std::string(needs) == "classifier" ? "an onk or mkl job" : "a social_strength job"));
+}
+
+// Embedding rows of points the kernel was not trained on (harmonic extension, thesis §6.3.3):
+// `values` is rows × dim raw features; `field` names them in errors.
+StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const KernelCache::Handle& handle,
+                                                    const google::protobuf::RepeatedField<double>& values, int dim,
+                                                    const std::optional<int>& neighbors,
+                                                    const std::optional<double>& sigma, const std::string& field) {
+  if (dim < 1 || values.size() == 0 || values.size() % dim != 0) {
+    return InvalidArgumentError(field + " has " + std::to_string(values.size()) + " values for " +
+                                std::to_string(dim) + " features per row; give whole rows");
+  }
+  const int rows = values.size() / dim;
+  if (rows > QueriesService::kMaxExtensionRows) {
+    return InvalidArgumentError(field + " has " + std::to_string(rows) + " rows; at most " +
+                                std::to_string(QueriesService::kMaxExtensionRows) + " per request");
+  }
+  HarmonicExtensionOptions options;
+  if (neighbors) options.neighbors = *neighbors;
+  if (sigma) options.sigma = *sigma;
+  if (options.neighbors < 1) {
+    return InvalidArgumentError("neighbors = " + std::to_string(options.neighbors) + " must be >= 1");
+  }
+  if (sigma && !(std::isfinite(*sigma) && *sigma > 0)) {
+    return InvalidArgumentError("sigma = " + FormatNumber(*sigma) + " must be finite and > 0 (or unset)");
+  }
+  KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> train, cache->GetTrainingFeatures(handle.record));
+  const LearnedKernel& kernel = *handle.kernel;
+  if (train->rows() != kernel.num_points()) {
+    return FailedPreconditionError("kernel " + handle.record.name + " v" + std::to_string(handle.record.version) +
+                                   " (method " + handle.record.method + ") has " +
+                                   std::to_string(kernel.num_points()) + " items but its data set " +
+                                   handle.record.dataset_id + " has " + std::to_string(train->rows()) +
+                                   " feature rows; only a kernel over the data set's rows extends to new points");
+  }
+  if (dim != train->cols()) {
+    return InvalidArgumentError(field + ": " + std::to_string(dim) + " features per row but data set " +
+                                handle.record.dataset_id + " has " + std::to_string(train->cols()));
+  }
+  Eigen::MatrixXd x(rows, dim);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < dim; ++j) {
+      const double v = values.Get(i * dim + j);
+      if (!std::isfinite(v)) {
+        return InvalidArgumentError(field + "[" + std::to_string(i) + "][" + std::to_string(j) + "] = " +
+                                    FormatNumber(v) + " is not finite");
+      }
+      x(i, j) = v;
+    }
+  }
+  return HarmonicExtension(kernel, *train, x, options);
 }
 
 void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1::TopKResponse* response) {
@@ -81,7 +134,7 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
                                              std::to_string(kMaxK) + "]"));
   }
   if (request->query_case() == kls::v1::TopKRequest::QUERY_NOT_SET) {
-    return ToGrpcStatus(InvalidArgumentError("the query is missing: set one of item, item_key or vector"));
+    return ToGrpcStatus(InvalidArgumentError("the query is missing: set one of item, item_key, vector or features"));
   }
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
@@ -141,6 +194,18 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
                           : kernel.TopKByVector(query, request->k());
       break;
     }
+    case kls::v1::TopKRequest::kFeatures: {
+      const kls::v1::FeatureQuery& f = request->features();
+      const StatusOr<LearnedKernel::Embedding> row = ExtendToFeatures(
+          cache_, *handle, f.values(), f.values_size(),
+          f.has_neighbors() ? std::optional<int>(f.neighbors()) : std::nullopt,
+          f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt, "features.values");
+      if (!row.ok()) return ToGrpcStatus(row.status());
+      const Eigen::VectorXd query = row->row(0).transpose();
+      top = handle->index ? handle->index->TopKByVector(query, request->k())
+                          : kernel.TopKByVector(query, request->k());
+      break;
+    }
     case kls::v1::TopKRequest::QUERY_NOT_SET:
       break;  // rejected above
   }
@@ -155,9 +220,20 @@ grpc::Status QueriesService::Embed(grpc::ServerContext*, const kls::v1::EmbedReq
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const LearnedKernel& kernel = *handle->kernel;
+  const int r = kernel.rank();
+  if (request->features_size() > 0) {
+    if (request->rows_size() > 0) return ToGrpcStatus(InvalidArgumentError("set rows or features, not both"));
+    const StatusOr<LearnedKernel::Embedding> rows = ExtendToFeatures(
+        cache_, *handle, request->features(), request->dim(),
+        request->has_neighbors() ? std::optional<int>(request->neighbors()) : std::nullopt,
+        request->has_sigma() ? std::optional<double>(request->sigma()) : std::nullopt, "features");
+    if (!rows.ok()) return ToGrpcStatus(rows.status());
+    response->set_rank(r);
+    response->mutable_values()->Add(rows->data(), rows->data() + rows->size());  // row-major
+    return grpc::Status::OK;
+  }
   if (const Status s = CheckIndices(kernel, request->rows(), "rows"); !s.ok()) return ToGrpcStatus(s);
 
-  const int r = kernel.rank();
   response->set_rank(r);
   auto* values = response->mutable_values();
   values->Reserve(request->rows_size() * r);

@@ -26,7 +26,8 @@ class QueriesService final : public kls::v1::Queries::Service {
   static constexpr int kMaxBatch = 100'000;  ///< pairs (Similarity) or rows (Embed) per request
   static constexpr int kMaxK = 10'000;       ///< TopK.k upper bound
   static constexpr int kMaxCandidates = 4'096;  ///< ReRank candidates (the c × c walk matrix)
-  static constexpr int kMaxHarmonicUsers = 5'000;  ///< ClassifyUsers: users of the model (dense n × n graph)
+  static constexpr int kMaxHarmonicUsers = 5'000;
+  static constexpr int kMaxExtensionRows = 1'000;  ///< Embed feature rows (harmonic extension) per request  ///< ClassifyUsers: users of the model (dense n × n graph)
 
   /// `cache` must outlive the grpc::Server the service is registered on.
   explicit QueriesService(KernelCache* cache) : cache_(cache) {}

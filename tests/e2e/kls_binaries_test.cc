@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -339,6 +340,24 @@ TEST_F(E2eTest, UploadLearnQueryAndRestart) {
   };
   check_answers("iris");
   check_answers("iris:1");
+
+  // An item by its raw features (§6.3.3 harmonic extension): a training item's own features give its
+  // own row, so the ranking equals the item query's (without exclude-self).
+  auto iris_rows = kls::ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris_rows.ok());
+  std::string features;
+  for (int j = 0; j < iris_rows->dim(); ++j) {
+    std::ostringstream x;
+    x << std::setprecision(17) << iris_rows->features(7, j);
+    features += (j ? "," : "") + x.str();
+  }
+  const nlohmann::json by_features = KlsJson({"topk", "--kernel", "iris", "--features", features, "--k", "5"});
+  const std::vector<kls::ScoredItem> expected_items = served->TopK(7, 5, false);
+  ASSERT_EQ(by_features.at("items").size(), 5u) << by_features;
+  for (size_t t = 0; t < 5; ++t) EXPECT_EQ(by_features.at("items")[t].at("index"), expected_items[t].index) << t;
+  const RunResult wrong_width = Kls({"topk", "--kernel", "iris", "--features", "1,2"});
+  EXPECT_EQ(wrong_width.exit_code, 1);
+  EXPECT_THAT(wrong_width.err, HasSubstr("2 features per row but data set"));
 
   // Plain output is a table; errors are "<CODE>: message" on stderr.
   const RunResult table = Kls({"similarity", "--kernel", "iris", "--pairs", "0,1"});

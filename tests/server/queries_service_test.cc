@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "core/ranking/kernel_extension.h"
 #include "kls/v1/kernels.grpc.pb.h"
 #include "kls/v1/queries.grpc.pb.h"
 #include "server/kernel_cache.h"
@@ -59,6 +61,7 @@ class QueriesServiceTest : public ::testing::Test {
     // A keyed data set for the kernels to point at (keys resolve item_key queries).
     store::StoredDataset d;
     d.data.features = Eigen::MatrixXd::Random(kN, 2);
+    features_ = d.data.features;
     for (int i = 0; i < kN; ++i) d.data.item_keys.push_back("item-" + std::to_string(i));
     auto ds = server_->store()->PutDataset("keyed", d);
     ASSERT_TRUE(ds.ok()) << ds.status();
@@ -81,6 +84,7 @@ class QueriesServiceTest : public ::testing::Test {
   std::unique_ptr<KlsServer> server_;
   std::unique_ptr<Client> client_;
   std::string dataset_id_;
+  Eigen::MatrixXd features_;
   LearnedKernel kernel_;
 };
 
@@ -161,6 +165,69 @@ TEST_F(QueriesServiceTest, EmbedReturnsRowsOfV) {
   }
 }
 
+// Items the kernel was not trained on (thesis §6.3.3): Embed by features and TopK by features equal
+// HarmonicExtension + TopKByVector called directly; a training item's own features give its own row.
+TEST_F(QueriesServiceTest, UnseenItemsByFeaturesMatchTheHarmonicExtension) {
+  Eigen::MatrixXd x(3, 2);
+  x << 0.1, -0.2, 0.9, 0.95, features_(17, 0), features_(17, 1);
+  kls::v1::EmbedRequest embed;
+  *embed.mutable_kernel() = Ref("k");
+  embed.set_dim(2);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) embed.add_features(x(i, j));
+  embed.set_neighbors(7);
+  const auto rows = client_->Embed(embed);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  HarmonicExtensionOptions o;
+  o.neighbors = 7;
+  const auto want = HarmonicExtension(kernel_, features_, x, o);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ(rows->values_size(), 3 * kRank);
+  for (int i = 0; i < 3; ++i)
+    for (int c = 0; c < kRank; ++c) EXPECT_EQ(rows->values(i * kRank + c), (*want)(i, c)) << i << "," << c;
+  for (int c = 0; c < kRank; ++c) EXPECT_EQ(rows->values(2 * kRank + c), kernel_.embedding()(17, c));
+
+  kls::v1::TopKRequest topk;
+  *topk.mutable_kernel() = Ref("k");
+  topk.set_k(5);
+  topk.mutable_features()->add_values(x(0, 0));
+  topk.mutable_features()->add_values(x(0, 1));
+  topk.mutable_features()->set_neighbors(7);
+  const auto top = client_->TopK(topk);
+  ASSERT_TRUE(top.ok()) << top.status();
+  const auto expected = kernel_.TopKByVector(want->row(0).transpose(), 5);
+  ASSERT_EQ(top->items_size(), 5);
+  for (int t = 0; t < 5; ++t) {
+    EXPECT_EQ(top->items(t).index(), expected[t].index);
+    EXPECT_NEAR(top->items(t).score(), expected[t].score, 1e-12 * (1 + std::abs(expected[t].score)));
+    EXPECT_EQ(top->items(t).item_key(), "item-" + std::to_string(expected[t].index));
+  }
+
+  // Bad input names the field: wrong width, a NaN, rows and features together, neighbors 0, too many rows.
+  topk.mutable_features()->add_values(1.0);
+  auto bad = client_->TopK(topk);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("3 features per row but data set"));
+  kls::v1::EmbedRequest nan = embed;
+  nan.set_features(3, std::nan(""));
+  EXPECT_THAT(client_->Embed(nan).status().message(), HasSubstr("features[1][1] = nan is not finite"));
+  kls::v1::EmbedRequest both = embed;
+  both.add_rows(0);
+  EXPECT_EQ(client_->Embed(both).status().code(), StatusCode::kInvalidArgument);
+  kls::v1::EmbedRequest zero = embed;
+  zero.set_neighbors(0);
+  EXPECT_THAT(client_->Embed(zero).status().message(), HasSubstr("neighbors = 0 must be >= 1"));
+  kls::v1::EmbedRequest many;
+  *many.mutable_kernel() = Ref("k");
+  many.set_dim(2);
+  for (int i = 0; i < 2 * 1001; ++i) many.add_features(0.5);
+  EXPECT_THAT(client_->Embed(many).status().message(), HasSubstr("1001 rows; at most 1000"));
+  // A kernel whose items are not the data set's rows cannot be extended.
+  ASSERT_TRUE(Put("other", RandomKernel(40, 3, 9)).ok());
+  *embed.mutable_kernel() = Ref("other");
+  EXPECT_EQ(client_->Embed(embed).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(QueriesServiceTest, BadRequestsNameTheFieldAndValue) {
   auto code_and_message = [](const Status& s) { return s.ToString(); };
   const auto out_of_range = client_->Similarity(Ref("k"), {{0, 1}, {1, 2}, {2, 3}, {999, 4}});
@@ -198,7 +265,7 @@ TEST_F(QueriesServiceTest, BadRequestsNameTheFieldAndValue) {
   topk.set_item(150);
   EXPECT_THAT(client_->TopK(topk).status().message(), HasSubstr("item = 150 is out of range"));
   topk.clear_item();
-  EXPECT_THAT(client_->TopK(topk).status().message(), HasSubstr("set one of item, item_key or vector"));
+  EXPECT_THAT(client_->TopK(topk).status().message(), HasSubstr("set one of item, item_key, vector or features"));
   topk.mutable_vector()->add_values(1.0);
   EXPECT_THAT(client_->TopK(topk).status().message(), HasSubstr("vector has 1 values but the kernel has rank 6"));
 
