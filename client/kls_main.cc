@@ -1200,69 +1200,56 @@ int main(int argc, char** argv) {
   submit->add_option("--priority", submit_args.priority, "Higher runs first");
   submit->add_option("--deadline-seconds", submit_args.deadline_seconds, "Solver time limit (0 = none)");
   submit->add_flag("--watch", submit_args.watch, "Watch the job until it ends");
-  auto& f = submit_args.flags;
-  f["--gamma"] = submit->add_option("--gamma", submit_args.gamma, "kl_admm: weight of the graph term γ");
-  f["--rank"] = submit->add_option("--rank", submit_args.rank, "kl_admm, bcd_npkl: embedding rank (0 = automatic)");
-  f["--rho-initial"] = submit->add_option("--rho-initial", submit_args.rho_initial, "kl_admm: initial ρ");
-  f["--rho-min"] = submit->add_option("--rho-min", submit_args.rho_min, "kl_admm: smallest ρ");
-  f["--adaptive-rho"] = submit->add_option("--adaptive-rho", submit_args.adaptive_rho, "kl_admm: adapt ρ (true/false)");
-  f["--max-iterations"] = submit->add_option("--max-iterations", submit_args.max_iterations, "Iteration cap");
-  f["--tolerance"] = submit->add_option("--tolerance", submit_args.tolerance, "Convergence tolerance");
-  f["--seed"] = submit->add_option("--seed", submit_args.seed, "kl_admm, bcd_npkl, onk, mkl: random seed");
-  f["--threads"] = submit->add_option("--threads", submit_args.threads, "kl_admm: threads (0 = all cores)");
-  f["--loss"] = submit->add_option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
-  f["--c"] = submit->add_option("--c", submit_args.c, "bcd_npkl, simple_npkl, embedding, npk_ranking: C; onk, mkl: SVM C");
-  f["--b"] = submit->add_option("--b", submit_args.b, "simple_npkl, embedding, npk_ranking: capacity B");
-  f["--p"] = submit->add_option("--p", submit_args.p, "simple_npkl: p of the p-norm");
-  f["--active-set"] = submit->add_option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
-  f["--low-rank"] = submit->add_option("--low-rank", submit_args.low_rank,
-                                       "simple_npkl: low-rank eigensolver rank; npk_ranking: m (0 = full)");
-  f["--problem"] = submit->add_option("--problem", submit_args.problem, "qsdp: regpcp or regmvu");
-  f["--m"] = submit->add_option("--m", submit_args.m, "qsdp: basis size m");
-  f["--neighbors"] = submit->add_option("--neighbors", submit_args.neighbors,
-                                        "qsdp, embedding: k-NN graph; npk_ranking: constraint neighbours");
-  f["--nu"] = submit->add_option("--nu", submit_args.nu, "qsdp regmvu: ν");
-  f["--gap-tolerance"] = submit->add_option("--gap-tolerance", submit_args.gap_tolerance,
-                                            "qsdp: certified relative duality gap");
-  f["--algorithm"] = submit->add_option("--algorithm", submit_args.algorithm,
-                                        "embedding: cmvu|mve|spe|kpca; onk: gradient|accelerated|level; mkl: kta|svm|2lmkl|2lmkl-inf|umkl");
-  f["--dims"] = submit->add_option("--dims", submit_args.dims, "embedding: output dimensions");
-  f["--kpca-rbf"] = submit->add_option("--kpca-rbf", submit_args.kpca_rbf, "embedding kpca: RBF kernel (true/false)");
-  f["--kpca-sigma"] = submit->add_option("--kpca-sigma", submit_args.kpca_sigma, "embedding kpca: RBF width");
-  f["--rho"] = submit->add_option("--rho", submit_args.rho, "onk: ρ");
-  f["--sigma-k"] = submit->add_option("--sigma-k", submit_args.sigma_k, "onk: base width rule k");
-  f["--positive-class"] = submit->add_option("--positive-class", submit_args.positive_class,
-                                             "onk, mkl: class for f(x) > 0 (default: the largest id)");
-  f["--folds"] = submit->add_option("--folds", submit_args.folds, "onk, mkl: cross-validation folds");
-  f["--single-features"] = submit->add_option("--single-features", submit_args.single_features,
-                                              "mkl kta: per-feature kernels in the bank (true/false)");
-  f["--text-dataset"] = submit->add_option("--text-dataset", submit_args.text_dataset,
-                                           "npk_ranking: data set of per-item tag counts");
-  f["--laplacian-neighbors"] = submit->add_option("--laplacian-neighbors", submit_args.laplacian_neighbors,
-                                                  "npk_ranking: k of the Laplacian graph");
-  f["--distance-ratio"] = submit->add_option("--distance-ratio", submit_args.distance_ratio,
-                                             "npk_ranking: distance rescaling ratio");
-  f["--weighting"] =
-      submit->add_option("--weighting", submit_args.weighting, "social_strength: kta, uniform or klr (§7.4)");
-  f["--klr-c"] = submit->add_option("--klr-c", submit_args.klr_c, "social_strength klr: C of (7.3)");
-  f["--klr-import-vectors"] = submit->add_option("--klr-import-vectors", submit_args.klr_import_vectors,
-                                                 "social_strength klr: maximum import vectors");
-  f["--klr-positives"] = submit->add_option("--klr-positives", submit_args.klr_positives,
-                                            "social_strength klr: positive pairs per user (§7.4.2)");
-  f["--klr-negatives"] = submit->add_option("--klr-negatives", submit_args.klr_negatives,
-                                            "social_strength klr: negative pairs per user (§7.4.2)");
-  f["--pair-kernel"] = submit->add_option("--pair-kernel", submit_args.pair_kernel,
-                                          "social_strength klr: symmetric_product or difference");
-  f["--klr-bias-weight"] =
-      submit->add_option("--klr-bias-weight", submit_args.klr_bias_weight, "social_strength klr: bias feature");
-  f["--klr-link-weight"] = submit->add_option("--klr-link-weight", submit_args.klr_link_weight,
-                                              "social_strength klr: K(u, v) feature");
-  f["--cell-degrees"] = submit->add_option("--cell-degrees", submit_args.cell_degrees,
-                                           "social_strength: geo cell size");
-  f["--graph-k"] = submit->add_option("--graph-k", submit_args.graph_k, "Graph: neighbours (default 5)");
-  f["--graph-weight"] = submit->add_option("--graph-weight", submit_args.graph_weight, "Graph: binary or gaussian");
-  f["--graph-sigma"] = submit->add_option("--graph-sigma", submit_args.graph_sigma, "Graph: Gaussian width (0 = auto)");
-  f["--graph-delta"] = submit->add_option("--graph-delta", submit_args.graph_delta, "Graph: δ ≥ 0");
+  // Every solver flag is recorded by name, so that Given() and the per-method check can find it.
+  const auto option = [&](const std::string& name, auto& value, const std::string& help) {
+    submit_args.flags[name] = submit->add_option(name, value, help);
+  };
+  option("--gamma", submit_args.gamma, "kl_admm: weight of the graph term γ");
+  option("--rank", submit_args.rank, "kl_admm, bcd_npkl: embedding rank (0 = automatic)");
+  option("--rho-initial", submit_args.rho_initial, "kl_admm: initial ρ");
+  option("--rho-min", submit_args.rho_min, "kl_admm: smallest ρ");
+  option("--adaptive-rho", submit_args.adaptive_rho, "kl_admm: adapt ρ (true/false)");
+  option("--max-iterations", submit_args.max_iterations, "Iteration cap");
+  option("--tolerance", submit_args.tolerance, "Convergence tolerance");
+  option("--seed", submit_args.seed, "kl_admm, bcd_npkl, onk, mkl, social_strength klr: random seed");
+  option("--threads", submit_args.threads, "kl_admm: threads (0 = all cores)");
+  option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
+  option("--c", submit_args.c, "bcd_npkl, simple_npkl, embedding, npk_ranking: C; onk, mkl: SVM C");
+  option("--b", submit_args.b, "simple_npkl, embedding, npk_ranking: capacity B");
+  option("--p", submit_args.p, "simple_npkl: p of the p-norm");
+  option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
+  option("--low-rank", submit_args.low_rank, "simple_npkl: low-rank eigensolver rank; npk_ranking: m (0 = full)");
+  option("--problem", submit_args.problem, "qsdp: regpcp or regmvu");
+  option("--m", submit_args.m, "qsdp: basis size m");
+  option("--neighbors", submit_args.neighbors, "qsdp, embedding: k-NN graph; npk_ranking: constraint neighbours");
+  option("--nu", submit_args.nu, "qsdp regmvu: ν");
+  option("--gap-tolerance", submit_args.gap_tolerance, "qsdp: certified relative duality gap");
+  option("--algorithm", submit_args.algorithm,
+         "embedding: cmvu|mve|spe|kpca; onk: gradient|accelerated|level; mkl: kta|svm|2lmkl|2lmkl-inf|umkl");
+  option("--dims", submit_args.dims, "embedding: output dimensions");
+  option("--kpca-rbf", submit_args.kpca_rbf, "embedding kpca: RBF kernel (true/false)");
+  option("--kpca-sigma", submit_args.kpca_sigma, "embedding kpca: RBF width");
+  option("--rho", submit_args.rho, "onk: ρ");
+  option("--sigma-k", submit_args.sigma_k, "onk: base width rule k");
+  option("--positive-class", submit_args.positive_class, "onk, mkl: class for f(x) > 0 (default: the largest id)");
+  option("--folds", submit_args.folds, "onk, mkl: cross-validation folds");
+  option("--single-features", submit_args.single_features, "mkl kta: per-feature kernels in the bank (true/false)");
+  option("--text-dataset", submit_args.text_dataset, "npk_ranking: data set of per-item tag counts");
+  option("--laplacian-neighbors", submit_args.laplacian_neighbors, "npk_ranking: k of the Laplacian graph");
+  option("--distance-ratio", submit_args.distance_ratio, "npk_ranking: distance rescaling ratio");
+  option("--weighting", submit_args.weighting, "social_strength: kta, uniform or klr (§7.4)");
+  option("--klr-c", submit_args.klr_c, "social_strength klr: C of (7.3)");
+  option("--klr-import-vectors", submit_args.klr_import_vectors, "social_strength klr: maximum import vectors");
+  option("--klr-positives", submit_args.klr_positives, "social_strength klr: positive pairs per user (§7.4.2)");
+  option("--klr-negatives", submit_args.klr_negatives, "social_strength klr: negative pairs per user (§7.4.2)");
+  option("--pair-kernel", submit_args.pair_kernel, "social_strength klr: symmetric_product or difference");
+  option("--klr-bias-weight", submit_args.klr_bias_weight, "social_strength klr: bias feature");
+  option("--klr-link-weight", submit_args.klr_link_weight, "social_strength klr: K(u, v) feature");
+  option("--cell-degrees", submit_args.cell_degrees, "social_strength: geo cell size");
+  option("--graph-k", submit_args.graph_k, "Graph: neighbours (default 5)");
+  option("--graph-weight", submit_args.graph_weight, "Graph: binary or gaussian");
+  option("--graph-sigma", submit_args.graph_sigma, "Graph: Gaussian width (0 = auto)");
+  option("--graph-delta", submit_args.graph_delta, "Graph: δ ≥ 0");
 
   std::string job_id;
   CLI::App* watch = app.add_subcommand("watch", "Show a job's progress until it ends");
