@@ -78,7 +78,10 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.seed = params.seed;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
       if (params.omega > 0.0) o.over_relaxation = params.omega;
-      return SolveBcdNpkl(problem, o, Control(params));
+      o.rank = params.rank;
+      if (params.escalation >= 0) o.rank_escalation = params.escalation != 0;
+      o.num_threads = params.threads;  // 0 = all cores
+      return SolveBcdNpkl(problem, o, Control(params), params.bcd_diagnostics);
     }
     case MethodSpec::Family::kSimple: {
       SimpleNpklOptions o;
