@@ -426,6 +426,7 @@ struct Certificate {
   Eigen::VectorXd eigenvalues;  // ascending, the computed smallest ones
   Eigen::MatrixXd eigenvectors;
   long long operations = 0;
+  int numerical_rank = 0;
 };
 
 class CertificateOperator {
@@ -491,6 +492,7 @@ Certificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const
   CertificateOperator op(red, cols, weight, q, sigma);
 
   Certificate out;
+  out.numerical_rank = rank;
   // ⟨S, Z⟩ = tr(V S Vᵀ) = Σ_k v^kᵀ S v^k over the rows v^k of V.
   {
     Eigen::VectorXd row(l), srow(l);
@@ -522,7 +524,7 @@ Certificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const
     const int ncv = std::min(l, std::max(2 * nev + 1, nev + 40));
     Spectra::SymEigsSolver<CertificateOperator> eigs(op, nev, ncv);
     eigs.init();  // Spectra's fixed-seed start vector: deterministic
-    eigs.compute(Spectra::SortRule::SmallestAlge, 2000, 1e-8, Spectra::SortRule::SmallestAlge);
+    eigs.compute(Spectra::SortRule::SmallestAlge, 2000, 1e-6, Spectra::SortRule::SmallestAlge);
     out.operations = eigs.num_operations();
     Eigen::VectorXd values = eigs.eigenvalues();
     Eigen::MatrixXd vectors = eigs.eigenvectors();
@@ -696,6 +698,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
     ++diag.certificate_checks;
     diag.lanczos_operations += cert.operations;
     diag.min_eigenvalue = cert.min_eigenvalue;
+    diag.numerical_rank = cert.numerical_rank;
     diag.inner_product = cert.inner_product;
     diag.relative_gap_bound = cert.relative_gap_bound;
     diag.certified = cert.relative_gap_bound <= options.certificate_tolerance;

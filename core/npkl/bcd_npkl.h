@@ -145,7 +145,7 @@ struct BcdNpklOptions {
   /// rank = 0 and the square / square-hinge losses.
   bool rank_escalation = true;
   /// Starting r of the escalation, >= 1 (capped by RankBound(m) and l).
-  int initial_rank = 16;
+  int initial_rank = 4;
   /// Rows appended per failed certificate (= eigenpairs computed), >= 1.
   int escalation_step = 8;
   /// Certified when the relative gap bound
@@ -165,6 +165,8 @@ struct BcdNpklOptions {
 /// What the rank escalation and the optimality certificate found.
 struct BcdNpklDiagnostics {
   int final_rank = 0;          ///< rows of V at the end
+  /// rank(V) at the last check (column-pivoted QR, pivots > 1e-10·largest).
+  int numerical_rank = 0;
   int certificate_checks = 0;  ///< Lanczos certificate evaluations
   /// λ_min(S) on the complement of V's row space at the last check (NaN: none
   /// made, e.g. the hinge loss or a run stopped before convergence).

@@ -137,8 +137,15 @@ void ReducedLaplacian::ApplyVector(const double* x, double* y) const {
   }
   yv.noalias() = lap_ll_ * xv;
   if (u() > 0) {
-    const Eigen::VectorXd bx = b_ * xv;
-    yv.noalias() -= b_.transpose() * bx;
+    // B x by row slices, then Bᵀ(Bx) by column slices (each output entry is
+    // written by one thread; memory-bound, so the two cores help).
+    Eigen::VectorXd bx(u());
+    ParallelFor(u(), threads_, [&](int begin, int end) {
+      bx.segment(begin, end - begin).noalias() = b_.middleRows(begin, end - begin) * xv;
+    });
+    ParallelFor(l(), threads_, [&](int begin, int end) {
+      yv.segment(begin, end - begin).noalias() -= b_.middleCols(begin, end - begin).transpose() * bx;
+    });
   }
 }
 

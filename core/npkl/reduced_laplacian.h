@@ -37,7 +37,7 @@ class ReducedLaplacian {
   using SparseMatrix = Eigen::SparseMatrix<double>;
   using Ldlt = Eigen::SimplicialLDLT<SparseMatrix, Eigen::Lower, Eigen::AMDOrdering<int>>;
   enum class Representation { kAuto, kDense, kFactored };
-  static constexpr int kBlock = 64;
+  static constexpr int kBlock = 256;
 
   /// Splits the symmetric `laplacian` into L (points with local[g] >= 0, local
   /// index local[g]) and U (the others, in increasing global order), factors
