@@ -60,7 +60,8 @@ class ReducedLaplacian {
   /// out = V Δ̃ (r × l), for objectives and residuals (not the sweep path).
   void Apply(const Eigen::MatrixXd& v, Eigen::MatrixXd* out) const;
   /// y = Δ̃ x for one l-vector (the certificate's Lanczos operator):
-  /// Δ_LL x − Bᵀ(B x) in the factored form, 2·nnz(Δ_LL) + 4·u·l flops.
+  /// Δ_LL x − Δ_LU Δ_UU⁻¹ Δ_UL x by the sparse LDLᵀ (dense Δ̃ x in the dense
+  /// form), O(nnz(Δ) + nnz(L)) — no pass over the dense B.
   void ApplyVector(const double* x, double* y) const;
   /// tr(V Δ̃ Vᵀ).
   double Quadratic(const Eigen::MatrixXd& v) const;
