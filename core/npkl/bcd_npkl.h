@@ -67,7 +67,9 @@
 // Sciandrone 2000, Prop. 5) needs a continuously differentiable objective, so
 // for the hinge loss only block-wise optimality follows. By Burer–Monteiro
 // (Prop. 2) a stationary V with rank(V) < r is globally optimal for the convex
-// (4); r = RankBound(m) (Prop. 3) is the default. For the square and square-
+// (4); r = RankBound(m) (Prop. 3) is the worst-case rank; by default the
+// smooth losses start lower and escalate under the certificate below
+// (BcdNpklOptions::rank_escalation). For the square and square-
 // hinge losses the tests find the global optimum of (1) (relative objective
 // gap to CSDP ~1e-8, i.e. CSDP's own accuracy, and the KKT conditions of (1)
 // hold on all n points). For the hinge loss the paper reports (Fig. 1), and
@@ -85,7 +87,8 @@
 // for the subproblems. Final embedding: O(nnz(Δ_UL) r) + r solves.
 //
 // Thread safety: SolveBcdNpkl is a pure function of its arguments; concurrent
-// calls are safe. Single-threaded (Gauss–Seidel sweeps are sequential).
+// calls are safe. The Gauss–Seidel order is sequential; options.num_threads
+// splits the block GEMMs inside it (deterministic for a fixed thread count).
 #pragma once
 
 #include <cstdint>
