@@ -78,7 +78,13 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.seed = params.seed;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
       if (params.omega > 0.0) o.over_relaxation = params.omega;
-      return SolveBcdNpkl(problem, o, Control(params));
+      o.rank = params.rank;
+      if (params.escalation >= 0) o.rank_escalation = params.escalation != 0;
+      // One thread unless --threads is given: at the rank the escalation ends
+      // at (4 on adult-like data) the block GEMMs are thin and memory-bound,
+      // and 2 threads measured slower (docs/BENCHMARKS.md).
+      o.num_threads = params.threads > 0 ? params.threads : 1;
+      return SolveBcdNpkl(problem, o, Control(params), params.bcd_diagnostics);
     }
     case MethodSpec::Family::kSimple: {
       SimpleNpklOptions o;

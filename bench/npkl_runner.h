@@ -12,6 +12,10 @@
 #include "core/graph/laplacian.h"
 #include "core/npkl/npkl_problem.h"
 
+namespace kls {
+struct BcdNpklDiagnostics;
+}
+
 namespace kls::bench {
 
 /// A method name such as "admm", "bcd-sl", "simplenpkl-shl".
@@ -42,6 +46,10 @@ struct RunParams {
   int threads = 1;
   uint64_t seed = 1;
   double omega = 0.0;      ///< BCDNPKL over-relaxation ω; 0 = solver default
+  int rank = 0;            ///< BCDNPKL r; 0 = automatic (escalation or RankBound)
+  int escalation = -1;     ///< BCDNPKL rank escalation: 1 on, 0 off, -1 solver default
+  /// BCDNPKL: receives the rank escalation / certificate diagnostics.
+  BcdNpklDiagnostics* bcd_diagnostics = nullptr;
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
 };

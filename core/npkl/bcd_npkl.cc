@@ -1,8 +1,13 @@
 #include "core/npkl/bcd_npkl.h"
 
 #include "core/npkl/reduced_laplacian.h"
+#include "core/common/parallel.h"
+
+#include <Spectra/SymEigsSolver.h>
 
 #include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+#include <Eigen/QR>
 #include <Eigen/Core>
 #include <Eigen/OrderingMethods>
 #include <Eigen/SparseCholesky>
@@ -402,6 +407,176 @@ double StationarityResidual(const Eigen::MatrixXd& v, const ReducedLaplacian& re
   return vg.norm() / scale;
 }
 
+// ---------------------------------------------------------------------------
+// Global-optimality certificate of the factorization (Prop. 2).
+//
+// f(Z) = tr(Δ̃Z) + C Σ_pairs ℓ(T_ij Z_ij) is convex (eq. (4)); its gradient is
+//     S = Δ̃ + C Σ_pairs ℓ'(T_ij Z_ij) T_ij (E_ij + E_ji)/2,
+// and for any Z* ⪰ 0, f(Z) − f(Z*) ≤ ⟨S, Z − Z*⟩ ≤ ⟨S, Z⟩ − λ_min(S) tr(Z*).
+// At a stationary point of eq. (5), V S = 0, so the row space of V (range Z)
+// is in S's null space; we deflate it (Q = orthonormal basis of range Vᵀ) and
+// compute the smallest eigenvalues of S on its orthogonal complement:
+//     M = P S P + σ Q Qᵀ,   P = I − Q Qᵀ,   σ = max_i Δ̃_ii > 0,
+// which moves range(Q) out of the way (to σ) while the rest of the spectrum is
+// that of S on range(Q)^⊥. The (≥ 0) zeros of S on range(Q) need no check.
+struct Certificate {
+  double min_eigenvalue = 0.0;
+  double inner_product = 0.0;
+  double relative_gap_bound = 0.0;
+  Eigen::VectorXd eigenvalues;  // ascending, the computed smallest ones
+  Eigen::MatrixXd eigenvectors;
+  long long operations = 0;
+  int numerical_rank = 0;
+};
+
+class CertificateOperator {
+ public:
+  using Scalar = double;
+  CertificateOperator(const ReducedLaplacian& red, const ColumnConstraints& cols, const std::vector<double>& weight,
+                      const Eigen::MatrixXd& q, double sigma)
+      : red_(red), cols_(cols), weight_(weight), q_(q), sigma_(sigma) {}
+  Eigen::Index rows() const { return red_.l(); }
+  Eigen::Index cols() const { return red_.l(); }
+  // y = S x for an l-vector (no deflation).
+  void ApplyS(const double* x, double* y) const {
+    red_.ApplyVector(x, y);
+    const int l = red_.l();
+    for (int i = 0; i < l; ++i) {
+      double acc = 0.0;
+      for (int e = cols_.offset[i]; e < cols_.offset[i + 1]; ++e) acc += weight_[e] * x[cols_.neighbor[e]];
+      y[i] += acc;
+    }
+  }
+  void perform_op(const double* x_in, double* y_out) const {
+    const Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
+    Eigen::Map<Eigen::VectorXd> y(y_out, rows());
+    const Eigen::VectorXd c = q_.transpose() * x;  // Qᵀx
+    px_ = x - q_ * c;                              // P x
+    sx_.resize(rows());
+    ApplyS(px_.data(), sx_.data());
+    const Eigen::VectorXd d = q_.transpose() * sx_;
+    y = sx_ - q_ * d + sigma_ * (q_ * c);
+  }
+
+ private:
+  const ReducedLaplacian& red_;
+  const ColumnConstraints& cols_;
+  const std::vector<double>& weight_;
+  const Eigen::MatrixXd& q_;
+  const double sigma_;
+  mutable Eigen::VectorXd px_, sx_;
+};
+
+// Below this l the certificate forms M densely (l² doubles) — exact and
+// cheaper than a restarted Lanczos.
+constexpr int kDenseCertificateMax = 600;
+
+Certificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const ReducedLaplacian& red,
+                               const ColumnConstraints& cols, NpklLoss loss, double c, int nev) {
+  const int l = red.l();
+  // S's pair weights per column entry: S_ij = C ℓ'(T_ij z_ij) T_ij / 2.
+  std::vector<double> weight(cols.neighbor.size());
+  for (int i = 0; i < l; ++i) {
+    for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
+      const double z = cols.sign[e] * v.col(i).dot(v.col(cols.neighbor[e]));
+      weight[e] = 0.5 * c * LossDerivative(loss, z) * cols.sign[e];
+    }
+  }
+  // Orthonormal basis of range(Vᵀ) (numerical rank by column-pivoted QR).
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(v.transpose());
+  qr.setThreshold(1e-10);
+  const int rank = static_cast<int>(qr.rank());
+  Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(l, rank);
+  double sigma = 0.0;
+  for (int i = 0; i < l; ++i) sigma = std::max(sigma, red.Diagonal(i));
+  CertificateOperator op(red, cols, weight, q, sigma);
+
+  Certificate out;
+  out.numerical_rank = rank;
+  // ⟨S, Z⟩ = tr(V S Vᵀ) = Σ_k v^kᵀ S v^k over the rows v^k of V.
+  {
+    Eigen::VectorXd row(l), srow(l);
+    double inner = 0.0;
+    for (int k = 0; k < v.rows(); ++k) {
+      row = v.row(k).transpose();
+      op.ApplyS(row.data(), srow.data());
+      inner += row.dot(srow);
+    }
+    out.inner_product = inner;
+  }
+  nev = std::max(1, std::min(nev, l - rank));
+  if (l - rank <= 0) {
+    out.min_eigenvalue = 0.0;
+  } else if (l <= kDenseCertificateMax || 2 * nev + 20 >= l) {
+    Eigen::MatrixXd m(l, l);
+    Eigen::VectorXd e = Eigen::VectorXd::Zero(l);
+    for (int j = 0; j < l; ++j) {
+      e[j] = 1.0;
+      op.perform_op(e.data(), m.col(j).data());
+      e[j] = 0.0;
+    }
+    m = 0.5 * (m + m.transpose()).eval();
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(m);
+    out.eigenvalues = eig.eigenvalues().head(nev);
+    out.eigenvectors = eig.eigenvectors().leftCols(nev);
+    out.operations = l;
+  } else {
+    const int ncv = std::min(l, std::max(2 * nev + 1, nev + 40));
+    Spectra::SymEigsSolver<CertificateOperator> eigs(op, nev, ncv);
+    eigs.init();  // Spectra's fixed-seed start vector: deterministic
+    eigs.compute(Spectra::SortRule::SmallestAlge, 2000, 1e-6, Spectra::SortRule::SmallestAlge);
+    out.operations = eigs.num_operations();
+    Eigen::VectorXd values = eigs.eigenvalues();
+    Eigen::MatrixXd vectors = eigs.eigenvectors();
+    if (values.size() == 0) {  // not converged: report what is known to be safe (nothing certified)
+      out.min_eigenvalue = -std::numeric_limits<double>::infinity();
+      out.relative_gap_bound = std::numeric_limits<double>::infinity();
+      return out;
+    }
+    out.eigenvalues = values;
+    out.eigenvectors = vectors;
+  }
+  if (out.eigenvalues.size() > 0) out.min_eigenvalue = std::min(out.eigenvalues.minCoeff(), sigma);
+  const double trace = v.squaredNorm();
+  out.relative_gap_bound = (std::abs(out.inner_product) + std::max(0.0, -out.min_eigenvalue) * trace) /
+                           std::max(std::abs(objective), 1e-300);
+  return out;
+}
+
+// Appends √t·xᵀ for each eigenpair (λ < 0, x) of the certificate, t the exact
+// minimizer of the 1-D quadratic f(Z + t xxᵀ) = f + tλ + t²·C Σ_pairs (x_i x_j)²
+// for the square loss (for the square hinge the same t under-steps, since its
+// curvature is at most that). Returns the rows added.
+int AppendDirections(const Certificate& cert, const ColumnConstraints& cols, double c, int max_rows,
+                     Eigen::MatrixXd* v) {
+  std::vector<int> take;
+  for (int k = 0; k < cert.eigenvalues.size() && static_cast<int>(take.size()) < max_rows; ++k) {
+    if (cert.eigenvalues[k] < 0.0) take.push_back(k);
+  }
+  if (take.empty()) return 0;
+  const int l = static_cast<int>(v->cols());
+  const int r = static_cast<int>(v->rows());
+  Eigen::MatrixXd grown(r + static_cast<int>(take.size()), l);
+  grown.topRows(r) = *v;
+  for (size_t s = 0; s < take.size(); ++s) {
+    const Eigen::VectorXd x = cert.eigenvectors.col(take[s]).normalized();
+    double curvature = 0.0;
+    for (int i = 0; i < l; ++i) {
+      for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
+        const int j = cols.neighbor[e];
+        if (j > i) curvature += (x[i] * x[j]) * (x[i] * x[j]);
+      }
+    }
+    curvature *= 2.0 * c;  // f''(t)
+    // Divided by the number of directions K: by Cauchy–Schwarz the joint
+    // curvature is at most K·Σ_k f''_k t_k², so the joint step still descends.
+    const double t = curvature > 0.0 ? -cert.eigenvalues[take[s]] / curvature / static_cast<double>(take.size()) : 0.0;
+    grown.row(r + static_cast<int>(s)) = std::sqrt(t) * x.transpose();
+  }
+  *v = std::move(grown);
+  return static_cast<int>(take.size());
+}
+
 // V⁰ ~ U[0, 1)^{r×l} (the paper's rand(r, l)) from the top 53 bits of each
 // draw, column by column.
 Eigen::MatrixXd RandomStart(int r, int l, uint64_t seed) {
@@ -423,7 +598,8 @@ LearnedKernel::Embedding Extend(const ReducedLaplacian& red, const Eigen::Matrix
   return phi;
 }
 
-StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control) {
+StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control,
+                           BcdNpklDiagnostics* diagnostics) {
   Stopwatch setup_clock;
   KLS_RETURN_IF_ERROR(problem.Validate());
   KLS_RETURN_IF_ERROR(options.Validate());
@@ -441,53 +617,99 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   KLS_ASSIGN_OR_RETURN(ReducedLaplacian reduced, ReducedLaplacian::Build(problem.laplacian, local));
   const int l = reduced.l();
   const ColumnConstraints cols = BuildColumns(problem.constraints, local, l);
-  const int r = std::min(l, options.rank > 0 ? options.rank : RankBound(problem.constraints.size()));
+  const int r_max = std::min(l, options.rank > 0 ? options.rank : RankBound(problem.constraints.size()));
+  const bool smooth = options.loss != NpklLoss::kHinge;
+  const bool escalate = smooth && options.rank == 0 && options.rank_escalation;
+  int r = escalate ? std::min(r_max, options.initial_rank) : r_max;
   // Over-relaxation applies to the square loss, whose block problem is an
   // exact quadratic; the (square) hinge blocks keep ω = 1.
   const double omega = options.loss == NpklLoss::kSquare ? options.over_relaxation : 1.0;
+  reduced.SetThreads(ResolveThreadCount(options.num_threads));
 
   Eigen::MatrixXd v = RandomStart(r, l, options.seed);
-  Eigen::MatrixXd v_old(r, l);
-  ColumnUpdater updater(reduced, cols, options.loss, options.c, r, omega);
+  Eigen::MatrixXd v_old;
+  BcdNpklDiagnostics diag;
 
   NpklResult result;
   SolveStats& stats = result.stats;
   stats.setup_seconds = setup_clock.Seconds();
   Stopwatch clock;
   stats.termination = Termination::kIterationLimit;
-  for (int iter = 1; iter <= options.max_iterations; ++iter) {
-    Termination why;
-    if (control.ShouldStop(&why)) {
-      stats.termination = why;
-      break;
-    }
-    v_old = v;
-    updater.Sweep(&v, /*resync=*/iter % kResyncSweeps == 1);
-    const double objective = Objective(v, reduced.QuadraticAfterSweep(v), cols, options.loss, options.c);
-    if (!std::isfinite(objective) || !v.allFinite()) {
-      v = v_old;
-      stats.termination = Termination::kNumericalIssue;
-      break;
-    }
-    const double change = (v - v_old).norm();
-    stats.iterations = iter;
-    stats.objective_history.push_back(objective);
-    result.primal_residual = change;
+  int iter = 0;
+  bool stopped = false;  // by the control, a numerical issue or the iteration cap
+  while (!stopped) {
+    // One stage: Algorithm 1 at the current r until the stopping test.
+    ColumnUpdater updater(reduced, cols, options.loss, options.c, r, omega);
+    diag.rank_history.push_back(r);
+    diag.stage_sweeps.push_back(0);
+    bool converged = false;
+    int stage_iter = 0;
+    while (true) {
+      if (iter >= options.max_iterations) {
+        stats.termination = Termination::kIterationLimit;
+        stopped = true;
+        break;
+      }
+      Termination why;
+      if (control.ShouldStop(&why)) {
+        stats.termination = why;
+        stopped = true;
+        break;
+      }
+      v_old = v;
+      ++stage_iter;
+      updater.Sweep(&v, /*resync=*/stage_iter % kResyncSweeps == 1);
+      const double objective = Objective(v, reduced.QuadraticAfterSweep(v), cols, options.loss, options.c);
+      if (!std::isfinite(objective) || !v.allFinite()) {
+        v = v_old;
+        stats.termination = Termination::kNumericalIssue;
+        stopped = true;
+        break;
+      }
+      const double change = (v - v_old).norm();
+      stats.iterations = ++iter;
+      ++diag.stage_sweeps.back();
+      stats.objective_history.push_back(objective);
+      result.primal_residual = change;
 
-    ProgressEvent event;
-    event.iteration = iter;
-    event.objective = objective;
-    event.primal_residual = change;
-    event.elapsed_seconds = setup_clock.Seconds();
-    event.max_iterations = options.max_iterations;
-    control.Report(event);
+      ProgressEvent event;
+      event.iteration = iter;
+      event.objective = objective;
+      event.primal_residual = change;
+      event.elapsed_seconds = setup_clock.Seconds();
+      event.max_iterations = options.max_iterations;
+      control.Report(event);
 
-    // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
-    if (change <= options.tolerance * v.norm()) {
-      stats.termination = Termination::kConverged;
-      break;
+      // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
+      if (change <= options.tolerance * v.norm()) {
+        converged = true;
+        break;
+      }
     }
+    if (!converged) break;
+    stats.termination = Termination::kConverged;
+    if (!smooth) break;
+    // The certificate of Prop. 2 at the converged V.
+    Stopwatch cert_clock;
+    const double f = stats.objective_history.back();
+    const int nev = escalate ? std::max(1, options.escalation_step) : 1;
+    const Certificate cert = ComputeCertificate(v, f, reduced, cols, options.loss, options.c, nev);
+    diag.certificate_seconds += cert_clock.Seconds();
+    ++diag.certificate_checks;
+    diag.lanczos_operations += cert.operations;
+    diag.min_eigenvalue = cert.min_eigenvalue;
+    diag.numerical_rank = cert.numerical_rank;
+    diag.inner_product = cert.inner_product;
+    diag.relative_gap_bound = cert.relative_gap_bound;
+    diag.certified = cert.relative_gap_bound <= options.certificate_tolerance;
+    if (!escalate || diag.certified || r >= r_max) break;
+    const int added = AppendDirections(cert, cols, options.c, r_max - r, &v);
+    if (added == 0) break;  // no negative direction to follow (bound from ⟨S, Z⟩ alone)
+    r += added;
   }
+  diag.final_rank = static_cast<int>(v.rows());
+  result.duality_gap = diag.certificate_checks > 0 ? diag.relative_gap_bound : std::numeric_limits<double>::quiet_NaN();
+  if (diagnostics != nullptr) *diagnostics = diag;
   stats.final_objective = stats.objective_history.empty()
                               ? Objective(v, reduced.Quadratic(v), cols, options.loss, options.c)
                               : stats.objective_history.back();
@@ -523,12 +745,22 @@ Status BcdNpklOptions::Validate() const {
     return InvalidArgumentError("options.over_relaxation = " + FormatNumber(over_relaxation) +
                                 " must be in (0, 2) (block over-relaxation descends only there)");
   }
+  if (initial_rank < 1) {
+    return InvalidArgumentError("options.initial_rank = " + std::to_string(initial_rank) + " must be >= 1");
+  }
+  if (escalation_step < 1) {
+    return InvalidArgumentError("options.escalation_step = " + std::to_string(escalation_step) + " must be >= 1");
+  }
+  if (!(certificate_tolerance >= 0.0) || !std::isfinite(certificate_tolerance)) {
+    return InvalidArgumentError("options.certificate_tolerance = " + FormatNumber(certificate_tolerance) +
+                                " must be non-negative and finite");
+  }
   return OkStatus();
 }
 
 StatusOr<NpklResult> SolveBcdNpkl(const NpklProblem& problem, const BcdNpklOptions& options,
-                                  const SolveControl& control) {
-  return GuardExceptions("BCDNPKL", [&] { return Solve(problem, options, control); });
+                                  const SolveControl& control, BcdNpklDiagnostics* diagnostics) {
+  return GuardExceptions("BCDNPKL", [&] { return Solve(problem, options, control, diagnostics); });
 }
 
 }  // namespace kls

@@ -67,7 +67,9 @@
 // Sciandrone 2000, Prop. 5) needs a continuously differentiable objective, so
 // for the hinge loss only block-wise optimality follows. By Burer–Monteiro
 // (Prop. 2) a stationary V with rank(V) < r is globally optimal for the convex
-// (4); r = RankBound(m) (Prop. 3) is the default. For the square and square-
+// (4); r = RankBound(m) (Prop. 3) is the worst-case rank; by default the
+// smooth losses start lower and escalate under the certificate below
+// (BcdNpklOptions::rank_escalation). For the square and square-
 // hinge losses the tests find the global optimum of (1) (relative objective
 // gap to CSDP ~1e-8, i.e. CSDP's own accuracy, and the KKT conditions of (1)
 // hold on all n points). For the hinge loss the paper reports (Fig. 1), and
@@ -85,10 +87,13 @@
 // for the subproblems. Final embedding: O(nnz(Δ_UL) r) + r solves.
 //
 // Thread safety: SolveBcdNpkl is a pure function of its arguments; concurrent
-// calls are safe. Single-threaded (Gauss–Seidel sweeps are sequential).
+// calls are safe. The Gauss–Seidel order is sequential; options.num_threads
+// splits the block GEMMs inside it (deterministic for a fixed thread count).
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
@@ -125,9 +130,59 @@ struct BcdNpklOptions {
   /// Seed of the std::mt19937_64 drawing V⁰ ~ U[0, 1)^{r×l}.
   uint64_t seed = 1;
 
+  // ---- Rank escalation (smooth losses, rank = 0) ----
+  // Instead of the worst-case r = RankBound(m), start at r = initial_rank,
+  // run Algorithm 1 to `tolerance`, then check the global-optimality
+  // certificate of the Burer–Monteiro factorization (BCDNPKL Prop. 2;
+  // Burer & Monteiro 2003; Journée et al. 2010): with S = ∇f(Z) of the reduced
+  // convex problem eq. (4) at Z = VᵀV,
+  //     f(Z) − f* ≤ ⟨S, Z⟩ − λ_min(S)·tr(Z*),
+  // so a stationary V (VS = 0) with λ_min(S) ≥ 0 is optimal. λ_min is found by
+  // Lanczos (Spectra) on x ↦ S x restricted to the orthogonal complement of
+  // V's row space (S's known null space at stationarity), never densely for
+  // large l. If the bound exceeds certificate_tolerance·|f|, up to
+  // escalation_step eigenvectors x of negative eigenvalues are appended as new
+  // rows √t·xᵀ (t the exact minimizer of f(Z + t xxᵀ) for the square loss,
+  // a conservative step for the square hinge) and the sweeps continue.
+  /// Escalate (true) or run at the fixed RankBound(m) (false). Only with
+  /// rank = 0 and the square / square-hinge losses.
+  bool rank_escalation = true;
+  /// Starting r of the escalation, >= 1 (capped by RankBound(m) and l).
+  int initial_rank = 4;
+  /// Rows appended per failed certificate (= eigenpairs computed), >= 1.
+  int escalation_step = 8;
+  /// Certified when the relative gap bound
+  /// (|⟨S, Z⟩| + max(0, −λ_min(S))·tr(Z)) / |f| <= this (tr(Z) stands in for
+  /// the unknown tr(Z*)). >= 0.
+  double certificate_tolerance = 1e-7;
+  /// Threads for the sweep's block GEMMs (Z·B_blk and the update of Z) and the
+  /// certificate's operator; <= 0 = all cores. Results are identical for a
+  /// fixed thread count (the splitting is a pure function of it).
+  int num_threads = 1;
+
   /// INVALID_ARGUMENT naming the field and value ("options.c = -1 must be
   /// positive and finite") for any out-of-range field.
   Status Validate() const;
+};
+
+/// What the rank escalation and the optimality certificate found.
+struct BcdNpklDiagnostics {
+  int final_rank = 0;          ///< rows of V at the end
+  /// rank(V) at the last check (column-pivoted QR, pivots > 1e-10·largest).
+  int numerical_rank = 0;
+  int certificate_checks = 0;  ///< Lanczos certificate evaluations
+  /// λ_min(S) on the complement of V's row space at the last check (NaN: none
+  /// made, e.g. the hinge loss or a run stopped before convergence).
+  double min_eigenvalue = std::numeric_limits<double>::quiet_NaN();
+  /// ⟨S, Z⟩ = tr(V S Vᵀ) at the last check (0 at a stationary point).
+  double inner_product = std::numeric_limits<double>::quiet_NaN();
+  /// (|⟨S, Z⟩| + max(0, −λ_min)·tr(Z)) / |f| at the last check.
+  double relative_gap_bound = std::numeric_limits<double>::quiet_NaN();
+  bool certified = false;      ///< relative_gap_bound <= certificate_tolerance
+  long long lanczos_operations = 0;
+  double certificate_seconds = 0.0;
+  std::vector<int> rank_history;  ///< r of each stage
+  std::vector<int> stage_sweeps;  ///< sweeps of each stage
 };
 
 /// Runs BCDNPKL (Algorithm 1) on `problem`.
@@ -149,7 +204,8 @@ struct BcdNpklOptions {
 /// stationarity residual ‖V G̃‖_F / (‖V‖_F · max(1, ‖Δ̃‖_F)) of eq. (5) at
 /// the returned V, G̃ = Δ̃ + C Σ ℓ'(T_ij v_iᵀv_j) T_ij (E_ij + E_ji)/2 (½ the
 /// gradient of eq. (5) is V G̃); NaN for the hinge loss.
-/// result.duality_gap: NaN (BCD certifies no bound).
+/// result.duality_gap: for the smooth losses, the certificate's relative gap
+/// bound (see BcdNpklDiagnostics) when one was computed; NaN otherwise.
 ///
 /// Errors (INVALID_ARGUMENT): problem.Validate() fails; the Laplacian is not
 /// symmetric; a self pair (i, i) (eq. (6) assumes j ≠ i); options invalid or
@@ -157,6 +213,7 @@ struct BcdNpklOptions {
 /// Δ̃_ii <= 0. RESOURCE_EXHAUSTED on allocation failure, INTERNAL for any
 /// other exception.
 StatusOr<NpklResult> SolveBcdNpkl(const NpklProblem& problem, const BcdNpklOptions& options,
-                                  const SolveControl& control = SolveControl());
+                                  const SolveControl& control = SolveControl(),
+                                  BcdNpklDiagnostics* diagnostics = nullptr);
 
 }  // namespace kls

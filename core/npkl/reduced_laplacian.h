@@ -37,7 +37,7 @@ class ReducedLaplacian {
   using SparseMatrix = Eigen::SparseMatrix<double>;
   using Ldlt = Eigen::SimplicialLDLT<SparseMatrix, Eigen::Lower, Eigen::AMDOrdering<int>>;
   enum class Representation { kAuto, kDense, kFactored };
-  static constexpr int kBlock = 64;
+  static constexpr int kBlock = 256;
 
   /// Splits the symmetric `laplacian` into L (points with local[g] >= 0, local
   /// index local[g]) and U (the others, in increasing global order), factors
@@ -59,10 +59,19 @@ class ReducedLaplacian {
 
   /// out = V Δ̃ (r × l), for objectives and residuals (not the sweep path).
   void Apply(const Eigen::MatrixXd& v, Eigen::MatrixXd* out) const;
+  /// y = Δ̃ x for one l-vector (the certificate's Lanczos operator):
+  /// Δ_LL x − Δ_LU Δ_UU⁻¹ Δ_UL x by the sparse LDLᵀ (dense Δ̃ x in the dense
+  /// form), O(nnz(Δ) + nnz(L)) — no pass over the dense B.
+  void ApplyVector(const double* x, double* y) const;
   /// tr(V Δ̃ Vᵀ).
   double Quadratic(const Eigen::MatrixXd& v) const;
   /// ‖Δ̃‖_F (computed once, on first call).
   double FrobeniusNorm() const;
+
+  /// Threads for the sweep's GEMMs (>= 1). The work is split into `threads`
+  /// contiguous slices of Z's u columns, and partial products are summed in
+  /// slice order, so results depend only on the thread count.
+  void SetThreads(int threads) { threads_ = threads < 1 ? 1 : threads; }
 
   // ---- The sweep protocol (Gauss–Seidel over columns 0..l−1 in order) ----
   /// Starts a sweep at V. Z = V Bᵀ is carried over from the previous sweep
@@ -102,6 +111,8 @@ class ReducedLaplacian {
   Eigen::MatrixXd p_;        // Z B_blk at BeginBlock, r × width
   Eigen::MatrixXd changes_;  // d_k of the open block, r × width
   int block_first_ = 0, block_width_ = 0;
+  int threads_ = 1;
+  std::vector<Eigen::MatrixXd> partial_;  // per-slice Z B_blk
 };
 
 }  // namespace kls

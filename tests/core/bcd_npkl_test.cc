@@ -413,7 +413,9 @@ TEST(BcdNpklTest, SameSeedGivesIdenticalEmbedding) {
 
 TEST(BcdNpklTest, DefaultRankIsPropositionThreeBound) {
   const NpklProblem p = SmallIrisProblem();  // m = round(4·60·0.3) = 72 → r = 11
-  auto result = SolveBcdNpkl(p, BcdNpklOptions());
+  BcdNpklOptions fixed;
+  fixed.rank_escalation = false;
+  auto result = SolveBcdNpkl(p, fixed);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->kernel.rank(), RankBound(p.constraints.size()));
   EXPECT_EQ(result->kernel.rank(), 11);
@@ -422,6 +424,15 @@ TEST(BcdNpklTest, DefaultRankIsPropositionThreeBound) {
   BcdNpklOptions o;
   o.rank = 10000;
   o.max_iterations = 3;
+  // Escalation starts at min(initial_rank, bound) and never exceeds the bound.
+  BcdNpklOptions esc;
+  esc.initial_rank = 2;
+  BcdNpklDiagnostics d;
+  auto escalated = SolveBcdNpkl(p, esc, SolveControl(), &d);
+  ASSERT_TRUE(escalated.ok()) << escalated.status();
+  EXPECT_EQ(d.rank_history.front(), 2);
+  EXPECT_LE(escalated->kernel.rank(), 11);
+  EXPECT_EQ(escalated->kernel.rank(), d.final_rank);
   auto capped = SolveBcdNpkl(p, o);
   ASSERT_TRUE(capped.ok()) << capped.status();
   EXPECT_EQ(capped->kernel.rank(), CountConstrained(p));
@@ -447,6 +458,15 @@ TEST(BcdNpklTest, OptionValidationNamesFieldAndValue) {
   o = BcdNpklOptions();
   o.max_iterations = 0;
   expect_error(o, "max_iterations", "0");
+  o = BcdNpklOptions();
+  o.initial_rank = 0;
+  expect_error(o, "initial_rank", "0");
+  o = BcdNpklOptions();
+  o.escalation_step = 0;
+  expect_error(o, "escalation_step", "0");
+  o = BcdNpklOptions();
+  o.certificate_tolerance = -1.0;
+  expect_error(o, "certificate_tolerance", "-1");
   o = BcdNpklOptions();
   o.tolerance = -1e-3;
   expect_error(o, "tolerance", "-0.001");
@@ -504,6 +524,109 @@ TEST(BcdNpklTest, EveryPointConstrainedNeedsNoReduction) {
   const Eigen::MatrixXd g = Gradient(p, NpklLoss::kSquare, 1.0, z);
   EXPECT_LE((g * z).norm() / (g.norm() * z.norm()), 1e-6);
   EXPECT_GE(Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(g).eigenvalues().minCoeff(), -1e-6);
+}
+
+// Rank escalation from r = 1: the certificate of Prop. 2 must reject the
+// rank-1 stationary point (the optimum has higher rank), the appended
+// eigen-directions must lead to the CSDP optimum, and the final certificate
+// must hold. Also: the certificate's gap bound is a true upper bound on the
+// gap of a fixed, too-small rank.
+TEST(BcdNpklTest, RankEscalationReachesCsdpOptimumWithCertificate) {
+  if (!test_util::CsdpAvailable()) GTEST_SKIP() << "csdp not installed";
+  const Dataset iris = IrisSubset(LoadIris(), 30);
+  for (NpklLoss loss : {NpklLoss::kSquare, NpklLoss::kSquareHinge}) {
+    const double c = 2.0;
+    const NpklProblem p = MakeProblem(iris.features, iris.labels, 5, /*delta=*/c / 2, 0.3, 7);
+    BcdNpklOptions o = ExactOptions(loss, c);
+    o.initial_rank = 1;
+    o.escalation_step = 1;
+    o.certificate_tolerance = 1e-9;
+    BcdNpklDiagnostics d;
+    auto result = SolveBcdNpkl(p, o, SolveControl(), &d);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const double f = result->stats.final_objective;
+    const CsdpAnswer csdp = SolveWithCsdp(p, loss, c);
+    const double gap = (f - csdp.objective) / std::max(1.0, std::abs(csdp.objective));
+    std::printf("[escalation %s] ranks", NpklLossName(loss));
+    for (size_t s = 0; s < d.rank_history.size(); ++s) std::printf(" %d:%d", d.rank_history[s], d.stage_sweeps[s]);
+    std::printf(" λmin=%.2e bound=%.2e gap to CSDP=%.2e\n", d.min_eigenvalue, d.relative_gap_bound, gap);
+    EXPECT_GT(d.rank_history.size(), 1u) << "rank 1 should not be certified";
+    EXPECT_TRUE(d.certified);
+    EXPECT_GE(d.min_eigenvalue, -1e-8);
+    EXPECT_LE(std::abs(gap), 1e-6);
+    EXPECT_DOUBLE_EQ(result->duality_gap, d.relative_gap_bound);
+    EXPECT_LE(result->kernel.rank(), RankBound(p.constraints.size()));
+    // Monotone across the stages (appending rows descends).
+    const auto& h = result->stats.objective_history;
+    for (size_t t = 1; t < h.size(); ++t) EXPECT_LE(h[t], h[t - 1] + 1e-10 * std::abs(h[t - 1])) << t;
+
+    // Fixed rank 1: a negative λ_min, and a bound that covers the true gap.
+    BcdNpklOptions one = ExactOptions(loss, c);
+    one.rank = 1;
+    BcdNpklDiagnostics d1;
+    auto low = SolveBcdNpkl(p, one, SolveControl(), &d1);
+    ASSERT_TRUE(low.ok()) << low.status();
+    const double f1 = low->stats.final_objective;
+    const double true_gap = (f1 - csdp.objective) / std::abs(f1);
+    std::printf("[rank 1 %s] λmin=%.3e bound=%.3e true gap=%.3e\n", NpklLossName(loss), d1.min_eigenvalue,
+                d1.relative_gap_bound, true_gap);
+    EXPECT_LT(d1.min_eigenvalue, -1e-6);
+    EXPECT_FALSE(d1.certified);
+    EXPECT_GT(true_gap, 1e-6);
+    // tr(Z) stands in for tr(Z*) in the bound; allow that factor's slack.
+    EXPECT_GE(d1.relative_gap_bound, 0.5 * true_gap);
+  }
+}
+
+// l > 600: the certificate runs Lanczos (Spectra) on the operator instead of a
+// dense eigen-solve. Escalated and fixed-rank (RankBound) runs must agree.
+TEST(BcdNpklTest, RankEscalationWithLanczosCertificateMatchesFullRank) {
+  const int n = 800;
+  const NpklProblem p = MakeProblem(RandomPoints(n, 3, 21), RandomLabels(n, 3, 22), 6, /*delta=*/0.5, 0.3, 23);
+  ASSERT_GT(CountConstrained(p), 600);
+  BcdNpklOptions o;
+  o.tolerance = 1e-8;
+  o.over_relaxation = 1.8;
+  o.max_iterations = 5000;
+  o.initial_rank = 2;
+  o.num_threads = 2;
+  BcdNpklDiagnostics d;
+  auto esc = SolveBcdNpkl(p, o, SolveControl(), &d);
+  ASSERT_TRUE(esc.ok()) << esc.status();
+  BcdNpklOptions full = o;
+  full.rank_escalation = false;
+  full.num_threads = 1;
+  BcdNpklDiagnostics dfull;
+  auto ref = SolveBcdNpkl(p, full, SolveControl(), &dfull);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const double fe = esc->stats.final_objective, fr = ref->stats.final_objective;
+  std::printf("[lanczos n=%d] escalated r=%d f=%.10g (%d sweeps, %lld ops, λmin=%.2e, bound %.2e); "
+              "fixed r=%d f=%.10g (%d sweeps, λmin=%.2e)\n",
+              n, d.final_rank, fe, esc->stats.iterations, d.lanczos_operations, d.min_eigenvalue,
+              d.relative_gap_bound, ref->kernel.rank(), fr, ref->stats.iterations, dfull.min_eigenvalue);
+  EXPECT_TRUE(d.certified);
+  EXPECT_GT(d.lanczos_operations, 0);
+  EXPECT_LT(d.final_rank, ref->kernel.rank());
+  EXPECT_NEAR(fe, fr, 1e-6 * std::abs(fr));
+  EXPECT_GE(dfull.min_eigenvalue, -1e-6);
+}
+
+// Two threads split the block GEMMs; the same seed and thread count give the
+// same embedding bit for bit, and 1 vs 2 threads agree to rounding.
+TEST(BcdNpklTest, ThreadedSweepsAreDeterministic) {
+  const int n = 300;
+  const NpklProblem p = MakeProblem(RandomPoints(n, 3, 31), RandomLabels(n, 2, 32), 5, /*delta=*/0.5, 0.3, 33);
+  BcdNpklOptions o;
+  o.max_iterations = 40;
+  o.num_threads = 2;
+  auto a = SolveBcdNpkl(p, o);
+  auto b = SolveBcdNpkl(p, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->kernel.embedding() == b->kernel.embedding());
+  o.num_threads = 1;
+  auto c = SolveBcdNpkl(p, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NEAR(a->stats.final_objective, c->stats.final_objective, 1e-9 * std::abs(c->stats.final_objective));
 }
 
 // BCD protocol on iris (§4.2): k = 5 binary graph, δ = C/2, 4n·30% pairs,

@@ -83,6 +83,11 @@ TEST_P(ReducedLaplacianTest, MatchesDenseSchurComplement) {
   EXPECT_LE((applied - v * f.reduced).norm(), 1e-11 * scale * v.norm());
   EXPECT_NEAR(red->Quadratic(v), (v * f.reduced * v.transpose()).trace(), 1e-10 * scale * v.squaredNorm());
   EXPECT_NEAR(red->FrobeniusNorm(), scale, 1e-10 * scale);
+  // The certificate's single-vector operator (sparse solves when factored).
+  const Eigen::VectorXd x = v.row(0).transpose();
+  Eigen::VectorXd y(red->l());
+  red->ApplyVector(x.data(), y.data());
+  EXPECT_LE((y - f.reduced * x).norm(), 1e-11 * scale * x.norm());
 
   // Harmonic extension −Δ_UU⁻¹ Δ_UL Vᵀ against the dense solve.
   const Eigen::MatrixXd dense(f.lap);
