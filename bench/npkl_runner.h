@@ -42,6 +42,13 @@ struct RunParams {
   int threads = 1;
   uint64_t seed = 1;
   double omega = 0.0;      ///< BCDNPKL over-relaxation ω; 0 = solver default
+  /// KL-ADMM: "" = solver default (L-BFGS polish), "paper" = Algorithm 1 only,
+  /// "polish" = ADMM then L-BFGS polish (KlAdmmOptions::Polish).
+  std::string admm_mode;
+  int rank = 0;            ///< KL-ADMM rank; 0 = automatic (RankBound)
+  int lbfgs_memory = 0;    ///< KL-ADMM polish memory; 0 = solver default
+  int lbfgs_precondition = -1;  ///< KL-ADMM polish block-Jacobi: 1 / 0; -1 = solver default
+  double switch_tolerance = 0.0;  ///< KL-ADMM polish switch; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
 };
