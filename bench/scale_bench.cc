@@ -9,7 +9,8 @@ namespace kls::bench {
 
 Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
-    std::string method = "admm", protocol;
+    std::string method = "admm", protocol, admm_mode = "paper";
+    int rank = 0;
     int n = 2000, k = 50, threads = 0, max_iterations = 0;
     double c = 0, b = 0, omega = 0;
     uint64_t seed = 1;
@@ -25,6 +26,9 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--max-iterations", a->max_iterations, "iteration cap (0 = default; KL-ADMM on adult: 100)");
   app.add_option("--seed", a->seed, "seed");
   app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation ω in (0, 2) (0 = solver default)");
+  app.add_option("--admm-mode", a->admm_mode,
+                 "KL-ADMM: paper (Algorithm 1, the default here: the paper's adult protocol) | polish");
+  app.add_option("--rank", a->rank, "KL-ADMM rank r (0 = automatic, r(r+1)/2 <= |T|)");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
@@ -48,6 +52,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.b = a->b > 0 ? a->b : (method->family == F::kSimple ? a->n : 0.0);
     params.seed = a->seed;
     params.omega = a->omega;
+    params.admm_mode = a->admm_mode;
+    params.rank = a->rank;
     params.threads = a->threads > 0 ? a->threads : 0;
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? 100 : 0);
     NpklProblem problem{graph->laplacian, *constraints};
@@ -62,6 +68,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"rank", result->kernel.rank()},
           {"iterations", result->stats.iterations},
           {"termination", TerminationName(result->stats.termination)},
+          {"admm_mode", a->admm_mode},
+          {"threads", params.threads},
           {"learn_seconds", learn_seconds},
           {"graph_seconds", graph_seconds},
           {"objective", result->stats.final_objective},

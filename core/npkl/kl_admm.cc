@@ -491,10 +491,12 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
       LaplacianProduct(p, l, threads, &pl);
       const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
       const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
-      if (!(step > 0.0)) {
+      if (!(step > 0.0) && options.tolerance > 0.0) {
         stats.termination = Termination::kConverged;  // no descent left at double precision
         break;
       }
+      // tolerance = 0 runs to max_iterations (the documented contract): a
+      // stalled iteration is a null step that still counts and reports.
       v_old = v;
       v.noalias() += step * p;
       vl.noalias() += step * pl;
@@ -508,7 +510,11 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
       p *= step;  // s = V_new − V_old
       q = g_new - g;  // y
       const double sy = p.cwiseProduct(q).sum();
-      if (sy > 0.0) {
+      if (!(step > 0.0)) {
+        s_hist.clear();
+        y_hist.clear();
+        sy_hist.clear();
+      } else if (sy > 0.0) {
         s_hist.push_back(p);
         y_hist.push_back(q);
         sy_hist.push_back(sy);
