@@ -69,6 +69,17 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.seed = params.seed;
       o.num_threads = params.threads;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+      o.rank = params.rank;
+      if (params.lbfgs_memory > 0) o.lbfgs_memory = params.lbfgs_memory;
+      if (params.lbfgs_precondition >= 0) o.lbfgs_precondition = params.lbfgs_precondition != 0;
+      if (params.switch_tolerance > 0) o.polish_switch_tolerance = params.switch_tolerance;
+      if (params.admm_mode == "paper") {
+        o.polish = KlAdmmOptions::Polish::kNone;
+      } else if (params.admm_mode == "polish") {
+        o.polish = KlAdmmOptions::Polish::kLbfgs;
+      } else if (!params.admm_mode.empty()) {
+        return InvalidArgumentError("--admm-mode = \"" + params.admm_mode + "\" is not one of paper, polish");
+      }
       return SolveKlAdmm(problem, o, Control(params));
     }
     case MethodSpec::Family::kBcd: {

@@ -46,10 +46,16 @@ struct RunParams {
   int threads = 1;
   uint64_t seed = 1;
   double omega = 0.0;      ///< BCDNPKL over-relaxation ω; 0 = solver default
-  int rank = 0;            ///< BCDNPKL r; 0 = automatic (escalation or RankBound)
+  int rank = 0;            ///< BCDNPKL / KL-ADMM r; 0 = automatic (BCD: escalation or RankBound; ADMM: RankBound)
   int escalation = -1;     ///< BCDNPKL rank escalation: 1 on, 0 off, -1 solver default
   /// BCDNPKL: receives the rank escalation / certificate diagnostics.
   BcdNpklDiagnostics* bcd_diagnostics = nullptr;
+  /// KL-ADMM: "" = solver default (L-BFGS polish), "paper" = Algorithm 1 only,
+  /// "polish" = ADMM then L-BFGS polish (KlAdmmOptions::Polish).
+  std::string admm_mode;
+  int lbfgs_memory = 0;    ///< KL-ADMM polish memory; 0 = solver default
+  int lbfgs_precondition = -1;  ///< KL-ADMM polish block-Jacobi: 1 / 0; -1 = solver default
+  double switch_tolerance = 0.0;  ///< KL-ADMM polish switch; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
 };

@@ -21,7 +21,7 @@ std::string RankHistory(const BcdNpklDiagnostics& d) {
 
 Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
-    std::string method = "admm", protocol;
+    std::string method = "admm", protocol, admm_mode = "paper";
     int n = 2000, k = 50, threads = 0, max_iterations = 0, rank = 0, escalation = -1;
     double c = 0, b = 0, omega = 0;
     uint64_t seed = 1;
@@ -37,8 +37,10 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--max-iterations", a->max_iterations, "iteration cap (0 = default; KL-ADMM on adult: 100)");
   app.add_option("--seed", a->seed, "seed");
   app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation ω in (0, 2) (0 = 1.8 for bcd-sl)");
-  app.add_option("--rank", a->rank, "BCDNPKL rank r (0 = automatic)");
+  app.add_option("--rank", a->rank, "BCDNPKL / KL-ADMM rank r (0 = automatic)");
   app.add_option("--escalation", a->escalation, "BCDNPKL rank escalation: 1 on, 0 off (fixed RankBound), -1 default");
+  app.add_option("--admm-mode", a->admm_mode,
+                 "KL-ADMM: paper (Algorithm 1, the default here: the paper's adult protocol) | polish");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
@@ -64,6 +66,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     // bcd-sl: block over-relaxation ω = 1.8 unless --omega is given (the same
     // optimum, ~2x fewer sweeps; docs/BENCHMARKS.md).
     params.omega = a->omega > 0 ? a->omega : (method->family == F::kBcd && method->loss == NpklLoss::kSquare ? 1.8 : 0.0);
+    params.admm_mode = a->admm_mode;
     params.threads = a->threads > 0 ? a->threads : 0;
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? 100 : 0);
     params.rank = a->rank;
@@ -82,6 +85,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"rank", result->kernel.rank()},
           {"iterations", result->stats.iterations},
           {"termination", TerminationName(result->stats.termination)},
+          {"admm_mode", a->admm_mode},
+          {"threads", params.threads},
           {"learn_seconds", learn_seconds},
           {"graph_seconds", graph_seconds},
           {"objective", result->stats.final_objective},

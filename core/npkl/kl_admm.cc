@@ -2,10 +2,15 @@
 
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
+#include <Eigen/Eigenvalues>
 #include <Eigen/SparseCore>
+#include <Spectra/MatOp/SparseSymMatProd.h>
+#include <Spectra/SymEigsSolver.h>
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <exception>
+#include <limits>
 #include <new>
 #include <random>
 #include <sstream>
@@ -146,6 +151,185 @@ double Objective(const Eigen::MatrixXd& v, const Eigen::MatrixXd& vl, double gam
   return smooth + 0.5 * gamma * loss;
 }
 
+// ---- L-BFGS polish on the factored objective (KlAdmmOptions::Polish) -------
+//
+// f(V) = tr(V L Vᵀ) + (γ/2) Σ_{e=(i,j)∈T} d_e²,  d_e = v_iᵀv_j − T_ij   (eq. (1), K = VᵀV)
+// ∇f(V) = 2 V (L + γ R),  R_ij = d_e on the ordered entries (symmetric): column
+// i of the loss part is 2γ Σ_{e in row i} d_e v_j — an i ≠ j pair sits in rows
+// i and j once each, a self pair (i, i) once in row i and contributes
+// γ d ∂(v_iᵀv_i)/∂v_i = 2γ d v_i, so one formula covers both.
+
+// d_e for every ordered entry, and grad = 2 (VL + γ V R). Columns in parallel;
+// each column's arithmetic is fixed whatever the split.
+void FactoredGradient(const Eigen::MatrixXd& v, const Eigen::MatrixXd& vl, double gamma,
+                      const ConstraintRows& rows, int num_threads, std::vector<double>* d, Eigen::MatrixXd* grad) {
+  const int n = static_cast<int>(v.cols());
+  ParallelFor(n, num_threads, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      auto g = grad->col(i);
+      g = vl.col(i);
+      for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) {
+        const int j = rows.neighbor[e];
+        const double de = v.col(i).dot(v.col(j)) - rows.target[e];
+        (*d)[e] = de;
+        g.noalias() += (gamma * de) * v.col(j);
+      }
+      g *= 2.0;
+    }
+  });
+}
+
+// f from the d_e of FactoredGradient, summed serially in entry order.
+double FactoredObjective(const Eigen::MatrixXd& v, const Eigen::MatrixXd& vl, double gamma,
+                         const std::vector<double>& d) {
+  double loss = 0.0;
+  for (double de : d) loss += de * de;
+  return vl.cwiseProduct(v).sum() + 0.5 * gamma * loss;
+}
+
+// φ(α) = f(V + αP) = Σ_k c_k α^k exactly (a quartic): the smooth part gives
+// tr(VLVᵀ) + 2α⟨VL, P⟩ + α²⟨PL, P⟩, and each d_e(α) = d_e + α b_e + α² q_e
+// with b_e = v_iᵀp_j + p_iᵀv_j, q_e = p_iᵀp_j.
+struct Quartic {
+  double c[5] = {0, 0, 0, 0, 0};
+  double Value(double a) const { return (((c[4] * a + c[3]) * a + c[2]) * a + c[1]) * a + c[0]; }
+  double Slope(double a) const { return ((4 * c[4] * a + 3 * c[3]) * a + 2 * c[2]) * a + c[1]; }
+  double Curvature(double a) const { return (12 * c[4] * a + 6 * c[3]) * a + 2 * c[2]; }
+};
+
+Quartic LineQuartic(const Eigen::MatrixXd& v, const Eigen::MatrixXd& vl, const Eigen::MatrixXd& p,
+                    const Eigen::MatrixXd& pl, double f, double gamma, const ConstraintRows& rows,
+                    const std::vector<double>& d, int num_threads, Eigen::MatrixXd* per_column) {
+  const int n = static_cast<int>(v.cols());
+  // per_column(k, i): the loss coefficients of row i; summed serially below.
+  ParallelFor(n, num_threads, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      double s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+      for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) {
+        const int j = rows.neighbor[e];
+        const double b = v.col(i).dot(p.col(j)) + p.col(i).dot(v.col(j));
+        const double q = p.col(i).dot(p.col(j));
+        s1 += 2 * d[e] * b;
+        s2 += b * b + 2 * d[e] * q;
+        s3 += 2 * b * q;
+        s4 += q * q;
+      }
+      (*per_column)(0, i) = s1;
+      (*per_column)(1, i) = s2;
+      (*per_column)(2, i) = s3;
+      (*per_column)(3, i) = s4;
+    }
+  });
+  double s[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < 4; ++k) s[k] += (*per_column)(k, i);
+  Quartic q;
+  q.c[0] = f;
+  q.c[1] = 2.0 * vl.cwiseProduct(p).sum() + 0.5 * gamma * s[0];
+  q.c[2] = pl.cwiseProduct(p).sum() + 0.5 * gamma * s[1];
+  q.c[3] = 0.5 * gamma * s[2];
+  q.c[4] = 0.5 * gamma * s[3];
+  return q;
+}
+
+// The first local minimizer α > 0 of φ (φ'(0) < 0 required): bracket the first
+// sign change of φ' by doubling, then safeguarded Newton/bisection on φ'.
+// Returns 0 when φ'(0) ≥ 0 (not a descent direction).
+double FirstMinimizer(const Quartic& q) {
+  if (!(q.Slope(0.0) < 0.0)) return 0.0;
+  double lo = 0.0, hi = 1.0;
+  int guard = 0;
+  while (q.Slope(hi) < 0.0) {
+    lo = hi;
+    hi *= 2.0;
+    if (++guard > 200) return lo;  // φ' never turns: c4 = c3 = 0 and c2 ≤ 0 (cannot happen for f ≥ 0)
+  }
+  double a = 0.5 * (lo + hi);
+  for (int it = 0; it < 100; ++it) {
+    const double g = q.Slope(a);
+    if (g < 0.0) lo = a; else hi = a;
+    if (hi - lo <= 1e-15 * hi) break;
+    const double h = q.Curvature(a);
+    double next = h > 0.0 ? a - g / h : 0.5 * (lo + hi);
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    a = next;
+  }
+  return a;
+}
+
+// q ← H⁻¹ q column by column, H_i the r×r diagonal block of the Hessian of f
+// at V (block-Jacobi preconditioner, the initial inverse Hessian of L-BFGS):
+//   H_i = 2 (L_ii + γ max(d_ii, 0)) I + 2γ Σ_{j∈T_i, j≠i} v_j v_jᵀ + 4γ v_i v_iᵀ [(i, i) ∈ T]
+// (d_ii clipped at 0 so H_i ≻ 0). H_i = a I + P Pᵀ with P = [√(2γ) v_j, √(4γ) v_i]
+// is inverted through the small system of the Sherman–Morrison–Woodbury
+// identity, as in the half-steps (eq. (25)).
+void BlockJacobi(const Eigen::MatrixXd& v, const Eigen::VectorXd& l_diag, double gamma, const ConstraintRows& rows,
+                 const std::vector<double>& d, int num_threads, Eigen::MatrixXd* q) {
+  const int r = static_cast<int>(v.rows());
+  const int n = static_cast<int>(v.cols());
+  ParallelFor(n, num_threads, [&](int begin, int end) {
+    Eigen::MatrixXd p(r, std::max(rows.max_row, 1));
+    Eigen::MatrixXd small;
+    Eigen::VectorXd w;
+    Eigen::LLT<Eigen::MatrixXd> llt;
+    for (int i = begin; i < end; ++i) {
+      double a = 2.0 * l_diag(i);
+      const int t = rows.offset[i + 1] - rows.offset[i];
+      for (int k = 0; k < t; ++k) {
+        const int e = rows.offset[i] + k;
+        const int j = rows.neighbor[e];
+        if (j == i) {
+          a += 2.0 * gamma * std::max(d[e], 0.0);
+          p.col(k) = std::sqrt(4.0 * gamma) * v.col(i);
+        } else {
+          p.col(k) = std::sqrt(2.0 * gamma) * v.col(j);
+        }
+      }
+      a = std::max(a, 1e-12);
+      auto col = q->col(i);
+      if (t == 0) {
+        col /= a;
+        continue;
+      }
+      auto pt = p.leftCols(t);
+      small.noalias() = pt.transpose().lazyProduct(pt);
+      small.diagonal().array() += a;
+      llt.compute(small);
+      w.noalias() = pt.transpose() * col;
+      llt.solveInPlace(w);
+      col.noalias() -= pt * w;
+      col /= a;
+    }
+  });
+}
+
+// λ_min(S), S = L + γ R (the K-gradient of eq. (1)). Dense below 400 points,
+// else Spectra's Lanczos (smallest algebraic) on the sparse S. NaN if Lanczos
+// does not converge.
+double MinEigenvalueOfGradient(const Eigen::SparseMatrix<double>& l, double gamma, const ConstraintRows& rows,
+                               const std::vector<double>& d) {
+  const int n = static_cast<int>(l.rows());
+  std::vector<Eigen::Triplet<double>> trip;
+  trip.reserve(static_cast<size_t>(l.nonZeros()) + d.size());
+  for (int k = 0; k < l.outerSize(); ++k)
+    for (Eigen::SparseMatrix<double>::InnerIterator it(l, k); it; ++it)
+      trip.emplace_back(static_cast<int>(it.row()), static_cast<int>(it.col()), it.value());
+  for (int i = 0; i < n; ++i)
+    for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) trip.emplace_back(i, rows.neighbor[e], gamma * d[e]);
+  Eigen::SparseMatrix<double> s(n, n);
+  s.setFromTriplets(trip.begin(), trip.end());
+  if (n < 400) {
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(Eigen::MatrixXd(s), Eigen::EigenvaluesOnly);
+    return eig.info() == Eigen::Success ? eig.eigenvalues()(0) : std::numeric_limits<double>::quiet_NaN();
+  }
+  Spectra::SparseSymMatProd<double> op(s);
+  Spectra::SymEigsSolver<Spectra::SparseSymMatProd<double>> eigs(op, 1, std::min(n, 40));
+  eigs.init();  // fixed start vector: deterministic
+  eigs.compute(Spectra::SortRule::SmallestAlge, 3000, 1e-8, Spectra::SortRule::SmallestAlge);
+  if (eigs.info() != Spectra::CompInfo::Successful) return std::numeric_limits<double>::quiet_NaN();
+  return eigs.eigenvalues()(0);
+}
+
 // Uniform in [−a, a] from the top 53 bits of the engine, with no
 // std::distribution so V⁰ is the same across standard libraries.
 Eigen::MatrixXd RandomStart(int r, int n, uint64_t seed) {
@@ -194,6 +378,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   Eigen::MatrixXd lambda = Eigen::MatrixXd::Zero(r, n);
   Eigen::MatrixXd v_old(r, n), work(r, n);
   double rho = options.rho_initial;
+  const bool polish = options.polish == KlAdmmOptions::Polish::kLbfgs;
+  bool switched = false;  // ADMM handed over to the L-BFGS polish
 
   NpklResult result;
   SolveStats& stats = result.stats;
@@ -245,6 +431,11 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
       stats.termination = Termination::kConverged;
       break;
     }
+    if (polish && primal_rel <= options.polish_switch_tolerance &&
+        dual_rel <= options.polish_switch_tolerance) {
+      switched = true;
+      break;
+    }
     if (options.adaptive_rho) {  // eq. (15)
       if (primal > 10.0 * dual) {
         rho *= 2.0;
@@ -253,7 +444,118 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
       }
     }
   }
+  std::vector<double> d(rows.num_entries());
+  Eigen::MatrixXd g(r, n);
+  if (switched) {
+    // L-BFGS on f(V) from V (= U to polish_switch_tolerance). `work` holds
+    // V·L, kept current by work += α P·L (re-formed at the end).
+    Eigen::MatrixXd& vl = work;
+    Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
+    FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
+    double f = FactoredObjective(v, vl, gamma, d);
+    std::deque<Eigen::MatrixXd> s_hist, y_hist;
+    std::deque<double> sy_hist;
+    std::vector<double> alpha_hist;
+    const Eigen::VectorXd l_diag = l.diagonal();
+    stats.termination = Termination::kIterationLimit;
+    for (int iter = stats.iterations + 1; iter <= options.max_iterations; ++iter) {
+      Termination why;
+      if (control.ShouldStop(&why)) {
+        stats.termination = why;
+        break;
+      }
+      // Two-loop recursion: p = −H g (Nocedal & Wright, Alg. 7.4), H⁰ = (sᵀy / yᵀy) I.
+      q = g;
+      const int m = static_cast<int>(s_hist.size());
+      alpha_hist.assign(m, 0.0);
+      for (int k = m - 1; k >= 0; --k) {
+        alpha_hist[k] = s_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+        q.noalias() -= alpha_hist[k] * y_hist[k];
+      }
+      if (options.lbfgs_precondition) {
+        BlockJacobi(v, l_diag, gamma, rows, d, threads, &q);
+      } else if (m > 0) {
+        q *= sy_hist[m - 1] / y_hist[m - 1].squaredNorm();
+      }
+      for (int k = 0; k < m; ++k) {
+        const double beta = y_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+        q.noalias() += (alpha_hist[k] - beta) * s_hist[k];
+      }
+      p = -q;
+      if (!(p.cwiseProduct(g).sum() < 0.0)) {  // not a descent direction: restart from −g
+        s_hist.clear();
+        y_hist.clear();
+        sy_hist.clear();
+        p = -g;
+      }
+      LaplacianProduct(p, l, threads, &pl);
+      const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
+      const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
+      if (!(step > 0.0) && options.tolerance > 0.0) {
+        stats.termination = Termination::kConverged;  // no descent left at double precision
+        break;
+      }
+      // tolerance = 0 runs to max_iterations (the documented contract): a
+      // stalled iteration is a null step that still counts and reports.
+      v_old = v;
+      v.noalias() += step * p;
+      vl.noalias() += step * pl;
+      FactoredGradient(v, vl, gamma, rows, threads, &d, &g_new);
+      const double f_new = FactoredObjective(v, vl, gamma, d);
+      if (!std::isfinite(f_new) || !v.allFinite()) {
+        v = v_old;
+        stats.termination = Termination::kNumericalIssue;
+        break;
+      }
+      p *= step;  // s = V_new − V_old
+      q = g_new - g;  // y
+      const double sy = p.cwiseProduct(q).sum();
+      if (!(step > 0.0)) {
+        s_hist.clear();
+        y_hist.clear();
+        sy_hist.clear();
+      } else if (sy > 0.0) {
+        s_hist.push_back(p);
+        y_hist.push_back(q);
+        sy_hist.push_back(sy);
+        if (static_cast<int>(s_hist.size()) > options.lbfgs_memory) {
+          s_hist.pop_front();
+          y_hist.pop_front();
+          sy_hist.pop_front();
+        }
+      }
+      g.swap(g_new);
+      f = f_new;
+      const double grad_norm = g.norm();
+      stats.iterations = iter;
+      stats.objective_history.push_back(f);
+      result.primal_residual = 0.0;  // V = U throughout the polish
+      result.dual_residual = grad_norm;
+      ProgressEvent event;
+      event.iteration = iter;
+      event.objective = f;
+      event.primal_residual = 0.0;
+      event.dual_residual = grad_norm;
+      event.elapsed_seconds = setup_clock.Seconds();
+      event.max_iterations = options.max_iterations;
+      control.Report(event);
+      if (grad_norm * v.norm() <= options.tolerance * std::max(std::abs(f), 1.0)) {
+        stats.termination = Termination::kConverged;
+        break;
+      }
+    }
+  }
   stats.solve_seconds = clock.Seconds();
+  if (polish && (stats.termination == Termination::kConverged ||
+                 stats.termination == Termination::kIterationLimit) && options.certify) {
+    // Global-optimality certificate of the convex problem (1) at K = VᵀV.
+    LaplacianProduct(v, l, threads, &work);
+    FactoredGradient(v, work, gamma, rows, threads, &d, &g);
+    const double f = FactoredObjective(v, work, gamma, d);
+    const double lambda_min = MinEigenvalueOfGradient(l, gamma, rows, d);
+    const double sk = 0.5 * g.cwiseProduct(v).sum();  // ⟨S, K⟩ = tr(V S Vᵀ) = ½⟨∇f(V), V⟩
+    result.duality_gap = (std::abs(sk) + std::max(0.0, -lambda_min) * v.squaredNorm()) / std::max(std::abs(f), 1.0);
+  }
   if (stats.objective_history.empty()) {
     LaplacianProduct(v, l, threads, &work);
     stats.final_objective = Objective(v, work, gamma, rows);
@@ -290,6 +592,13 @@ Status KlAdmmOptions::Validate() const {
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
     return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) +
                                 " must be non-negative and finite");
+  }
+  if (!(polish_switch_tolerance > 0.0) || !std::isfinite(polish_switch_tolerance)) {
+    return InvalidArgumentError("options.polish_switch_tolerance = " + FormatNumber(polish_switch_tolerance) +
+                                " must be positive and finite");
+  }
+  if (lbfgs_memory < 1) {
+    return InvalidArgumentError("options.lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }
   if (num_threads < 0) {
     return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) +

@@ -174,6 +174,19 @@ TEST(KlAdmmExactness, RandomProblemsMatchCsdp) {
   }
 }
 
+// Algorithm 1 exactly as published (no L-BFGS polish) reaches the same optimum.
+TEST(KlAdmmExactness, PaperModeRandomProblemsMatchCsdp) {
+  if (!test_util::CsdpAvailable()) GTEST_SKIP() << "csdp not installed";
+  for (int n : {20, 40}) {
+    ExactnessCase c;
+    c.name = "paper mode random n=" + std::to_string(n);
+    c.problem = MakeProblem(RandomPoints(n, 3, 100 + n), RandomLabels(n, 3, 200 + n), 300 + n);
+    c.options = ExactOptions(1.0);
+    c.options.polish = KlAdmmOptions::Polish::kNone;
+    ExpectMatchesCsdp(c);
+  }
+}
+
 // Every pair constrained: |T_i| = n > r, so every column goes through the
 // direct r×r Cholesky branch instead of the SMW branch of eq. (25).
 TEST(KlAdmmExactness, DenseConstraintsMatchCsdp) {
@@ -218,6 +231,57 @@ TEST(KlAdmm, AutomaticRankFollowsTable1) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->kernel.rank(), 31);
   EXPECT_EQ(r->kernel.num_points(), 150);
+}
+
+// ---- 1b. The optimality certificate of the polish ---------------------------
+
+// λ_min of S = ∇f(K) = L + γ R, dense (independent of the solver's Lanczos).
+double DenseMinGradientEigenvalue(const NpklProblem& p, double gamma, const Eigen::MatrixXd& k) {
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(Gradient(p, gamma, k), Eigen::EigenvaluesOnly);
+  return eig.eigenvalues()(0);
+}
+
+// The certified bound result.duality_gap = (|⟨S, K⟩| + max(0, −λ_min(S)) tr K) /
+// max(|f|, 1) recomputed densely; at a converged polish it is tiny, after a
+// 3-iteration run it is not (so the check can fail), and paper mode has none.
+void ExpectCertificate(const NpklProblem& p, double gamma, bool check_other_runs) {
+  KlAdmmOptions o;
+  o.gamma = gamma;
+  o.tolerance = 1e-8;
+  o.max_iterations = 5000;
+  auto r = SolveKlAdmm(p, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->stats.termination, Termination::kConverged);
+  const Eigen::MatrixXd k = r->kernel.Dense();
+  const Eigen::MatrixXd g = Gradient(p, gamma, k);
+  const double f = PcpObjective(p, gamma, k);
+  const double lambda_min = DenseMinGradientEigenvalue(p, gamma, k);
+  const double expected = (std::abs((g.cwiseProduct(k)).sum()) + std::max(0.0, -lambda_min) * k.trace()) /
+                          std::max(std::abs(f), 1.0);
+  std::printf("[ certificate n=%d ] it=%d certified=%.3e dense=%.3e lambda_min=%.3e\n", p.num_points(),
+              r->stats.iterations, r->duality_gap, expected, lambda_min);
+  EXPECT_LE(r->duality_gap, 1e-6);
+  EXPECT_NEAR(r->duality_gap, expected, 1e-7 + 1e-3 * expected);
+  if (!check_other_runs) return;
+
+  o.max_iterations = 3;  // still in the ADMM phase: far from optimal
+  auto early = SolveKlAdmm(p, o);
+  ASSERT_TRUE(early.ok());
+  EXPECT_GT(early->duality_gap, 1e-3);
+
+  o.max_iterations = 5000;
+  o.polish = KlAdmmOptions::Polish::kNone;
+  auto paper = SolveKlAdmm(p, o);
+  ASSERT_TRUE(paper.ok());
+  EXPECT_TRUE(std::isnan(paper->duality_gap));
+}
+
+TEST(KlAdmmCertificate, DenseEigensolverPath) {  // n < 400: dense λ_min inside the solver
+  ExpectCertificate(MakeProblem(RandomPoints(60, 3, 41), RandomLabels(60, 3, 42), 43), 10.0, true);
+}
+
+TEST(KlAdmmCertificate, LanczosPath) {  // n ≥ 400: Spectra's Lanczos on the sparse S
+  ExpectCertificate(MakeProblem(RandomPoints(400, 3, 51), RandomLabels(400, 3, 52), 53), 10.0, false);
 }
 
 // ---- 2. SolveControl -------------------------------------------------------
@@ -289,12 +353,32 @@ TEST(KlAdmmControl, IterationCapIsReported) {
   EXPECT_EQ(r->stats.iterations, 7);
 }
 
+// tolerance = 0 runs to max_iterations through the polish too, even after the
+// line search has nothing left to gain (the service's run-until-cancelled job).
+TEST(KlAdmmControl, ZeroToleranceRunsThroughThePolishToTheCap) {
+  KlAdmmOptions o;
+  o.tolerance = 0.0;
+  o.max_iterations = 600;
+  int polish_events = 0;
+  SolveControl control;
+  control.progress = [&](const ProgressEvent& e) { polish_events += e.primal_residual == 0.0; };
+  auto r = SolveKlAdmm(SmallProblem(), o, control);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stats.termination, Termination::kIterationLimit);
+  EXPECT_EQ(r->stats.iterations, 600);
+  EXPECT_GT(polish_events, 100);
+  EXPECT_TRUE(std::isfinite(r->stats.final_objective));
+}
+
 // ---- 3. Determinism and validation -----------------------------------------
 
-TEST(KlAdmm, DeterministicForSeedAndThreadCount) {
+class KlAdmmDeterminism : public ::testing::TestWithParam<KlAdmmOptions::Polish> {};
+
+TEST_P(KlAdmmDeterminism, SameSeedAndThreadCountSameResult) {
   const NpklProblem p = SmallProblem();
   KlAdmmOptions o;
   o.seed = 17;
+  o.polish = GetParam();
   auto a = SolveKlAdmm(p, o);
   auto b = SolveKlAdmm(p, o);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -311,6 +395,9 @@ TEST(KlAdmm, DeterministicForSeedAndThreadCount) {
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(a->kernel.embedding() == d->kernel.embedding());
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, KlAdmmDeterminism,
+                         ::testing::Values(KlAdmmOptions::Polish::kLbfgs, KlAdmmOptions::Polish::kNone));
 
 TEST(KlAdmm, InvalidOptionsNameTheFieldAndValue) {
   const NpklProblem p = SmallProblem();  // n = 40
@@ -334,6 +421,8 @@ TEST(KlAdmm, InvalidOptionsNameTheFieldAndValue) {
   add([](KlAdmmOptions& o) { o.rho_min = -2.0; }, "options.rho_min = -2");
   add([](KlAdmmOptions& o) { o.tolerance = -1e-3; }, "options.tolerance = -0.001");
   add([](KlAdmmOptions& o) { o.num_threads = -1; }, "options.num_threads = -1");
+  add([](KlAdmmOptions& o) { o.polish_switch_tolerance = 0.0; }, "options.polish_switch_tolerance = 0");
+  add([](KlAdmmOptions& o) { o.lbfgs_memory = 0; }, "options.lbfgs_memory = 0");
   for (const Bad& b : cases) {
     auto r = SolveKlAdmm(p, b.options);
     ASSERT_FALSE(r.ok()) << b.message;
