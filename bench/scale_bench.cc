@@ -65,6 +65,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"learn_seconds", learn_seconds},
           {"graph_seconds", graph_seconds},
           {"objective", result->stats.final_objective},
+          {"duality_gap", result->duality_gap},
           {"peak_rss_mb", PeakRssMb()},
           {"machine", MachineInfo()}},
          *json);
