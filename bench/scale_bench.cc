@@ -90,6 +90,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"learn_seconds", learn_seconds},
           {"graph_seconds", graph_seconds},
           {"objective", result->stats.final_objective},
+          {"duality_gap", result->duality_gap},
           {"peak_rss_mb", PeakRssMb()},
           {"certificate_min_eigenvalue", bcd.min_eigenvalue},
           {"certificate_relative_gap_bound", result->duality_gap},

@@ -76,6 +76,10 @@ class Evaluator {
 
   const Terms& terms() const { return terms_; }
 
+  /// Lanczos relative tolerance of the following evaluations.
+  void set_lanczos_tolerance(double tol) { spectrum_.lanczos_tolerance = tol; }
+  double lanczos_tolerance() const { return spectrum_.lanczos_tolerance; }
+
   /// Weights w_k of A = Σ w_k S_k − L at α: w = α ∘ T (linear loss: C T).
   Eigen::VectorXd Weights(const Eigen::VectorXd& alpha) const {
     if (options_.loss == NpklLoss::kLinear) return options_.c * terms_.t;
@@ -105,9 +109,16 @@ class Evaluator {
       KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, ComputePositiveSpectrum(a_, spectrum_, warm));
       u = std::move(s.eigenvectors);
       sigma = std::move(s.eigenvalues);
-      // Next Lanczos run: ask for a couple more pairs than were positive now,
-      // and start from the current dominant subspace.
-      rank_hint_ = std::max(rank_bound_, static_cast<int>(sigma.size()) + 2);
+      // Next Lanczos run (issue 3): the first run starts at the rank bound of
+      // Prop. 3.27; later runs start from the current positive rank plus a
+      // small margin instead, because A changes little between iterations and
+      // every extra wanted pair beyond the positive ones lies in the dense
+      // cluster of −L's eigenvalues just below 0, which Spectra must converge
+      // to its (relative, floored at eps^{2/3}) tolerance — the dominant cost.
+      // ComputePositiveSpectrum still grows r until the smallest computed
+      // eigenvalue is <= 0, so A₊ stays exact at every iterate.
+      const int r_now = static_cast<int>(sigma.size());
+      rank_hint_ = r_now + std::max(4, r_now / 8);
       if (sigma.size() > 0) {
         warm_ = u.rowwise().sum();
       } else {
@@ -265,8 +276,29 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   }
 
   Evaluator eval(problem, options, std::move(terms), std::move(basis));
+  // Early iterations may use a looser Lanczos tolerance (issue 3); `tight`
+  // records whether the evaluator is at options.lanczos_tolerance. Only the
+  // sparse full-K path uses Lanczos, so only it is ever loose.
+  const bool may_loosen = options.low_rank == 0 && n > options.dense_threshold && !linear &&
+                          options.early_lanczos_tolerance > options.lanczos_tolerance;
+  bool tight = !may_loosen;
+  if (!tight) eval.set_lanczos_tolerance(options.early_lanczos_tolerance);
   Iterate cur;
   KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
+  // Switches to the tight tolerance for good and re-evaluates the current
+  // iterate there, so that its gap is certified to lanczos_tolerance.
+  auto tighten = [&]() -> Status {
+    if (tight) return OkStatus();
+    tight = true;
+    eval.set_lanczos_tolerance(options.lanczos_tolerance);
+    Iterate exact;
+    KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact));
+    cur = std::move(exact);
+    return OkStatus();
+  };
+  if (!tight && cur.Finite() && RelativeGap(cur) <= options.tighten_factor * options.tolerance) {
+    KLS_RETURN_IF_ERROR(tighten());
+  }
 
   NpklResult result;
   result.stats.setup_seconds = setup_watch.Seconds();
@@ -342,6 +374,9 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       }
       const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
       cur = std::move(next);
+      if (!tight && RelativeGap(cur) <= options.tighten_factor * options.tolerance) {
+        KLS_RETURN_IF_ERROR(tighten());
+      }
       stats.iterations = it;
       stats.objective_history.push_back(cur.primal);
       const double gap = RelativeGap(cur);
@@ -357,6 +392,11 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
         termination = Termination::kConverged;
         break;
       }
+      if (step_inf == 0.0 && !tight) {
+        // The loose eigenpairs may be what stalls the step: tighten and go on.
+        KLS_RETURN_IF_ERROR(tighten());
+        continue;
+      }
       if (step_inf == 0.0) {
         // A fixed point of the projected step is optimal in exact arithmetic;
         // a gap that stays above the tolerance there means the eigenvalues
@@ -367,6 +407,14 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     }
   }
   if (linear) stats.iterations = 1;
+  // Whatever the termination, the returned gap is computed with the tight
+  // tolerance (a no-op when already tight).
+  if (cur.alpha.size() == m && cur.Finite()) {
+    KLS_RETURN_IF_ERROR(tighten());
+    if (termination == Termination::kConverged && RelativeGap(cur) > options.tolerance) {
+      termination = Termination::kIterationLimit;  // cannot happen: convergence is only claimed when tight
+    }
+  }
 
   stats.termination = termination;
   stats.final_objective = cur.primal;
@@ -409,6 +457,14 @@ Status SimpleNpklOptions::Validate() const {
     return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
   }
   KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
+  if (!(early_lanczos_tolerance >= 0.0) || !std::isfinite(early_lanczos_tolerance)) {
+    return InvalidArgumentError("options.early_lanczos_tolerance = " + FormatNumber(early_lanczos_tolerance) +
+                                " must be finite and >= 0");
+  }
+  if (!(tighten_factor >= 1.0) || !std::isfinite(tighten_factor)) {
+    return InvalidArgumentError("options.tighten_factor = " + FormatNumber(tighten_factor) +
+                                " must be finite and >= 1");
+  }
   if (max_backtracks < 1) {
     return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
   }

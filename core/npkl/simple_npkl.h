@@ -64,6 +64,10 @@
 // P(K(α_t)) − P* <= P(K(α_t)) − J(α_t), so the returned kernel is within the
 // reported gap of optimal. Relative gap = (P − J) / max(1, |P|); the solver
 // stops when it is <= tolerance. Rounding can make it slightly negative.
+// On the sparse path the early iterations may compute A₊ with a looser
+// Lanczos tolerance (early_lanczos_tolerance); the solver re-evaluates the
+// iterate with lanczos_tolerance before any convergence test that can succeed
+// and before returning, so every certified gap uses the tight A₊.
 //
 // Initialization: α_0 = C·1 (hinge: the upper bound C), the maximizer of the
 // α-only terms Σ α − α²/(2C); then A(α_0) = C Σ T_ij S_ij − L and K(α_0) is
@@ -137,8 +141,17 @@ struct SimpleNpklOptions {
   int low_rank = 0;
   /// Dense eigensolver at or below this many points (>= 0); see sparse_spectrum.h.
   int dense_threshold = 300;
-  /// Spectra Lanczos relative tolerance (> 0).
+  /// Spectra Lanczos relative tolerance (> 0); every certified gap (the
+  /// stopping test and the returned duality_gap) is computed at this one.
   double lanczos_tolerance = 1e-10;
+  /// Looser Lanczos tolerance for the early iterations (>= 0; 0 or anything
+  /// <= lanczos_tolerance = always lanczos_tolerance). The solver switches to
+  /// lanczos_tolerance for good, re-evaluating the current iterate, once the
+  /// (early) relative gap is <= tighten_factor · tolerance, before any
+  /// convergence claim, and before returning (issue 3).
+  double early_lanczos_tolerance = 1e-6;
+  /// See early_lanczos_tolerance (>= 1).
+  double tighten_factor = 10.0;
   /// Doublings of η allowed per step before giving up with kNumericalIssue (>= 1).
   int max_backtracks = 40;
 

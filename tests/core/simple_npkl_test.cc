@@ -594,6 +594,37 @@ TEST(SimpleNpklControl, Deterministic) {
   }
 }
 
+// Issue 3: a loose early Lanczos tolerance must not change what is certified.
+// The sparse path (dense_threshold = 0) with early_lanczos_tolerance = 1e-4
+// and with it off (0) must both converge, report a gap <= tolerance that was
+// computed at the tight tolerance, and agree on the optimum; the loose run
+// must stay deterministic.
+TEST(SimpleNpklControl, LooseEarlyLanczosKeepsCertifiedGap) {
+  SmallCase sc = MakeBlobCase(3, 15, 53);
+  SimpleNpklOptions o;
+  o.b = 50.0;
+  o.dense_threshold = 0;
+  o.early_lanczos_tolerance = 0.0;
+  auto exact = SolveSimpleNpkl(sc.problem, o);
+  o.early_lanczos_tolerance = 1e-4;
+  auto loose = SolveSimpleNpkl(sc.problem, o);
+  auto loose2 = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_TRUE(exact.ok() && loose.ok() && loose2.ok());
+  EXPECT_EQ(exact->stats.termination, Termination::kConverged);
+  EXPECT_EQ(loose->stats.termination, Termination::kConverged);
+  EXPECT_LE(loose->duality_gap, o.tolerance);
+  EXPECT_GT(loose->stats.iterations, 1);
+  // Both are within tolerance · max(1, |P|) of the common optimum.
+  const double scale = std::max(1.0, std::abs(exact->stats.final_objective));
+  EXPECT_NEAR(loose->stats.final_objective, exact->stats.final_objective, 2.0 * o.tolerance * scale);
+  EXPECT_EQ(loose->stats.objective_history, loose2->stats.objective_history);
+  // The dense solver's optimum (no Lanczos at all) agrees as well.
+  o.dense_threshold = 300;
+  auto dense = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_NEAR(loose->stats.final_objective, dense->stats.final_objective, 2.0 * o.tolerance * scale);
+}
+
 TEST(SimpleNpklControl, ValidationNamesFieldAndValue) {
   SmallCase sc = MakeBlobCase(2, 10, 54);
   auto expect_error = [&](SimpleNpklOptions o, const std::string& text) {
@@ -626,6 +657,12 @@ TEST(SimpleNpklControl, ValidationNamesFieldAndValue) {
   o = {};
   o.tolerance = std::nan("");
   expect_error(o, "options.tolerance = nan");
+  o = {};
+  o.early_lanczos_tolerance = -1;
+  expect_error(o, "options.early_lanczos_tolerance = -1");
+  o = {};
+  o.tighten_factor = 0.5;
+  expect_error(o, "options.tighten_factor = 0.5");
 
   NpklProblem bad = sc.problem;
   bad.constraints.pairs.push_back({0, 999, PairKind::kMustLink});
