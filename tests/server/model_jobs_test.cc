@@ -74,6 +74,22 @@ class ModelJobsTest : public ::testing::Test {
     return info.ok() ? info->id() : "";
   }
 
+  // Generates an 80-user community (`seed`) and uploads it as a social data set; returns its id.
+  std::string UploadCommunity(uint64_t seed, Community* community) {
+    CommunityOptions co;
+    co.num_users = 80;
+    co.num_groups = 20;
+    co.mean_photos = 4;
+    co.seed = seed;
+    auto generated = GenerateCommunity(co);
+    EXPECT_TRUE(generated.ok()) << generated.status();
+    if (!generated.ok()) return "";
+    *community = std::move(generated).value();
+    Dataset photos;
+    photos.features = community->photo_visual;
+    return Upload(photos, {}, community);
+  }
+
   // Submits and waits; returns the finished job.
   kls::v1::Job Run(kls::v1::SubmitJobRequest r, const std::string& kernel_name) {
     r.set_kernel_name(kernel_name);
@@ -293,16 +309,10 @@ TEST_F(ModelJobsTest, NpkRankingThenReRankMatchesCore) {
 }
 
 TEST_F(ModelJobsTest, SocialStrengthJobRecommendsLikeCore) {
-  CommunityOptions co;
-  co.num_users = 80;
-  co.num_groups = 20;
-  co.mean_photos = 4;
-  co.seed = 11;
-  auto community = GenerateCommunity(co);
-  ASSERT_TRUE(community.ok()) << community.status();
-  Dataset photos;
-  photos.features = community->photo_visual;
-  const std::string id = Upload(photos, {}, &*community);
+  Community data;
+  const std::string id = UploadCommunity(11, &data);
+  ASSERT_FALSE(id.empty());
+  const Community* community = &data;
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(id);
   r.mutable_social_strength()->set_weighting(kls::v1::SocialStrengthOptions::KTA);
@@ -364,16 +374,10 @@ TEST_F(ModelJobsTest, SocialStrengthJobRecommendsLikeCore) {
 }
 
 TEST_F(ModelJobsTest, SocialKlrJobServesThePairwiseModelAndHarmonicClasses) {
-  CommunityOptions co;
-  co.num_users = 80;
-  co.num_groups = 20;
-  co.mean_photos = 4;
-  co.seed = 12;
-  auto community = GenerateCommunity(co);
-  ASSERT_TRUE(community.ok()) << community.status();
-  Dataset photos;
-  photos.features = community->photo_visual;
-  const std::string id = Upload(photos, {}, &*community);
+  Community data;
+  const std::string id = UploadCommunity(12, &data);
+  ASSERT_FALSE(id.empty());
+  const Community* community = &data;
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(id);
   auto* o = r.mutable_social_strength();
