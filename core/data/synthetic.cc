@@ -289,6 +289,25 @@ StatusOr<Dataset> MakeTwoMoons(int n, double noise, uint64_t seed) {
   });
 }
 
+// -------------------------------------------------------------- two Gaussians
+
+StatusOr<Dataset> MakeTwoGaussians(int n, uint64_t seed) {
+  KLS_RETURN_IF_ERROR(CheckN(n));
+  return GuardAllocation<Dataset>("two_gaussians", n, [&] {
+    std::mt19937_64 rng(seed);
+    Dataset d;
+    d.features.resize(n, kTwoGaussiansDim);
+    d.labels.resize(n);
+    for (int j = 0; j < kTwoGaussiansDim; ++j) d.feature_names.push_back("x" + std::to_string(j));
+    for (int i = 0; i < n; ++i) {
+      d.labels[i] = i % 2;
+      d.features.row(i).setConstant(d.labels[i] == 0 ? 1.0 : -1.0);
+    }
+    AddNoise(1.0, rng, &d.features);  // + N(0, I): the unit covariance of §4.2
+    return d;
+  });
+}
+
 // ----------------------------------------------------------------- adult-like
 
 const std::vector<AdultLikeGroup>& AdultLikeGroups() {
@@ -332,7 +351,7 @@ StatusOr<Dataset> MakeAdultLike(int n, uint64_t seed) {
 
 const std::vector<std::string>& SyntheticNames() {
   static const std::vector<std::string>* const names = new std::vector<std::string>{
-      "chessboard", "double_spiral", "swiss_roll", "two_moons", "adult_like"};
+      "chessboard", "double_spiral", "swiss_roll", "two_moons", "adult_like", "two_gaussians"};
   return *names;
 }
 
@@ -345,6 +364,7 @@ StatusOr<Dataset> MakeSyntheticByName(const std::string& name, int n, uint64_t s
   }
   if (name == "two_moons") return MakeTwoMoons(n, kTwoMoonsDefaultNoise, seed);
   if (name == "adult_like") return MakeAdultLike(n, seed);
+  if (name == "two_gaussians") return MakeTwoGaussians(n, seed);
   std::string valid;
   for (const std::string& s : SyntheticNames()) valid += (valid.empty() ? "" : ", ") + s;
   return InvalidArgumentError("name = \"" + name + "\" is not a synthetic data set; valid names: " +

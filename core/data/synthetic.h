@@ -78,6 +78,16 @@ StatusOr<SwissRoll> MakeSwissRoll(int n, double noise, uint64_t seed);
 /// Features: "x", "y". O(n). Errors: n < 1, noise negative or not finite.
 StatusOr<Dataset> MakeTwoMoons(int n, double noise, uint64_t seed);
 
+/// Dimension of MakeTwoGaussians (KL-ADMM §4.2: "a synthetic 10-dimensional
+/// binary classification data set").
+constexpr int kTwoGaussiansDim = 10;
+
+/// Two Gaussians (KL-ADMM §4.2, the scalability experiment of Figures 3–4):
+/// class 0 ~ N(1, I), class 1 ~ N(−1, I) in kTwoGaussiansDim dimensions
+/// (1 = the all-ones vector). Point i has label i mod 2. Features "x0"…"x9".
+/// O(n · 10). Errors: n < 1.
+StatusOr<Dataset> MakeTwoGaussians(int n, uint64_t seed);
+
 /// Feature layout of MakeAdultLike: 14 one-hot groups, 123 columns in total.
 constexpr int kAdultLikeNumGroups = 14;
 constexpr int kAdultLikeNumFeatures = 123;
@@ -106,7 +116,8 @@ const std::vector<AdultLikeGroup>& AdultLikeGroups();
 StatusOr<Dataset> MakeAdultLike(int n, uint64_t seed);
 
 /// The names MakeSyntheticByName accepts, in a fixed order:
-/// "chessboard", "double_spiral", "swiss_roll", "two_moons", "adult_like".
+/// "chessboard", "double_spiral", "swiss_roll", "two_moons", "adult_like",
+/// "two_gaussians".
 const std::vector<std::string>& SyntheticNames();
 
 /// Dispatches to the generator called `name` with its default parameters

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/common/parallel.h"
+#include "core/npkl/blocked_laplacian.h"
 
 namespace kls {
 namespace {
@@ -63,25 +64,6 @@ ConstraintRows BuildRows(const PairwiseConstraints& constraints, int n) {
     }
   }
   return rows;
-}
-
-// out = Y·L, the Laplacian term of every c_i (resp. d_i) at once:
-// (Y L)_i = Σ_s L_si y_s = Σ_s L_is y_s (L symmetric). Written out as one
-// axpy of a contiguous column y_s per non-zero of L's column i so that it can
-// be split across threads by output column with each column computed by the
-// same serial code whatever the split (Eigen's dense×sparse product is no
-// faster single-threaded: both are bound by reading r doubles per non-zero).
-void LaplacianProduct(const Eigen::MatrixXd& y, const Eigen::SparseMatrix<double>& l, int num_threads,
-                      Eigen::MatrixXd* out) {
-  ParallelFor(static_cast<int>(l.outerSize()), num_threads, [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) {
-      auto col = out->col(i);
-      col.setZero();
-      for (Eigen::SparseMatrix<double>::InnerIterator it(l, i); it; ++it) {
-        col.noalias() += it.value() * y.col(it.row());
-      }
-    }
-  });
 }
 
 // One half-step of Algorithm 1 (line 6), eq. (13): for every column i,
@@ -372,6 +354,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   const double gamma = options.gamma;
   const Eigen::SparseMatrix<double>& l = problem.laplacian;
   const int threads = ResolveThreadCount(options.num_threads);
+  const BlockedLaplacian laplacian(l, BlockedLaplacian::CacheBlockColumns(r, n));
 
   Eigen::MatrixXd v = RandomStart(r, n, options.seed);
   Eigen::MatrixXd u = v;
@@ -394,10 +377,10 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     }
     v_old = v;
     // V-step, eq. (7): the Laplacian term (U L)_i of every c_i in one product.
-    LaplacianProduct(u, l, threads, &work);
+    laplacian.Apply(u, threads, &work);
     HalfStep(u, work, lambda, -1.0, rho, gamma, rows, threads, &v);
     // U-step, eq. (8), with the new V.
-    LaplacianProduct(v, l, threads, &work);
+    laplacian.Apply(v, threads, &work);
     HalfStep(v, work, lambda, +1.0, rho, gamma, rows, threads, &u);
     // work = V^{k+1} L, reused by the objective below.
     const double objective = Objective(v, work, gamma, rows);
@@ -488,7 +471,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
         sy_hist.clear();
         p = -g;
       }
-      LaplacianProduct(p, l, threads, &pl);
+      laplacian.Apply(p, threads, &pl);
       const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
       const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
       if (!(step > 0.0) && options.tolerance > 0.0) {
@@ -549,7 +532,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   if (polish && (stats.termination == Termination::kConverged ||
                  stats.termination == Termination::kIterationLimit) && options.certify) {
     // Global-optimality certificate of the convex problem (1) at K = VᵀV.
-    LaplacianProduct(v, l, threads, &work);
+    laplacian.Apply(v, threads, &work);
     FactoredGradient(v, work, gamma, rows, threads, &d, &g);
     const double f = FactoredObjective(v, work, gamma, d);
     const double lambda_min = MinEigenvalueOfGradient(l, gamma, rows, d);
@@ -557,7 +540,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     result.duality_gap = (std::abs(sk) + std::max(0.0, -lambda_min) * v.squaredNorm()) / std::max(std::abs(f), 1.0);
   }
   if (stats.objective_history.empty()) {
-    LaplacianProduct(v, l, threads, &work);
+    laplacian.Apply(v, threads, &work);
     stats.final_objective = Objective(v, work, gamma, rows);
   } else {
     stats.final_objective = stats.objective_history.back();

@@ -234,6 +234,32 @@ TEST(Synthetic, AdultLikeLearnableButNoisy) {
   EXPECT_LE(accuracy, 0.87) << "labels should be noisy, like real adult";
 }
 
+// KL-ADMM §4.2: class 0 ~ N(1, I), class 1 ~ N(−1, I). With 20,000 points
+// the per-class sample mean of every coordinate is within 0.05 of ±1 (5 sd)
+// and the per-coordinate variance within 0.1 of 1.
+TEST(Synthetic, TwoGaussiansHaveThePaperMoments) {
+  StatusOr<Dataset> d = MakeTwoGaussians(20000, 5);
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (int c = 0; c < 2; ++c) {
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(kTwoGaussiansDim), sq = sum;
+    int count = 0;
+    for (int i = 0; i < d->num_points(); ++i) {
+      if (d->labels[i] != c) continue;
+      ++count;
+      sum += d->features.row(i).transpose();
+      sq += d->features.row(i).transpose().cwiseAbs2();
+    }
+    ASSERT_EQ(count, 10000);
+    const Eigen::VectorXd mean = sum / count;
+    const Eigen::VectorXd var = sq / count - mean.cwiseAbs2();
+    const double expected = c == 0 ? 1.0 : -1.0;
+    for (int j = 0; j < kTwoGaussiansDim; ++j) {
+      EXPECT_NEAR(mean(j), expected, 0.05) << "class " << c << " coordinate " << j;
+      EXPECT_NEAR(var(j), 1.0, 0.1) << "class " << c << " coordinate " << j;
+    }
+  }
+}
+
 TEST(Synthetic, DeterministicForSeedAndDifferentAcrossSeeds) {
   for (const std::string& name : SyntheticNames()) {
     StatusOr<Dataset> a = MakeSyntheticByName(name, 300, 42);
@@ -258,7 +284,8 @@ TEST(Synthetic, ByNameShapesAndValidity) {
   };
   for (const Expected& e : {Expected{"chessboard", 2, 2}, Expected{"double_spiral", 3, 2},
                             Expected{"swiss_roll", 3, kSwissRollNumClasses},
-                            Expected{"two_moons", 2, 2}, Expected{"adult_like", 123, 2}}) {
+                            Expected{"two_moons", 2, 2}, Expected{"adult_like", 123, 2},
+                            Expected{"two_gaussians", kTwoGaussiansDim, 2}}) {
     StatusOr<Dataset> d = MakeSyntheticByName(e.name, 400, 3);
     ASSERT_TRUE(d.ok()) << e.name << ": " << d.status();
     EXPECT_TRUE(d->Validate().ok()) << e.name;
@@ -290,6 +317,7 @@ TEST(Synthetic, BadArgumentsNameTheValue) {
   expect_invalid(MakeTwoMoons(10, std::numeric_limits<double>::infinity(), 1).status(),
                  "noise = inf must be finite and non-negative");
   expect_invalid(MakeAdultLike(0, 1).status(), "n = 0 must be at least 1");
+  expect_invalid(MakeTwoGaussians(0, 1).status(), "n = 0 must be at least 1");
   expect_invalid(MakeSyntheticByName("adult_like", -1, 1).status(), "n = -1");
 
   const Status unknown = MakeSyntheticByName("dbl-spiral", 100, 1).status();
