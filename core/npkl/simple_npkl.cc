@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <utility>
 
+#include "core/common/parallel.h"
+#include "core/npkl/block_spectrum.h"
+#include "core/npkl/blocked_laplacian.h"
 #include "core/npkl/sparse_spectrum.h"
 
 namespace kls {
@@ -50,6 +54,7 @@ struct Iterate {
   double dual = 0.0;       // J(α)
   double primal = 0.0;     // P(K(α))
   int rank = 0;            // number of positive eigenvalues of A
+  bool from_block = false; // A₊ came from the warm-started block solver, not Lanczos
   bool Finite() const { return std::isfinite(dual) && std::isfinite(primal) && v.allFinite(); }
 };
 
@@ -86,8 +91,11 @@ class Evaluator {
     return alpha.cwiseProduct(terms_.t);
   }
 
-  Status Evaluate(const Eigen::VectorXd& alpha, Iterate* out) {
+  /// `exact`: use Spectra's Lanczos (or the dense solver), never the block
+  /// solver — the evaluations convergence is claimed from.
+  Status Evaluate(const Eigen::VectorXd& alpha, Iterate* out, bool exact = false) {
     const Eigen::VectorXd w = Weights(alpha);
+    out->from_block = false;
     Eigen::MatrixXd u;
     Eigen::VectorXd sigma;
     if (basis_.size() > 0) {
@@ -102,6 +110,36 @@ class Evaluator {
       KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(proj));
       u = basis_ * s.eigenvectors;
       sigma = std::move(s.eigenvalues);
+    } else if (!exact && block_.size() > 0 && spectrum_.lanczos_tolerance > options_.lanczos_tolerance) {
+      // Uncertified (early) iterates only (issue 3): A₊ by the block solver,
+      // warm-started from the previous positive Ritz vectors plus a few
+      // guards from just below 0, to options.block_tolerance. The iterate
+      // only steers the next projected-gradient step (3.19)–(3.21); every
+      // certified gap is recomputed by Lanczos (Evaluate(…, exact = true)).
+      a_.set_weights(w);
+      if (!blocked_) {
+        blocked_ = std::make_unique<BlockedLaplacian>(
+            problem_.laplacian, BlockedLaplacian::CacheBlockColumns(static_cast<int>(block_.cols()) + 8,
+                                                                    static_cast<int>(problem_.laplacian.rows())));
+      }
+      BlockSpectrumOptions bo;
+      bo.tolerance = options_.block_tolerance;
+      bo.num_threads = ResolveThreadCount(options_.num_threads);
+      bo.seed = ++block_calls_;
+      const int r_prev = last_rank_;
+      bo.guard = std::max(4, r_prev / 8);
+      const int keep = std::min(static_cast<int>(block_.cols()), r_prev + bo.guard);
+      StatusOr<BlockSpectrumResult> b = BlockPositiveSpectrum(a_, *blocked_, block_.leftCols(keep), bo);
+      if (b.ok() && b->converged) {
+        block_iterations_ += b->iterations;
+        block_ = std::move(b->block);
+        last_rank_ = b->spectrum.rank();
+        out->from_block = true;
+        FillFromSpectrum(alpha, b->spectrum.eigenvectors, b->spectrum.eigenvalues, out);
+        return OkStatus();
+      }
+      ++block_fallbacks_;
+      return Evaluate(alpha, out, /*exact=*/true);
     } else {
       a_.set_weights(w);
       spectrum_.initial_rank = rank_hint_;
@@ -124,6 +162,8 @@ class Evaluator {
       } else {
         warm_.resize(0);
       }
+      last_rank_ = r_now;
+      if (options_.block_warm_start && !s.used_dense && r_now > 0) block_ = u;
     }
     FillFromSpectrum(alpha, u, sigma, out);
     return OkStatus();
@@ -205,6 +245,16 @@ class Evaluator {
   int rank_bound_ = 1;
   int rank_hint_ = 1;
   Eigen::VectorXd warm_;
+  // Block warm start (options.block_warm_start): the last Ritz block (n × p),
+  // its positive rank, and the cache-blocked L it multiplies by.
+  Eigen::MatrixXd block_;
+  int last_rank_ = 0;
+  std::unique_ptr<BlockedLaplacian> blocked_;
+  uint64_t block_calls_ = 0;
+
+ public:
+  long long block_iterations_ = 0;  // Rayleigh–Ritz iterations over all block solves
+  int block_fallbacks_ = 0;         // block solves that fell back to Lanczos
 };
 
 // Π: the feasible set of α for each loss.
@@ -287,16 +337,19 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
   // Switches to the tight tolerance for good and re-evaluates the current
   // iterate there, so that its gap is certified to lanczos_tolerance.
+  // Also re-evaluates an iterate whose A₊ came from the block solver, with
+  // Lanczos: every convergence claim and the returned gap rest on Lanczos.
   auto tighten = [&]() -> Status {
-    if (tight) return OkStatus();
+    if (tight && !cur.from_block) return OkStatus();
     tight = true;
     eval.set_lanczos_tolerance(options.lanczos_tolerance);
     Iterate exact;
-    KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact));
+    KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact, /*exact=*/true));
     cur = std::move(exact);
     return OkStatus();
   };
-  if (!tight && cur.Finite() && RelativeGap(cur) <= options.tighten_factor * options.tolerance) {
+  const double tf = options.tighten_factor;
+  if (!tight && cur.Finite() && RelativeGap(cur) <= tf * options.tolerance) {
     KLS_RETURN_IF_ERROR(tighten());
   }
 
@@ -374,12 +427,12 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       }
       const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
       cur = std::move(next);
-      if (!tight && RelativeGap(cur) <= options.tighten_factor * options.tolerance) {
+      if (!tight && RelativeGap(cur) <= tf * options.tolerance) {
         KLS_RETURN_IF_ERROR(tighten());
       }
       stats.iterations = it;
       stats.objective_history.push_back(cur.primal);
-      const double gap = RelativeGap(cur);
+      double gap = RelativeGap(cur);
       ProgressEvent e;
       e.iteration = it;
       e.objective = cur.primal;
@@ -388,11 +441,15 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       e.elapsed_seconds = setup_watch.Seconds();
       e.max_iterations = max_iterations;
       control.Report(e);
+      if (gap <= options.tolerance && cur.from_block) {
+        KLS_RETURN_IF_ERROR(tighten());  // confirm with Lanczos before claiming convergence
+        gap = RelativeGap(cur);
+      }
       if (gap <= options.tolerance) {
         termination = Termination::kConverged;
         break;
       }
-      if (step_inf == 0.0 && !tight) {
+      if (step_inf == 0.0 && (!tight || cur.from_block)) {
         // The loose eigenpairs may be what stalls the step: tighten and go on.
         KLS_RETURN_IF_ERROR(tighten());
         continue;
@@ -434,6 +491,13 @@ Status SimpleNpklOptions::Validate() const {
   KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
   KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b));
   KLS_RETURN_IF_ERROR(CheckPositiveOption("g", g));
+  if (!(block_tolerance > 0.0) || !std::isfinite(block_tolerance)) {
+    return InvalidArgumentError("options.block_tolerance = " + FormatNumber(block_tolerance) +
+                                " must be finite and > 0");
+  }
+  if (num_threads < 0) {
+    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  }
   if (!(p > 1.0) || !std::isfinite(p)) {
     return InvalidArgumentError("options.p = " + FormatNumber(p) + " must be finite and > 1");
   }

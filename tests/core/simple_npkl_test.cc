@@ -773,3 +773,43 @@ TEST(SimpleNpklQuality, IrisAndWineThesisProtocol) {
 
 }  // namespace
 }  // namespace kls
+
+namespace kls {
+namespace {
+
+// Issue 3: the warm-started block eigensolver only steers the uncertified
+// early iterates. With it on and off, the sparse path must converge to the
+// same optimum with a Lanczos-certified gap <= tolerance, and with it on the
+// result must not depend on the thread count.
+TEST(SimpleNpklControl, BlockWarmStartKeepsTheCertifiedOptimum) {
+  SmallCase sc = MakeBlobCase(3, 60, 71);  // n = 180 > 2 · block size
+  SimpleNpklOptions o;
+  o.b = 180.0;
+  o.dense_threshold = 0;
+  o.block_warm_start = false;
+  auto lanczos = SolveSimpleNpkl(sc.problem, o);
+  o.block_warm_start = true;
+  o.num_threads = 1;
+  auto block1 = SolveSimpleNpkl(sc.problem, o);
+  o.num_threads = 2;
+  auto block2 = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_TRUE(lanczos.ok() && block1.ok() && block2.ok());
+  for (const auto* r : {&*lanczos, &*block1}) {
+    EXPECT_EQ(r->stats.termination, Termination::kConverged);
+    EXPECT_LE(r->duality_gap, o.tolerance);
+    EXPECT_GT(r->stats.iterations, 3);
+  }
+  const double scale = std::max(1.0, std::abs(lanczos->stats.final_objective));
+  EXPECT_NEAR(block1->stats.final_objective, lanczos->stats.final_objective, 2.0 * o.tolerance * scale);
+  // The block path really ran: its (loose) early iterates differ.
+  EXPECT_NE(block1->stats.objective_history, lanczos->stats.objective_history);
+  EXPECT_EQ(block1->stats.objective_history, block2->stats.objective_history);
+  EXPECT_TRUE(block1->kernel.embedding() == block2->kernel.embedding());
+  o.block_tolerance = 0.0;
+  auto bad = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("options.block_tolerance = 0"));
+}
+
+}  // namespace
+}  // namespace kls
