@@ -103,6 +103,9 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       o.c = c;
       o.b = params.b > 0 ? params.b : 1.0;
       if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+      if (params.block_warm_start >= 0) o.block_warm_start = params.block_warm_start != 0;
+      if (params.tighten_factor > 0.0) o.tighten_factor = params.tighten_factor;
+      o.num_threads = params.threads;
       return SolveSimpleNpkl(problem, o, Control(params));
     }
   }

@@ -56,6 +56,8 @@ struct RunParams {
   int lbfgs_memory = 0;    ///< KL-ADMM polish memory; 0 = solver default
   int lbfgs_precondition = -1;  ///< KL-ADMM polish block-Jacobi: 1 / 0; -1 = solver default
   double switch_tolerance = 0.0;  ///< KL-ADMM polish switch; 0 = solver default
+  int block_warm_start = -1;      ///< SimpleNPKL block eigensolver: 1 / 0; -1 = solver default
+  double tighten_factor = 0.0;    ///< SimpleNPKL tighten_factor; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
 };

@@ -27,7 +27,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
     std::string method = "admm", protocol, admm_mode = "paper", synthetic = "adult_like";
     int n = 2000, k = 50, threads = 0, max_iterations = 0, rank = 0, escalation = -1, constraints = 0;
-    double c = 0, b = 0, omega = 0;
+    int block_warm_start = -1;
+    double c = 0, b = 0, omega = 0, tighten_factor = 0;
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
@@ -47,6 +48,10 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation ω in (0, 2) (0 = 1.8 for bcd-sl)");
   app.add_option("--rank", a->rank, "BCDNPKL / KL-ADMM rank r (0 = automatic)");
   app.add_option("--escalation", a->escalation, "BCDNPKL rank escalation: 1 on, 0 off (fixed RankBound), -1 default");
+  app.add_option("--block-warm-start", a->block_warm_start,
+                 "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
+  app.add_option("--tighten-factor", a->tighten_factor,
+                 "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");
   app.add_option("--admm-mode", a->admm_mode,
                  "KL-ADMM: paper (Algorithm 1, the default here: the paper's adult protocol) | polish");
   return [a, json]() -> int {
@@ -84,6 +89,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.threads = a->threads > 0 ? a->threads : 0;
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? 100 : 0);
     params.rank = a->rank;
+    params.block_warm_start = a->block_warm_start;
+    params.tighten_factor = a->tighten_factor;
     params.escalation = a->escalation;
     BcdNpklDiagnostics bcd;
     if (method->family == F::kBcd) params.bcd_diagnostics = &bcd;
