@@ -175,9 +175,15 @@ StatusOr<BlockSpectrumResult> BlockPositiveSpectrum(const DualMatrix& a, const B
     std::vector<int> active;
     for (int j = 0; j < std::min(p, npos + options.guard_min); ++j)
       if (res[j] > bound) active.push_back(j);
-    Eigen::MatrixXd y(static_cast<Eigen::Index>(active.size()) + dir.rows(), n);
-    for (size_t t = 0; t < active.size(); ++t) y.row(static_cast<Eigen::Index>(t)) = r.row(active[t]);
-    if (dir.rows() > 0) y.bottomRows(dir.rows()) = dir;
+    // P only for the active pairs (soft locking): converged pairs add no
+    // directions, so the Rayleigh–Ritz basis is p + 2·|active|, not 3p.
+    const Eigen::Index na = static_cast<Eigen::Index>(active.size());
+    const bool with_dir = dir.rows() == p;
+    Eigen::MatrixXd y(with_dir ? 2 * na : na, n);
+    for (Eigen::Index t = 0; t < na; ++t) {
+      y.row(t) = r.row(active[t]);
+      if (with_dir) y.row(na + t) = dir.row(active[t]);
+    }
     Eigen::MatrixXd q = Orthonormalize(std::move(y), x);
     if (q.rows() == 0) break;  // no new direction: stagnated
     Eigen::MatrixXd aq;
