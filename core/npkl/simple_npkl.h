@@ -65,9 +65,11 @@
 // reported gap of optimal. Relative gap = (P − J) / max(1, |P|); the solver
 // stops when it is <= tolerance. Rounding can make it slightly negative.
 // On the sparse path the early iterations may compute A₊ with a looser
-// Lanczos tolerance (early_lanczos_tolerance); the solver re-evaluates the
-// iterate with lanczos_tolerance before any convergence test that can succeed
-// and before returning, so every certified gap uses the tight A₊.
+// Lanczos tolerance (early_lanczos_tolerance) and, after the first Lanczos
+// solve, with the warm-started block eigensolver of block_spectrum.h
+// (block_warm_start, block_tolerance); the solver re-evaluates the iterate
+// with Lanczos at lanczos_tolerance before any convergence test that can
+// succeed and before returning, so every certified gap uses the tight A₊.
 //
 // Initialization: α_0 = C·1 (hinge: the upper bound C), the maximizer of the
 // α-only terms Σ α − α²/(2C); then A(α_0) = C Σ T_ij S_ij − L and K(α_0) is
