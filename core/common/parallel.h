@@ -7,6 +7,10 @@
 
 namespace kls {
 
+/// Largest thread count a solver option may ask for: a bound on what a remote
+/// job can make the server spawn.
+constexpr int kMaxSolverThreads = 256;
+
 /// Number of threads to use for `requested` (<= 0 means hardware concurrency).
 int ResolveThreadCount(int requested);
 

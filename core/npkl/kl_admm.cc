@@ -583,9 +583,9 @@ Status KlAdmmOptions::Validate() const {
   if (lbfgs_memory < 1) {
     return InvalidArgumentError("options.lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }
-  if (num_threads < 0) {
-    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) +
-                                " must be >= 0 (0 = all hardware threads)");
+  if (num_threads < 0 || num_threads > kMaxSolverThreads) {
+    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
+                                std::to_string(kMaxSolverThreads) + "] (0 = all hardware threads)");
   }
   return OkStatus();
 }

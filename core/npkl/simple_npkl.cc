@@ -495,8 +495,9 @@ Status SimpleNpklOptions::Validate() const {
     return InvalidArgumentError("options.block_tolerance = " + FormatNumber(block_tolerance) +
                                 " must be finite and > 0");
   }
-  if (num_threads < 0) {
-    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  if (num_threads < 0 || num_threads > kMaxSolverThreads) {
+    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
+                                std::to_string(kMaxSolverThreads) + "] (0 = all hardware threads)");
   }
   if (!(p > 1.0) || !std::isfinite(p)) {
     return InvalidArgumentError("options.p = " + FormatNumber(p) + " must be finite and > 1");

@@ -168,9 +168,11 @@ struct SimpleNpklOptions {
   /// Residual tolerance of those block solves, relative to max(1, λ_max(A))
   /// (> 0). Loose on purpose: the early iterates are never certified.
   double block_tolerance = 1e-3;
-  /// Threads of the block eigensolver's products (0 = all cores). Results
-  /// do not depend on it (each column is computed by the same serial code).
-  int num_threads = 0;
+  /// Threads of the block eigensolver's products (>= 0; 0 = all cores; 1 by
+  /// default, like the other solvers: the server's worker pool owns
+  /// concurrency). Results do not depend on it (each column is computed by
+  /// the same serial code).
+  int num_threads = 1;
   /// Doublings of η allowed per step before giving up with kNumericalIssue (>= 1).
   int max_backtracks = 40;
 

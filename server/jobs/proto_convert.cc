@@ -117,6 +117,7 @@ SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p) {
   if (p.has_tolerance()) o.tolerance = p.tolerance();
   if (p.has_active_set()) o.active_set = p.active_set();
   if (p.has_low_rank()) o.low_rank = p.low_rank();
+  if (p.has_num_threads()) o.num_threads = p.num_threads();
   return o;
 }
 
@@ -321,6 +322,7 @@ kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o) {
   p.set_tolerance(o.tolerance);
   p.set_active_set(o.active_set);
   p.set_low_rank(o.low_rank);
+  p.set_num_threads(o.num_threads);
   return p;
 }
 

@@ -809,6 +809,11 @@ TEST(SimpleNpklControl, BlockWarmStartKeepsTheCertifiedOptimum) {
   auto bad = SolveSimpleNpkl(sc.problem, o);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("options.block_tolerance = 0"));
+  o.block_tolerance = 1e-3;
+  o.num_threads = 100000;
+  bad = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("options.num_threads = 100000 must be in [0, 256]"));
 }
 
 }  // namespace
