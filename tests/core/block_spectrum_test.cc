@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/graph/laplacian.h"
+#include "tests/test_util/random_graph.h"
 
 namespace kls {
 namespace {
@@ -24,18 +25,12 @@ struct Case {
 };
 
 Case MakeCase(int n, int m, uint64_t seed) {
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(seed + 1000);
   std::normal_distribution<double> g;
-  Eigen::MatrixXd x(n, 3);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < 3; ++j) x(i, j) = g(rng);
   GraphOptions options;
   options.k = 6;
-  options.num_threads = 1;
-  auto graph = BuildGraph(x, options);
-  EXPECT_TRUE(graph.ok()) << graph.status();
   Case c;
-  c.lap = graph->laplacian;
+  c.lap = test_util::RandomKnnLaplacian(n, 3, seed, options);
   std::uniform_int_distribution<int> pick(0, n - 1);
   c.w.resize(m);
   for (int k = 0; k < m; ++k) {

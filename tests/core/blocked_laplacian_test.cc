@@ -10,23 +10,16 @@
 #include <random>
 
 #include "core/graph/laplacian.h"
+#include "tests/test_util/random_graph.h"
 
 namespace kls {
 namespace {
 
 Eigen::SparseMatrix<double> RandomKnnLaplacian(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> g;
-  Eigen::MatrixXd x(n, 4);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < 4; ++j) x(i, j) = g(rng);
   GraphOptions options;
   options.k = 7;
   options.weight = EdgeWeight::kGaussian;
-  options.num_threads = 1;
-  auto graph = BuildGraph(x, options);
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  return graph->laplacian;
+  return test_util::RandomKnnLaplacian(n, 4, seed, options);
 }
 
 // The unblocked loop, written independently: column i accumulates

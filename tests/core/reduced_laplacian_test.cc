@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/graph/laplacian.h"
+#include "tests/test_util/random_graph.h"
 
 namespace kls {
 namespace {
@@ -26,19 +27,11 @@ struct Fixture {
 // A k-NN Laplacian on random points; every point with index % 5 != 0 (so
 // l = 0.8 n) is on the boundary, shuffled so L and U interleave.
 Fixture MakeFixture(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> g;
-  Eigen::MatrixXd x(n, 3);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < 3; ++j) x(i, j) = g(rng);
   GraphOptions options;
   options.k = 6;
   options.delta = 0.5;
-  options.num_threads = 1;
-  auto graph = BuildGraph(x, options);
-  EXPECT_TRUE(graph.ok()) << graph.status();
   Fixture f;
-  f.lap = graph->laplacian;
+  f.lap = test_util::RandomKnnLaplacian(n, 3, seed, options);
   f.local.assign(n, -1);
   int l = 0;
   for (int i = 0; i < n; ++i) {
