@@ -27,7 +27,7 @@ void Standardize(Eigen::MatrixXd& x) {
 Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
     std::string data, synthetic, method = "admm", protocol = "admm";
-    int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0;
+    int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0, block_warm_start = -1;
     double c = 0, b = 0, omega = 0;
     uint64_t seed = 1;
     bool standardize = false;
@@ -46,6 +46,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--restarts", a->restarts, "k-means++ restarts per trial");
   app.add_option("--threads", a->threads, "solver threads");
   app.add_option("--max-iterations", a->max_iterations, "solver iteration cap (0 = default)");
+  app.add_option("--block-warm-start", a->block_warm_start,
+                 "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
   app.add_flag("--standardize", a->standardize, "z-score each feature first");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
@@ -74,6 +76,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       params.seed = seed;
       params.threads = a->threads;
       params.max_iterations = a->max_iterations;
+      params.block_warm_start = a->block_warm_start;
       params.omega = a->omega;
       Stopwatch watch;
       auto result = RunMethod(*method, problem, params);

@@ -110,7 +110,9 @@ class Evaluator {
       KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(proj));
       u = basis_ * s.eigenvectors;
       sigma = std::move(s.eigenvalues);
-    } else if (!exact && block_.size() > 0 && spectrum_.lanczos_tolerance > options_.lanczos_tolerance) {
+    } else if (!exact && block_.size() > 0 && spectrum_.lanczos_tolerance > options_.lanczos_tolerance &&
+               static_cast<double>(options_.block_points_per_column) * (last_rank_ + std::max(4, last_rank_ / 8)) <=
+                   static_cast<double>(problem_.laplacian.rows())) {
       // Uncertified (early) iterates only (issue 3): A₊ by the block solver,
       // warm-started from the previous positive Ritz vectors plus a few
       // guards from just below 0, to options.block_tolerance. The iterate
@@ -494,6 +496,10 @@ Status SimpleNpklOptions::Validate() const {
   if (!(block_tolerance > 0.0) || !std::isfinite(block_tolerance)) {
     return InvalidArgumentError("options.block_tolerance = " + FormatNumber(block_tolerance) +
                                 " must be finite and > 0");
+  }
+  if (block_points_per_column < 1) {
+    return InvalidArgumentError("options.block_points_per_column = " + std::to_string(block_points_per_column) +
+                                " must be >= 1");
   }
   if (num_threads < 0 || num_threads > kMaxSolverThreads) {
     return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be in [0, " +

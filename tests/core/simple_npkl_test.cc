@@ -782,9 +782,10 @@ namespace {
 // same optimum with a Lanczos-certified gap <= tolerance, and with it on the
 // result must not depend on the thread count.
 TEST(SimpleNpklControl, BlockWarmStartKeepsTheCertifiedOptimum) {
-  SmallCase sc = MakeBlobCase(3, 60, 71);  // n = 180 > 2 · block size
+  SmallCase sc = MakeBlobCase(3, 60, 71);
   SimpleNpklOptions o;
   o.b = 180.0;
+  o.block_points_per_column = 2;  // n = 180 is small for the default 16
   o.dense_threshold = 0;
   o.block_warm_start = false;
   auto lanczos = SolveSimpleNpkl(sc.problem, o);
@@ -814,6 +815,11 @@ TEST(SimpleNpklControl, BlockWarmStartKeepsTheCertifiedOptimum) {
   bad = SolveSimpleNpkl(sc.problem, o);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("options.num_threads = 100000 must be in [0, 256]"));
+  o.num_threads = 1;
+  o.block_points_per_column = 0;
+  bad = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("options.block_points_per_column = 0 must be >= 1"));
 }
 
 }  // namespace
