@@ -562,7 +562,8 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
     if (a.Given("--seed")) o->set_seed(a.seed);
   } else if (a.method == "simple_npkl") {
-    allowed = {"--loss", "--c", "--b", "--p", "--max-iterations", "--tolerance", "--active-set", "--low-rank"};
+    allowed = {"--loss", "--c", "--b", "--p", "--max-iterations", "--tolerance", "--active-set", "--low-rank",
+               "--threads"};
     kls::v1::SimpleNpklOptions* o = r.mutable_simple_npkl();
     if (a.Given("--loss")) {
       KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
@@ -575,6 +576,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
     if (a.Given("--active-set")) o->set_active_set(a.active_set);
     if (a.Given("--low-rank")) o->set_low_rank(a.low_rank);
+    if (a.Given("--threads")) o->set_num_threads(a.threads);
   } else if (a.method == "qsdp") {
     allowed = {"--problem", "--m", "--neighbors", "--nu", "--gap-tolerance", "--max-iterations"};
     kls::v1::QsdpKernelOptions* o = r.mutable_qsdp();
@@ -1212,7 +1214,7 @@ int main(int argc, char** argv) {
   option("--max-iterations", submit_args.max_iterations, "Iteration cap");
   option("--tolerance", submit_args.tolerance, "Convergence tolerance");
   option("--seed", submit_args.seed, "kl_admm, bcd_npkl, onk, mkl, social_strength klr: random seed");
-  option("--threads", submit_args.threads, "kl_admm: threads (0 = all cores)");
+  option("--threads", submit_args.threads, "kl_admm, simple_npkl: threads (0 = all cores)");
   option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
   option("--c", submit_args.c, "bcd_npkl, simple_npkl, embedding, npk_ranking: C; onk, mkl: SVM C");
   option("--b", submit_args.b, "simple_npkl, embedding, npk_ranking: capacity B");

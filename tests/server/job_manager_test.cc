@@ -416,6 +416,10 @@ TEST(ProtoConvertTest, SubmitValidationNamesTheField) {
   EXPECT_THAT(JobRecordFromSubmit(r).status().message(), HasSubstr("simple_npkl.c = 0"));
 
   r.mutable_simple_npkl()->clear_c();
+  r.mutable_simple_npkl()->set_num_threads(100000);  // a remote job must not make the server spawn 10⁵ threads
+  EXPECT_THAT(JobRecordFromSubmit(r).status().message(),
+              HasSubstr("simple_npkl.num_threads = 100000 must be in [0, 256]"));
+  r.mutable_simple_npkl()->clear_num_threads();
   r.set_deadline_seconds(-2);
   EXPECT_THAT(JobRecordFromSubmit(r).status().message(), HasSubstr("deadline_seconds = -2"));
 }
