@@ -224,8 +224,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
     std::string data, method = "mve", plot, b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
-    int mve_max_outer = 20;
-    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 0.0;
+    int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
+    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4;
     uint64_t seed = 1;
     bool no_standardize = false;
   };
