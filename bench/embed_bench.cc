@@ -222,9 +222,10 @@ StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, in
 
 Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "mve", plot, b_grid = "0.1,1,2,10", kernel = "linear";
+    std::string data, method = "mve", plot, b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
-    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0;
+    int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
+    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4;
     uint64_t seed = 1;
     bool no_standardize = false;
   };
@@ -236,6 +237,13 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
   app.add_option("--reps", a->reps, "repetitions (seeds S, S+1, ...)");
   app.add_option("--seed", a->seed, "first seed");
   app.add_option("--graph-k", a->graph_k, "k of the symmetrized k-NN graph the embedding preserves");
+  app.add_option("--graph-k-grid", a->graph_k_grid,
+                 "comma-separated graph k values chosen on validation together with B and the k-NN k "
+                 "(overrides --graph-k)");
+  app.add_option("--mve-max-outer", a->mve_max_outer, "MVE: K0 updates (>= 1)");
+  app.add_option("--mve-outer-tolerance", a->mve_outer_tolerance, "MVE: stop when the top-d eigenspace moves less");
+  app.add_option("--mve-objective-tolerance", a->mve_objective_tolerance,
+                 "MVE: stop when the outer objective F changes by at most this (relative; 0 = off)");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
   app.add_option("--B-grid", a->b_grid, "capacity multipliers m, B = m·N, chosen on validation");
@@ -261,6 +269,18 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     if (a->sdp_reps > 0 && method != "mve" && method != "spe") {
       return Fail(InvalidArgumentError("--sdp-reps: the SDP baseline exists for mve and spe only"));
     }
+    std::vector<int> graph_ks{a->graph_k};
+    if (!a->graph_k_grid.empty()) {
+      Status gk_status;
+      graph_ks.clear();
+      for (double v : ParseGrid(a->graph_k_grid, &gk_status)) {
+        if (v != std::floor(v) || v < 1) {
+          return Fail(InvalidArgumentError("--graph-k-grid: '" + FormatNumber(v) + "' is not a positive integer"));
+        }
+        graph_ks.push_back(static_cast<int>(v));
+      }
+      if (!gk_status.ok()) return Fail(InvalidArgumentError("--graph-k-grid: " + gk_status.message()));
+    }
     Status grid_status;
     const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, &grid_status);
     if (!grid_status.ok()) return Fail(grid_status);
@@ -280,9 +300,10 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     const int n = std::min<int>(a->n, static_cast<int>(pool.size()));
     const int n_train = static_cast<int>(std::lround(0.6 * n)), n_val = static_cast<int>(std::lround(0.2 * n));
 
-    MeanStd acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs;
+    MeanStd acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
     std::map<double, int> chosen_b;
-    std::map<int, int> chosen_k;
+    std::map<int, int> chosen_k, chosen_graph_k;
+    int outer_converged = 0, ascent_stops = 0;
     int not_converged = 0;
     for (int rep = 0; rep < a->reps; ++rep) {
       std::mt19937_64 rng(a->seed + rep);
@@ -312,13 +333,15 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       const std::vector<int> val(perm.begin() + n_train, perm.begin() + n_train + n_val);
       const std::vector<int> test(perm.begin() + n_train + n_val, perm.end());
 
-      auto graph = BuildNeighborhood(x, a->graph_k);
-      if (!graph.ok()) return Fail(graph.status());
       struct Best {
         double val = -1, test = 0, b = 0;
-        int k = 0;
+        int k = 0, graph_k = 0;
         Eigen::MatrixXd coords;
       } best;
+      StatusOr<NeighborhoodGraph> graph = InvalidArgumentError("unset");
+      for (int graph_k : graph_ks) {
+      graph = BuildNeighborhood(x, graph_k);
+      if (!graph.ok()) return Fail(graph.status());
       for (double m : grid) {
         EmbeddingMinimaxOptions opt;
         opt.c = a->c;
@@ -344,7 +367,15 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
             MveOptions mo;
             mo.inner = opt;
             mo.dims = a->dims;
+            mo.max_outer_iterations = a->mve_max_outer;
+            mo.outer_tolerance = a->mve_outer_tolerance;
+            mo.objective_tolerance = a->mve_objective_tolerance;
             r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
+            if (r.ok()) {
+              outer_iters.Add(r->outer_iterations);
+              if (r->stats.termination == Termination::kConverged) ++outer_converged;
+              if (r->mve_ascent_stopped) ++ascent_stops;
+            }
           } else {
             r = SolveSpe(SpeProblem{*graph}, opt);
           }
@@ -364,14 +395,18 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           if (*v > best.val) {
             auto t = SplitKnnAccuracy(*coords, y, train, test, k);
             if (!t.ok()) return Fail(t.status());
-            best = {*v, *t, m, k, *coords};
+            best = {*v, *t, m, k, graph_k, *coords};
           }
         }
+      }
       }
       acc.Add(100.0 * best.test);
       val_acc.Add(100.0 * best.val);
       ++chosen_b[best.b];
       ++chosen_k[best.k];
+      ++chosen_graph_k[best.graph_k];
+      if (best.coords.cols() >= 2 && best.coords.col(0).squaredNorm() > 0)
+        eig_ratio.Add(best.coords.col(1).squaredNorm() / best.coords.col(0).squaredNorm());
       if (rep == 0 && !a->plot.empty()) {
         std::ostringstream title;
         title << method << " on " << a->data.substr(a->data.find_last_of('/') + 1) << ", rep 1 (test acc "
@@ -381,6 +416,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       }
       if (rep < a->sdp_reps) {
         Stopwatch watch;
+        graph = BuildNeighborhood(x, best.graph_k);  // the graph k chosen on validation
+        if (!graph.ok()) return Fail(graph.status());
         auto coords = method == "mve" ? MveSdp(*graph, x, a->dims, 20) : SpeSdp(*graph, a->c, a->dims, 30);
         if (!coords.ok()) return Fail(coords.status());
         sdp_secs.Add(watch.Seconds());
@@ -395,9 +432,11 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         sdp_acc.Add(100.0 * bt);
       }
     }
-    nlohmann::json b_hist = nlohmann::json::object(), k_hist = nlohmann::json::object();
+    nlohmann::json b_hist = nlohmann::json::object(), k_hist = nlohmann::json::object(),
+                   gk_hist = nlohmann::json::object();
     for (auto& [b, cnt] : chosen_b) b_hist[FormatNumber(b)] = cnt;
     for (auto& [k, cnt] : chosen_k) k_hist[std::to_string(k)] = cnt;
+    for (auto& [k, cnt] : chosen_graph_k) gk_hist[std::to_string(k)] = cnt;
     nlohmann::json out = {{"benchmark", "embed"},
                           {"method", method},
                           {"data", a->data},
@@ -418,7 +457,18 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"solves_not_converged", not_converged},
                           {"chosen_B_times_N", b_hist},
                           {"chosen_knn_k", k_hist},
+                          {"chosen_graph_k", gk_hist},
+                          {"top2_eigenvalue_ratio_mean", eig_ratio.mean()},
                           {"machine", MachineInfo()}};
+    if (graph_ks.size() > 1) out["graph_k_grid"] = graph_ks;
+    if (method == "mve") {
+      out["mve_max_outer"] = a->mve_max_outer;
+      out["mve_outer_tolerance"] = a->mve_outer_tolerance;
+      out["mve_objective_tolerance"] = a->mve_objective_tolerance;
+      out["mve_outer_iterations_mean"] = outer_iters.mean();
+      out["mve_outer_converged"] = outer_converged;
+      out["mve_ascent_stops"] = ascent_stops;
+    }
     if (a->sdp_reps > 0) {
       out["sdp_solver"] = "csdp";
       out["sdp_reps"] = a->sdp_reps;

@@ -67,25 +67,42 @@ StatusOr<EmbeddingResult> ColoredMvu(const ColoredMvuProblem& problem, const Emb
   return MakeResult(std::move(inner), std::move(k));
 }
 
+double MveObjectiveImpl(const Eigen::MatrixXd& v, int d, const NeighborhoodGraph& g, double c) {
+  // λ_i(K) = ‖v_i‖² for V's orthogonal columns (descending); the centered K
+  // has no negative eigenvalues, so Σ_{i>d} runs over the remaining columns.
+  double f = 0.0;
+  for (int col = 0; col < v.cols(); ++col) f += (col < d ? 1.0 : -1.0) * v.col(col).squaredNorm();
+  double penalty = 0.0;
+  for (int e = 0; e < g.num_edges(); ++e) {
+    const double xi = g.squared_distance[e] - (v.row(g.edge_i[e]) - v.row(g.edge_j[e])).squaredNorm();
+    penalty += xi * xi;
+  }
+  return f - 0.5 * c * penalty;
+}
+
 StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& options, const SolveControl& control) {
   KLS_RETURN_IF_ERROR(options.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
   const int n = problem.graph.num_points;
   const int d = options.dims;
+  const double c = options.inner.c;
   Stopwatch watch;
   EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
   p.prior.identity = -1.0;  // K₀ = 2 U_d U_dᵀ − I
   Eigen::MatrixXd u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
 
-  EmbeddingResult result;
   SolveStats total;
   Eigen::VectorXd alpha;
-  EmbeddingMinimaxResult inner;
+  // The returned iterate: the last K whose update did not decrease F.
+  EmbeddingMinimaxResult kept;
+  Eigen::MatrixXd kept_basis = u;
+  double kept_objective = 0.0;
+  bool have_kept = false, ascent_stopped = false;
+  std::vector<double> objective, slack;
   Termination termination = Termination::kIterationLimit;
   int outer = 0;
   int iterations_so_far = 0;
   double change = 0.0;
-  Eigen::MatrixXd last_basis = u;
   SolveControl inner_control = control;
   inner_control.progress = [&](const ProgressEvent& e) {
     ProgressEvent shifted = e;
@@ -94,31 +111,54 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     control.Report(shifted);
   };
   for (outer = 1; outer <= options.max_outer_iterations; ++outer) {
-    last_basis = u;
     p.prior.factor = u;
     p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
-    KLS_ASSIGN_OR_RETURN(inner, SolveEmbeddingMinimax(p, options.inner, inner_control,
-                                                      alpha.size() > 0 ? &alpha : nullptr));
+    KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, options.inner, inner_control,
+                                                                             alpha.size() > 0 ? &alpha : nullptr));
     iterations_so_far += inner.stats.iterations;
     total.setup_seconds += inner.stats.setup_seconds;
-    alpha = inner.alpha;
-    // tr(K K₀) = 2 ‖U_dᵀ V‖² − ‖V‖², the MVE objective (3.26).
-    total.objective_history.push_back(2.0 * (u.transpose() * inner.v).squaredNorm() - inner.v.squaredNorm());
     const Termination inner_why = inner.stats.termination;
     if (inner_why == Termination::kCancelled || inner_why == Termination::kTimeLimit ||
         inner_why == Termination::kNumericalIssue) {
       termination = inner_why;
+      if (!have_kept) {
+        kept = std::move(inner);
+        kept_basis = u;
+      }
       break;
     }
-    // New K₀ from the eigenvectors of K (V's columns, descending).
+    // Minorize–maximize ascent check ([SJ07] Table 1 steps 3–6 with (3.26)):
+    // F(K_new) >= tr(K_new K₀) − pen(K_new) = −P(K_new) >= −P(K_old) − gap = F(K_old) − gap,
+    // where gap is the certified duality gap of this solve (absolute).
+    const double f_new = MveObjectiveImpl(inner.v, d, problem.graph, c);
+    const double allowed = std::max(0.0, inner.primal - inner.dual) + 1e-12 * std::max(1.0, std::abs(f_new));
+    if (have_kept && f_new < kept_objective - allowed) {
+      // The inexact inner solve broke the ascent: keep the previous K, stop.
+      objective.push_back(f_new);
+      slack.push_back(allowed);
+      ascent_stopped = true;
+      termination = Termination::kConverged;
+      break;
+    }
+    const double f_change = have_kept ? std::abs(f_new - kept_objective) : INFINITY;
+    objective.push_back(f_new);
+    slack.push_back(allowed);
+    alpha = inner.alpha;
+    kept_basis = u;
+    kept_objective = f_new;
+    have_kept = true;
+    // New K₀ = 2 U_d U_dᵀ − I from the top-d eigenvectors of K (V's columns, descending).
     const int keep = std::min<int>(d, static_cast<int>(inner.v.cols()));
     Eigen::MatrixXd u_new = inner.v.leftCols(keep);
-    for (int c = 0; c < keep; ++c) u_new.col(c).normalize();
+    for (int col = 0; col < keep; ++col) u_new.col(col).normalize();
+    kept = std::move(inner);
     const double overlap = (u.transpose() * u_new).squaredNorm();
     change =
         std::sqrt(std::max(0.0, static_cast<double>(u.cols() + u_new.cols()) - 2.0 * overlap) / (2.0 * d));
     u = std::move(u_new);
-    if (change <= options.outer_tolerance) {
+    if (change <= options.outer_tolerance ||
+        (options.objective_tolerance > 0.0 &&
+         f_change <= options.objective_tolerance * std::max(1.0, std::abs(f_new)))) {
       termination = Termination::kConverged;
       break;
     }
@@ -126,13 +166,17 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   total.iterations = iterations_so_far;
   total.termination = termination;
   total.solve_seconds = watch.Seconds() - total.setup_seconds;
-  total.final_objective = total.objective_history.empty() ? 0.0 : total.objective_history.back();
-  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(inner.v, n));
-  result = MakeResult(std::move(inner), std::move(k));
+  total.objective_history = objective;
+  total.final_objective = have_kept ? kept_objective : (objective.empty() ? 0.0 : objective.back());
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(kept.v, n));
+  EmbeddingResult result = MakeResult(std::move(kept), std::move(k));
   result.stats = std::move(total);
   result.outer_iterations = std::min(outer, options.max_outer_iterations);
-  result.mve_basis = std::move(last_basis);
+  result.mve_basis = std::move(kept_basis);
   result.mve_change = change;
+  result.mve_objective = std::move(objective);
+  result.mve_ascent_slack = std::move(slack);
+  result.mve_ascent_stopped = ascent_stopped;
   return result;
 }
 
@@ -339,6 +383,10 @@ Status MveOptions::Validate() const {
     return InvalidArgumentError("options.outer_tolerance = " + FormatNumber(outer_tolerance) +
                                 " must be finite and >= 0");
   }
+  if (!(objective_tolerance >= 0.0) || !std::isfinite(objective_tolerance)) {
+    return InvalidArgumentError("options.objective_tolerance = " + FormatNumber(objective_tolerance) +
+                                " must be finite and >= 0");
+  }
   return OkStatus();
 }
 
@@ -377,6 +425,10 @@ StatusOr<EmbeddingResult> SolveColoredMvu(const ColoredMvuProblem& problem, cons
 StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
                                    const SolveControl& control) {
   return GuardExceptions("MVE", [&] { return Mve(problem, options, control); });
+}
+
+double MveObjective(const Eigen::MatrixXd& v, int dims, const NeighborhoodGraph& graph, double c) {
+  return MveObjectiveImpl(v, dims, graph, c);
 }
 
 StatusOr<EmbeddingResult> SolveSpe(const SpeProblem& problem, const EmbeddingMinimaxOptions& options,

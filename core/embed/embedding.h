@@ -65,8 +65,15 @@ struct EmbeddingResult {
   double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
   Eigen::VectorXd dual;          ///< α of the last solve (per edge, or per SPE triplet)
   int outer_iterations = 1;      ///< MVE: K₀ updates performed; 1 otherwise
-  Eigen::MatrixXd mve_basis;     ///< MVE: U_d of the K₀ = 2 U_d U_dᵀ − I of the last solve (n × d)
+  Eigen::MatrixXd mve_basis;     ///< MVE: U_d of the K₀ = 2 U_d U_dᵀ − I of the returned solve (n × d)
   double mve_change = 0.0;       ///< MVE: last ‖U_d U_dᵀ − U_d' U_d'ᵀ‖_F / √(2d)
+  /// MVE: the outer objective F(K_t) (see MveObjective) after each K₀ update, t = 1, 2, …
+  std::vector<double> mve_objective;
+  /// MVE: slack allowed in the ascent check F(K_{t+1}) >= F(K_t) − slack_t (the inner solves' certified gaps).
+  std::vector<double> mve_ascent_slack;
+  /// MVE: the last K₀ update decreased F by more than its slack and was rejected
+  /// (the returned K is the previous one; mve_objective's last entry is the rejected F).
+  bool mve_ascent_stopped = false;
 };
 
 struct ColoredMvuProblem {
@@ -94,12 +101,26 @@ struct MveOptions {
   int max_outer_iterations = 20;
   /// Stop when ‖U_d U_dᵀ − U_d' U_d'ᵀ‖_F / √(2d) <= outer_tolerance (>= 0).
   double outer_tolerance = 1e-3;
+  /// Also stop when the outer objective F (MveObjective) changes by at most
+  /// objective_tolerance · max(1, |F|) between two K₀ updates (>= 0; 0 = off).
+  double objective_tolerance = 0.0;
   Status Validate() const;
 };
 
+/// The objective the MVE outer loop ascends ([SJ07] with the square slack of
+/// (3.26)): F(K) = Σ_{i<=d} λ_i(K) − Σ_{i>d} λ_i(K) − (C/2) Σ_e (D_e − tr(T_e K))²,
+/// for K = V Vᵀ with V's columns orthogonal in descending norm (as returned by
+/// the SimpleNPKL solve). By Ky Fan, tr(K K₀) <= Σ_{i<=d} λ_i − Σ_{i>d} λ_i for
+/// every K₀ = 2 U Uᵀ − I, with equality when U spans K's top-d eigenvectors;
+/// so each K₀ update is a minorize–maximize step and F(K_{t+1}) >= F(K_t) up to
+/// the inner solve's duality gap.
+double MveObjective(const Eigen::MatrixXd& v, int dims, const NeighborhoodGraph& graph, double c);
+
 /// MVE (3.26): K₀ updates around warm-started SimpleNPKL solves. The result's
-/// stats.objective_history holds tr(K K₀) after each outer iteration;
-/// termination is the outer loop's (kConverged when U_d settled).
+/// stats.objective_history (and mve_objective) holds F(K_t) (MveObjective)
+/// after each outer iteration; termination is the outer loop's (kConverged
+/// when U_d or F settled, or when an update would decrease F by more than the
+/// inner solves' certified gaps — then the previous K is returned).
 StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
                                    const SolveControl& control = SolveControl());
 

@@ -294,6 +294,57 @@ TEST(Mve, FixedPointIsCertifiedForItsOwnK0AndConcentratesTheSpectrum) {
   EXPECT_GT(top2(k), top2(s.x * s.x.transpose()) + 0.05);
 }
 
+// The MVE outer loop is a minorize–maximize scheme for
+// F(K) = Σ_{i<=d} λ_i − Σ_{i>d} λ_i − (C/2) Σ ξ² ([SJ07] with the slack of (3.26)):
+// F recomputed here from the dense K must never decrease by more than the
+// certified inner gap, and the objective-change stop must certify convergence.
+TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
+  const Sample s = WineSample(40);
+  auto graph = BuildNeighborhood(s.x, 4);
+  ASSERT_TRUE(graph.ok());
+  MveOptions options;
+  options.inner.b = 40.0;
+  options.inner.tolerance = 1e-8;
+  options.inner.max_iterations = 5000;
+  options.outer_tolerance = 0.0;  // only the objective rule may stop it
+  options.objective_tolerance = 1e-6;
+  options.max_outer_iterations = 200;
+  auto r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stats.termination, Termination::kConverged);
+  EXPECT_FALSE(r->mve_ascent_stopped);
+  ASSERT_GE(r->mve_objective.size(), 2u);
+  ASSERT_EQ(r->mve_objective.size(), r->mve_ascent_slack.size());
+  EXPECT_EQ(r->stats.objective_history, r->mve_objective);
+  EXPECT_LT(static_cast<int>(r->mve_objective.size()), options.max_outer_iterations);
+  for (size_t t = 1; t < r->mve_objective.size(); ++t)
+    EXPECT_GE(r->mve_objective[t], r->mve_objective[t - 1] - r->mve_ascent_slack[t]) << "outer step " << t;
+  const double last = r->mve_objective.back(), before = r->mve_objective[r->mve_objective.size() - 2];
+  EXPECT_LE(std::abs(last - before), options.objective_tolerance * std::max(1.0, std::abs(last)));
+  // F of the returned K, recomputed from its dense eigendecomposition and distances.
+  const Eigen::MatrixXd k = r->kernel.Dense();
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(k);
+  const Eigen::VectorXd lambda = eig.eigenvalues().reverse();
+  double f = lambda.head(2).sum() - lambda.tail(40 - 2).sum();
+  for (int e = 0; e < graph->num_edges(); ++e) {
+    const double xi = graph->squared_distance[e] - Dist(k, graph->edge_i[e], graph->edge_j[e]);
+    f -= 0.5 * options.inner.c * xi * xi;
+  }
+  EXPECT_NEAR(f, r->stats.final_objective, 1e-8 * std::max(1.0, std::abs(f)));
+  EXPECT_NEAR(f, MveObjective(r->kernel.embedding(), 2, *graph, options.inner.c), 1e-8 * std::max(1.0, std::abs(f)));
+  // The first step from the input kernel already improves F over that of
+  // the input kernel itself (MM from K = XXᵀ).
+  const Eigen::MatrixXd xc = s.x.rowwise() - s.x.colwise().mean();
+  Eigen::BDCSVD<Eigen::MatrixXd> svd(xc, Eigen::ComputeThinU);
+  const Eigen::MatrixXd v_in = svd.matrixU() * svd.singularValues().asDiagonal();
+  EXPECT_GE(r->mve_objective.front(), MveObjective(v_in, 2, *graph, options.inner.c) - r->mve_ascent_slack.front());
+
+  MveOptions bad = options;
+  bad.objective_tolerance = -1.0;
+  auto r2 = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, bad);
+  EXPECT_THAT(r2.status().message(), HasSubstr("options.objective_tolerance = -1"));
+}
+
 TEST(Spe, DualIsCertifiedAndTripletViolationsShrink) {
   const Sample s = WineSample(30);
   auto graph = BuildNeighborhood(s.x, 3);
