@@ -222,7 +222,7 @@ StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, in
 
 Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "mve", plot, b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
+    std::string data, method = "mve", plot, minimax = "lbfgs", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
     double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4;
@@ -246,6 +246,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                  "MVE: stop when the outer objective F changes by at most this (relative; 0 = off)");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
+  app.add_option("--minimax", a->minimax, "cmvu/mve dual solver: lbfgs | pg (the thesis's projected gradient)");
   app.add_option("--B-grid", a->b_grid, "capacity multipliers m, B = m·N, chosen on validation");
   app.add_option("--max-iterations", a->max_iterations, "SimpleNPKL iterations per solve");
   app.add_option("--tolerance", a->tolerance, "relative duality gap to stop at");
@@ -262,6 +263,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     if (a->kernel != "linear" && a->kernel != "rbf") {
       return Fail(InvalidArgumentError("--kernel = '" + a->kernel + "' must be linear or rbf"));
     }
+    if (a->minimax != "lbfgs" && a->minimax != "pg")
+      return Fail(InvalidArgumentError("--minimax = '" + a->minimax + "' must be lbfgs or pg"));
     if (a->dims < 1) return Fail(InvalidArgumentError("--dims = " + std::to_string(a->dims) + " must be >= 1"));
     if (a->reps < 1) return Fail(InvalidArgumentError("--reps = " + std::to_string(a->reps) + " must be >= 1"));
     if (a->n < 10) return Fail(InvalidArgumentError("--n = " + std::to_string(a->n) + " must be >= 10"));
@@ -348,6 +351,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         opt.b = m * n;
         opt.max_iterations = a->max_iterations;
         opt.tolerance = a->tolerance;
+        opt.method = a->minimax == "pg" ? EmbeddingMinimaxOptions::Method::kProjectedGradient
+                                        : EmbeddingMinimaxOptions::Method::kLbfgs;
         Stopwatch watch;
         StatusOr<LearnedKernel> kernel = InvalidArgumentError("unset");
         if (method == "kpca") {
@@ -445,6 +450,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"dims", a->dims},
                           {"graph_k", a->graph_k},
                           {"C", a->c},
+                          {"minimax", a->minimax},
                           {"B_grid_times_N", grid},
                           {"reps", a->reps},
                           {"test_accuracy_mean", acc.mean()},

@@ -9,6 +9,7 @@ BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev        # dense/sparse linear algebra (core)
   libspectra-dev       # Lanczos eigen-solvers on operators (SimpleNPKL, QSDP)
+  liblbfgspp-dev       # L-BFGS on the smooth embedding duals (CMVU, MVE); Spectra's author, Eigen-based
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # service
   libspdlog-dev        # server logging
   libsqlite3-dev zlib1g-dev  # metadata store; artifact checksums (crc32)

@@ -31,6 +31,7 @@ EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
   r.stats = std::move(inner.stats);
   r.duality_gap = inner.duality_gap;
   r.stationarity = inner.stationarity;
+  r.quasi_newton_iterations = inner.quasi_newton_iterations;
   r.dual = std::move(inner.alpha);
   return r;
 }
@@ -101,7 +102,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   std::vector<double> objective, slack;
   Termination termination = Termination::kIterationLimit;
   int outer = 0;
-  int iterations_so_far = 0;
+  int iterations_so_far = 0, quasi_newton_so_far = 0;
   double change = 0.0;
   SolveControl inner_control = control;
   inner_control.progress = [&](const ProgressEvent& e) {
@@ -116,6 +117,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, options.inner, inner_control,
                                                                              alpha.size() > 0 ? &alpha : nullptr));
     iterations_so_far += inner.stats.iterations;
+    quasi_newton_so_far += inner.quasi_newton_iterations;
     total.setup_seconds += inner.stats.setup_seconds;
     const Termination inner_why = inner.stats.termination;
     if (inner_why == Termination::kCancelled || inner_why == Termination::kTimeLimit ||
@@ -171,6 +173,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(kept.v, n));
   EmbeddingResult result = MakeResult(std::move(kept), std::move(k));
   result.stats = std::move(total);
+  result.quasi_newton_iterations = quasi_newton_so_far;
   result.outer_iterations = std::min(outer, options.max_outer_iterations);
   result.mve_basis = std::move(kept_basis);
   result.mve_change = change;

@@ -63,6 +63,7 @@ struct EmbeddingResult {
   SolveStats stats;              ///< termination, iterations (all inner iterations), P history
   double duality_gap = 0.0;      ///< certified relative gap of the last SimpleNPKL solve
   double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
+  int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS (MVE: all solves)
   Eigen::VectorXd dual;          ///< α of the last solve (per edge, or per SPE triplet)
   int outer_iterations = 1;      ///< MVE: K₀ updates performed; 1 otherwise
   Eigen::MatrixXd mve_basis;     ///< MVE: U_d of the K₀ = 2 U_d U_dᵀ − I of the returned solve (n × d)

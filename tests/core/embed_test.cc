@@ -254,6 +254,46 @@ TEST(ColoredMvu, LanczosPathAgreesWithDensePath) {
               1e-5 * std::abs(dense->stats.final_objective));
 }
 
+// The two dual methods are two routes to one optimum: at a large C (the
+// regime where the gradient step's condition number L·C hurts) both must end
+// at the same certified K, and L-BFGS must need far fewer spectra.
+TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
+  const Sample s = WineSample(40);
+  auto graph = BuildNeighborhood(s.x, 4);
+  ASSERT_TRUE(graph.ok());
+  ColoredMvuProblem problem{*graph, s.y};
+  EmbeddingMinimaxOptions options;
+  options.b = 40.0;
+  options.c = 1000.0;
+  options.tolerance = 1e-8;
+  options.max_iterations = 200000;
+  options.method = EmbeddingMinimaxOptions::Method::kProjectedGradient;
+  auto pg = SolveColoredMvu(problem, options);
+  options.method = EmbeddingMinimaxOptions::Method::kLbfgs;
+  auto qn = SolveColoredMvu(problem, options);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  ASSERT_TRUE(qn.ok()) << qn.status();
+  ASSERT_EQ(pg->stats.termination, Termination::kConverged);
+  ASSERT_EQ(qn->stats.termination, Termination::kConverged);
+  Eigen::MatrixXd y = Eigen::MatrixXd::Zero(40, 40);
+  for (int i = 0; i < 40; ++i)
+    for (int j = 0; j < 40; ++j)
+      if (s.y[i] == s.y[j]) y(i, j) = 1.0;
+  const Certificate cert = SquareSlackCertificate(y, *graph, qn->dual, qn->kernel.Dense(), options.b, options.c);
+  EXPECT_LT(cert.k_error, 1e-8);
+  EXPECT_LT(cert.gap, 1e-7);
+  EXPECT_GE(cert.gap, -1e-9);
+  // Same optimum: P agrees to the certified accuracy, K to the strong
+  // convexity of the capacity-bound problem.
+  EXPECT_NEAR(qn->stats.final_objective, pg->stats.final_objective,
+              2e-8 * std::max(1.0, std::abs(pg->stats.final_objective)));
+  const Eigen::MatrixXd kq = qn->kernel.Dense(), kp = pg->kernel.Dense();
+  EXPECT_LT((kq - kp).norm(), 1e-3 * kp.norm());
+  EXPECT_EQ(qn->quasi_newton_iterations, qn->stats.iterations) << "L-BFGS needed the gradient fallback";
+  EXPECT_LT(5 * qn->stats.iterations, pg->stats.iterations)
+      << "L-BFGS " << qn->stats.iterations << " spectra, projected gradient " << pg->stats.iterations;
+}
+
 TEST(Mve, FixedPointIsCertifiedForItsOwnK0AndConcentratesTheSpectrum) {
   const Sample s = WineSample(40);
   auto graph = BuildNeighborhood(s.x, 4);
