@@ -41,6 +41,31 @@ Eigen::MatrixXd Standardized(Eigen::MatrixXd x) {
   return x;
 }
 
+// The sample's feature scaling. The thesis (§3.5.5) fixes C = 1 and
+// B = m·N without stating a scaling, and with the square slack a scale s of
+// the data is the same as C → C s² and B → B / s⁴ on the unscaled data (D and K scale by s²),
+// so the scaling is part of the protocol and is reported with every result.
+//   gram:   z-score, then ‖HXXᵀH‖_F² = N (B = m·N relative to the input kernel)
+//   zscore: each feature mean 0, standard deviation 1
+//   minmax: each feature affinely onto [−1, 1] (svm-scale's default)
+//   raw:    unchanged
+Eigen::MatrixXd Scaled(Eigen::MatrixXd x, const std::string& scaling) {
+  if (scaling == "zscore" || scaling == "gram") x = Standardized(std::move(x));
+  if (scaling == "gram") {
+    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
+    const double gram = (c * c.transpose()).norm();
+    if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(x.rows())) / gram);
+  }
+  if (scaling == "minmax") {
+    for (Eigen::Index j = 0; j < x.cols(); ++j) {
+      const double lo = x.col(j).minCoeff(), hi = x.col(j).maxCoeff();
+      x.col(j) = hi > lo ? Eigen::VectorXd((2.0 * (x.col(j).array() - lo) / (hi - lo) - 1.0).matrix())
+                         : Eigen::VectorXd::Zero(x.rows());
+    }
+  }
+  return x;
+}
+
 std::vector<double> ParseGrid(const std::string& text, Status* status) {
   std::vector<double> out;
   std::stringstream ss(text);
@@ -98,9 +123,19 @@ Status WritePlot(const std::string& path, const Eigen::MatrixXd& y, const std::v
 // on the graph edges, and tr K <= τ = 100 · tr(HXXᵀH), a cap that keeps a
 // disconnected graph's SDP bounded. (The provable cap for a connected graph,
 // (n/2)(Σ_e √D_e)², is ~1e4× larger and made CSDP stall, exit code 7.)
-StatusOr<Eigen::MatrixXd> MveSdpStep(const NeighborhoodGraph& g, const Eigen::MatrixXd& k0, double trace_cap) {
+// CSDP outcomes over the MVE steps of one run.
+struct SdpStats {
+  int steps = 0, lack_of_progress = 0;
+  double worst_gap = 0.0;
+};
+
+StatusOr<Eigen::MatrixXd> MveSdpStep(const NeighborhoodGraph& g, const Eigen::MatrixXd& k0, double trace_cap,
+                                     SdpStats* stats) {
   const int n = g.num_points;
   test_util::SdpOracle sdp;
+  // CSDP ends this SDP with "lack of progress" (exit 7) near the optimum on
+  // most samples; its last iterate is used and the gap reported.
+  sdp.AcceptLackOfProgress();
   const int kb = sdp.AddBlock(n);
   const int sb = sdp.AddDiagonalBlock(1);
   for (int i = 0; i < n; ++i)
@@ -122,6 +157,9 @@ StatusOr<Eigen::MatrixXd> MveSdpStep(const NeighborhoodGraph& g, const Eigen::Ma
   for (int i = 0; i < n; ++i) sdp.AddCoefficient(trace, kb, i, i, 1.0);
   sdp.AddCoefficient(trace, sb, 0, 0, 1.0);
   KLS_ASSIGN_OR_RETURN(test_util::SdpOracle::Solution sol, sdp.Solve());
+  ++stats->steps;
+  if (sol.exit_code == 7) ++stats->lack_of_progress;
+  if (!(sol.relative_gap <= stats->worst_gap)) stats->worst_gap = sol.relative_gap;  // NaN sticks
   return sol.blocks[kb];
 }
 
@@ -136,7 +174,8 @@ Eigen::MatrixXd TopCoordinatesOfDense(const Eigen::MatrixXd& k, int d) {
 
 // MVE [SJ07] with CSDP: K₀ from the input Gram matrix, then MVE steps until
 // the top-d eigenspace settles (same rule as SolveMve).
-StatusOr<Eigen::MatrixXd> MveSdp(const NeighborhoodGraph& g, const Eigen::MatrixXd& x, int d, int max_outer) {
+StatusOr<Eigen::MatrixXd> MveSdp(const NeighborhoodGraph& g, const Eigen::MatrixXd& x, int d, int max_outer,
+                                 SdpStats* stats) {
   const int n = g.num_points;
   const Eigen::MatrixXd xc = x.rowwise() - x.colwise().mean();
   Eigen::MatrixXd k = xc * xc.transpose();
@@ -151,7 +190,7 @@ StatusOr<Eigen::MatrixXd> MveSdp(const NeighborhoodGraph& g, const Eigen::Matrix
     }
     u_prev = u;
     const Eigen::MatrixXd k0 = 2.0 * u * u.transpose() - Eigen::MatrixXd::Identity(n, n);
-    KLS_ASSIGN_OR_RETURN(k, MveSdpStep(g, k0, cap));
+    KLS_ASSIGN_OR_RETURN(k, MveSdpStep(g, k0, cap, stats));
   }
   return TopCoordinatesOfDense(k, d);
 }
@@ -222,12 +261,12 @@ StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, in
 
 Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "mve", plot, minimax = "lbfgs", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
+    std::string data, method = "mve", plot, minimax = "lbfgs", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
     double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4;
     uint64_t seed = 1;
-    bool no_standardize = false;
+    std::string scaling = "gram";
   };
   auto a = std::make_shared<Args>();
   app.add_option("--data", a->data, "labeled CSV (last column label)")->required();
@@ -246,6 +285,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                  "MVE: stop when the outer objective F changes by at most this (relative; 0 = off)");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
+  app.add_option("--slack", a->slack,
+                 "cmvu/mve square slack: relative (C applies to xi / mean D, i.e. C_abs = C / mean(D)^2) | absolute");
   app.add_option("--minimax", a->minimax, "cmvu/mve dual solver: lbfgs | pg (the thesis's projected gradient)");
   app.add_option("--B-grid", a->b_grid, "capacity multipliers m, B = m·N, chosen on validation");
   app.add_option("--max-iterations", a->max_iterations, "SimpleNPKL iterations per solve");
@@ -254,7 +295,9 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
   app.add_option("--rbf-sigma", a->rbf_sigma, "kpca RBF width (0 = heuristic)");
   app.add_option("--sdp-reps", a->sdp_reps, "also solve MVE / SPE with CSDP on the first R repetitions");
   app.add_option("--plot", a->plot, "write a PNG scatter plot of the first repetition's embedding");
-  app.add_flag("--no-standardize", a->no_standardize, "keep raw features");
+  app.add_option("--scaling", a->scaling,
+                 "feature scaling of each sample: gram (z-score, then ||HXX'H||_F^2 = N) | zscore | minmax "
+                 "(each feature to [-1, 1], svm-scale's convention) | raw");
   return [a, json]() -> int {
     const std::string& method = a->method;
     if (method != "cmvu" && method != "mve" && method != "spe" && method != "kpca") {
@@ -263,6 +306,10 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     if (a->kernel != "linear" && a->kernel != "rbf") {
       return Fail(InvalidArgumentError("--kernel = '" + a->kernel + "' must be linear or rbf"));
     }
+    if (a->scaling != "gram" && a->scaling != "zscore" && a->scaling != "minmax" && a->scaling != "raw")
+      return Fail(InvalidArgumentError("--scaling = '" + a->scaling + "' must be gram, zscore, minmax or raw"));
+    if (a->slack != "relative" && a->slack != "absolute")
+      return Fail(InvalidArgumentError("--slack = '" + a->slack + "' must be relative or absolute"));
     if (a->minimax != "lbfgs" && a->minimax != "pg")
       return Fail(InvalidArgumentError("--minimax = '" + a->minimax + "' must be lbfgs or pg"));
     if (a->dims < 1) return Fail(InvalidArgumentError("--dims = " + std::to_string(a->dims) + " must be >= 1"));
@@ -303,11 +350,12 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     const int n = std::min<int>(a->n, static_cast<int>(pool.size()));
     const int n_train = static_cast<int>(std::lround(0.6 * n)), n_val = static_cast<int>(std::lround(0.2 * n));
 
-    MeanStd acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
+    MeanStd c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
     std::map<double, int> chosen_b;
     std::map<int, int> chosen_k, chosen_graph_k;
     int outer_converged = 0, ascent_stops = 0;
     int not_converged = 0;
+    SdpStats sdp_stats;
     for (int rep = 0; rep < a->reps; ++rep) {
       std::mt19937_64 rng(a->seed + rep);
       std::vector<int> draw = pool;
@@ -319,16 +367,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         x.row(t) = data->features.row(draw[t]);
         y[t] = data->labels[draw[t]] == order[0] ? 0 : 1;
       }
-      if (!a->no_standardize) x = Standardized(x);
-      {
-        // Scale so that the centered input Gram matrix has ‖HXXᵀH‖_F² = N:
-        // the thesis's B = m·N (§3.5.5) is then relative to the input kernel
-        // (m = 1: the same Frobenius norm), and the distance targets D and the
-        // capacity are commensurate. k-NN and KPCA are scale invariant.
-        const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
-        const double gram = (c * c.transpose()).norm();
-        if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(n)) / gram);
-      }
+      x = Scaled(std::move(x), a->scaling);
       std::vector<int> perm(n);
       std::iota(perm.begin(), perm.end(), 0);
       std::shuffle(perm.begin(), perm.end(), rng);
@@ -348,6 +387,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       for (double m : grid) {
         EmbeddingMinimaxOptions opt;
         opt.c = a->c;
+        opt.relative_slack = a->slack == "relative";
         opt.b = m * n;
         opt.max_iterations = a->max_iterations;
         opt.tolerance = a->tolerance;
@@ -387,6 +427,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           if (!r.ok()) return Fail(r.status());
           if (r->stats.termination != Termination::kConverged) ++not_converged;
           iters.Add(r->stats.iterations);
+          c_abs.Add(r->slack_weight);
           gaps.Add(r->duality_gap);
           kernel = std::move(r->kernel);
         }
@@ -423,7 +464,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         Stopwatch watch;
         graph = BuildNeighborhood(x, best.graph_k);  // the graph k chosen on validation
         if (!graph.ok()) return Fail(graph.status());
-        auto coords = method == "mve" ? MveSdp(*graph, x, a->dims, 20) : SpeSdp(*graph, a->c, a->dims, 30);
+        auto coords = method == "mve" ? MveSdp(*graph, x, a->dims, 20, &sdp_stats) : SpeSdp(*graph, a->c, a->dims, 30);
         if (!coords.ok()) return Fail(coords.status());
         sdp_secs.Add(watch.Seconds());
         double bv = -1, bt = 0;
@@ -451,6 +492,9 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"graph_k", a->graph_k},
                           {"C", a->c},
                           {"minimax", a->minimax},
+                          {"scaling", a->scaling},
+                          {"slack", a->slack},
+                          {"C_absolute_mean", c_abs.mean()},
                           {"B_grid_times_N", grid},
                           {"reps", a->reps},
                           {"test_accuracy_mean", acc.mean()},
@@ -482,6 +526,11 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       out["sdp_test_accuracy_std"] = sdp_acc.std();
       out["sdp_seconds_mean"] = sdp_secs.mean();
       out["sdp_seconds_std"] = sdp_secs.std();
+      if (method == "mve") {
+        out["sdp_steps"] = sdp_stats.steps;
+        out["sdp_steps_lack_of_progress"] = sdp_stats.lack_of_progress;
+        out["sdp_worst_relative_gap"] = sdp_stats.worst_gap;
+      }
       out["speedup_per_solve"] = secs.mean() > 0 ? sdp_secs.mean() / secs.mean() : 0.0;
     }
     if (!a->plot.empty()) out["plot"] = a->plot;

@@ -32,6 +32,7 @@ EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
   r.duality_gap = inner.duality_gap;
   r.stationarity = inner.stationarity;
   r.quasi_newton_iterations = inner.quasi_newton_iterations;
+  r.slack_weight = inner.slack_weight;
   r.dual = std::move(inner.alpha);
   return r;
 }
@@ -86,9 +87,9 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   KLS_RETURN_IF_ERROR(problem.Validate());
   const int n = problem.graph.num_points;
   const int d = options.dims;
-  const double c = options.inner.c;
   Stopwatch watch;
   EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
+  const double c = SlackWeight(p, options.inner);  // F's penalty uses the weight the solves use
   p.prior.identity = -1.0;  // K₀ = 2 U_d U_dᵀ − I
   Eigen::MatrixXd u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
 

@@ -234,11 +234,15 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
   return why;
 }
 
-StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem, const EmbeddingMinimaxOptions& options,
-                                       const SolveControl& control, const Eigen::VectorXd* alpha0) {
+StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
+                                       const EmbeddingMinimaxOptions& requested, const SolveControl& control,
+                                       const Eigen::VectorXd* alpha0) {
   Stopwatch setup_watch;
-  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(requested.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
+  EmbeddingMinimaxOptions options = requested;  // with the absolute slack weight
+  options.c = SlackWeight(problem, requested);
+  options.relative_slack = false;
   const int nd = problem.num_duals();
   if (alpha0 != nullptr && alpha0->size() != nd) {
     return InvalidArgumentError("alpha0: has " + std::to_string(alpha0->size()) + " values but the problem has " +
@@ -279,6 +283,7 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem, c
   result.duality_gap = RelativeGap(cur);
   result.stationarity =
       nd == 0 ? 0.0 : (cur.alpha - eval.Project(cur.alpha + cur.grad)).cwiseAbs().maxCoeff();
+  result.slack_weight = options.c;
   result.alpha = std::move(cur.alpha);
   result.v = std::move(cur.v);
   return result;
@@ -349,6 +354,13 @@ Status EmbeddingMinimaxOptions::Validate() const {
   }
   KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
   return OkStatus();
+}
+
+double SlackWeight(const EmbeddingMinimaxProblem& problem, const EmbeddingMinimaxOptions& options) {
+  if (!options.relative_slack || problem.slack != EmbeddingMinimaxProblem::Slack::kSquare) return options.c;
+  if (problem.target.size() == 0) return options.c;
+  const double mean = problem.target.mean();
+  return mean > 0.0 && std::isfinite(mean) ? options.c / (mean * mean) : options.c;
 }
 
 Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {

@@ -87,6 +87,13 @@ struct EmbeddingMinimaxOptions {
   Method method = Method::kLbfgs;
   /// C > 0: slack weight (thesis §3.5.5: C = 1).
   double c = 1.0;
+  /// Square slack only: weigh the relative residual ξ_k / D̄ (D̄ = mean of
+  /// the targets D_k), i.e. use C / D̄² as the absolute weight, so that C does
+  /// not depend on the magnitude of the neighbour distances. With the
+  /// absolute weight, C = 1 on data whose neighbour distances are small next
+  /// to √B leaves the distances effectively unconstrained and MVE returns a
+  /// whitened KPCA (docs/EMBEDDING.md, "relative slack"). Ignored by SPE.
+  bool relative_slack = false;
   /// B > 0: capacity tr K² <= B (thesis §3.5.5: B = m·N, m ∈ {0.1, 1, 2, 10}).
   double b = 1.0;
   /// Iterations (>= 1): spectrum evaluations accepted as iterates, i.e.
@@ -117,6 +124,7 @@ struct EmbeddingMinimaxResult {
   double duality_gap = 0.0;   ///< (P − J) / max(1, |P|)
   double stationarity = 0.0;  ///< ‖α − Π(α + ∇J(α))‖∞
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS
+  double slack_weight = 0.0;        ///< the absolute C used (SlackWeight)
 };
 
 /// Runs the loop from α₀ = `alpha0` (projected; nullptr = 0). Progress: one
@@ -128,6 +136,10 @@ StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxPro
                                                        const EmbeddingMinimaxOptions& options,
                                                        const SolveControl& control = SolveControl(),
                                                        const Eigen::VectorXd* alpha0 = nullptr);
+
+/// The absolute slack weight the solver uses: options.c, or options.c / D̄²
+/// with relative_slack and the square slack (D̄ = mean target, when > 0).
+double SlackWeight(const EmbeddingMinimaxProblem& problem, const EmbeddingMinimaxOptions& options);
 
 /// Euclidean projection onto {α >= 0, Σ α <= cap} (the SPE dual set). O(m log m).
 Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap);

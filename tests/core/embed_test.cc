@@ -294,6 +294,47 @@ TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
       << "L-BFGS " << qn->stats.iterations << " spectra, projected gradient " << pg->stats.iterations;
 }
 
+// relative_slack: the solver must use C / D̄² (D̄ recomputed here from the
+// graph), certify that problem, and hold the neighbour distances much closer
+// to their targets than the absolute C = 1, which on this scaling (D̄ ≪ √B)
+// barely constrains them.
+TEST(Mve, RelativeSlackWeighsTheRelativeResidualAndIsCertified) {
+  const Sample s = WineSample(40);
+  auto graph = BuildNeighborhood(s.x, 4);
+  ASSERT_TRUE(graph.ok());
+  const double mean_d = graph->squared_distance.sum() / graph->num_edges();
+  MveOptions options;
+  options.inner.b = 40.0;
+  options.inner.tolerance = 1e-9;
+  options.inner.max_iterations = 20000;
+  options.max_outer_iterations = 30;
+  auto absolute = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, options);
+  options.inner.relative_slack = true;
+  auto relative = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, options);
+  ASSERT_TRUE(absolute.ok()) << absolute.status();
+  ASSERT_TRUE(relative.ok()) << relative.status();
+  EXPECT_DOUBLE_EQ(absolute->slack_weight, 1.0);
+  EXPECT_NEAR(relative->slack_weight, 1.0 / (mean_d * mean_d), 1e-12 / (mean_d * mean_d));
+  // Certificate of the last solve with K₀ = 2 U Uᵀ − I, weight C / D̄².
+  const Eigen::MatrixXd& u = relative->mve_basis;
+  const Eigen::MatrixXd k0 = 2.0 * u * u.transpose() - Eigen::MatrixXd::Identity(40, 40);
+  const Eigen::MatrixXd k = relative->kernel.Dense();
+  const Certificate cert = SquareSlackCertificate(k0, *graph, relative->dual, k, 40.0, relative->slack_weight);
+  EXPECT_LT(cert.k_error, 1e-6);
+  EXPECT_LT(cert.gap, 1e-8);
+  EXPECT_GE(cert.gap, -1e-9);
+  auto relative_error = [&](const Eigen::MatrixXd& kk) {
+    double e = 0;
+    for (int j = 0; j < graph->num_edges(); ++j) {
+      const double r = (Dist(kk, graph->edge_i[j], graph->edge_j[j]) - graph->squared_distance[j]) / mean_d;
+      e += r * r;
+    }
+    return std::sqrt(e / graph->num_edges());
+  };
+  const double err_abs = relative_error(absolute->kernel.Dense()), err_rel = relative_error(k);
+  EXPECT_LT(4.0 * err_rel, err_abs) << "relative " << err_rel << " absolute " << err_abs;
+}
+
 TEST(Mve, FixedPointIsCertifiedForItsOwnK0AndConcentratesTheSpectrum) {
   const Sample s = WineSample(40);
   auto graph = BuildNeighborhood(s.x, 4);

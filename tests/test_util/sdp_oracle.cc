@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,8 +67,17 @@ StatusOr<SdpOracle::Solution> SdpOracle::Solve() const {
     ss << lf.rdbuf();
     sol.log = ss.str();
   }
-  if (code != 0 && code != 3) {
+  if (code != 0 && code != 3 && !(code == 7 && accept_lack_of_progress_)) {
     return InternalError("csdp exited with code " + std::to_string(code) + ":\n" + sol.log);
+  }
+  sol.exit_code = code;
+  {
+    auto value_after = [&](const std::string& key) {
+      const size_t at = sol.log.rfind(key);
+      return at == std::string::npos ? std::nan("") : std::strtod(sol.log.c_str() + at + key.size(), nullptr);
+    };
+    const double pobj = value_after("Primal objective value:"), dobj = value_after("Dual objective value:");
+    sol.relative_gap = std::abs(pobj - dobj) / (1.0 + std::abs(pobj) + std::abs(dobj));
   }
   std::ifstream sf(out_path);
   if (!sf) return InternalError("csdp wrote no solution file:\n" + sol.log);

@@ -38,11 +38,17 @@ class SdpOracle {
     Eigen::VectorXd y;                    ///< dual multipliers
     double primal_objective = 0.0;        ///< tr(C X) at the returned X
     std::string log;                      ///< CSDP's output
+    int exit_code = 0;                    ///< csdp's exit code (0, 3, or 7 when accepted)
+    /// |pobj − dobj| / (1 + |pobj| + |dobj|) from CSDP's summary lines (NaN if absent).
+    double relative_gap = 0.0;
   };
   /// Writes the SDPA file, runs csdp, parses the solution. Errors when csdp is
   /// missing or reports a failure (exit codes 1–4 are infeasible/bad; 0 success,
   /// 3 "partial success" is accepted with a note in the log).
   StatusOr<Solution> Solve() const;
+  /// Also accept exit code 7 ("lack of progress"): the returned X is CSDP's
+  /// last iterate; callers must look at Solution::relative_gap.
+  void AcceptLackOfProgress() { accept_lack_of_progress_ = true; }
 
   int num_constraints() const { return static_cast<int>(rhs_.size()); }
 
@@ -51,6 +57,7 @@ class SdpOracle {
   std::vector<int> block_sizes_;  // negative = diagonal block (SDPA convention)
   std::vector<double> rhs_;
   std::vector<Entry> entries_;
+  bool accept_lack_of_progress_ = false;
 };
 
 /// True when /usr/bin/csdp (or csdp on PATH) is runnable.
