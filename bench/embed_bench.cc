@@ -350,7 +350,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     const int n = std::min<int>(a->n, static_cast<int>(pool.size()));
     const int n_train = static_cast<int>(std::lround(0.6 * n)), n_val = static_cast<int>(std::lround(0.2 * n));
 
-    MeanStd c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
+    MeanStd residual, c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
     std::map<double, int> chosen_b;
     std::map<int, int> chosen_k, chosen_graph_k;
     int outer_converged = 0, ascent_stops = 0;
@@ -429,6 +429,17 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           iters.Add(r->stats.iterations);
           c_abs.Add(r->slack_weight);
           gaps.Add(r->duality_gap);
+          if (method == "cmvu" || method == "mve") {
+            // Distance fidelity: RMS of (‖v_i − v_j‖² − D_e) / D̄ over the graph edges.
+            const Eigen::MatrixXd& v = r->kernel.embedding();
+            const double mean_d = graph->squared_distance.mean();
+            double sq = 0.0;
+            for (int e = 0; e < graph->num_edges(); ++e) {
+              const double z = (v.row(graph->edge_i[e]) - v.row(graph->edge_j[e])).squaredNorm();
+              sq += std::pow((z - graph->squared_distance[e]) / mean_d, 2);
+            }
+            if (graph->num_edges() > 0 && mean_d > 0) residual.Add(std::sqrt(sq / graph->num_edges()));
+          }
           kernel = std::move(r->kernel);
         }
         if (!kernel.ok()) return Fail(kernel.status());
@@ -495,6 +506,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"scaling", a->scaling},
                           {"slack", a->slack},
                           {"C_absolute_mean", c_abs.mean()},
+                          {"distance_residual_rms_mean", residual.mean()},
                           {"B_grid_times_N", grid},
                           {"reps", a->reps},
                           {"test_accuracy_mean", acc.mean()},

@@ -496,7 +496,7 @@ struct SubmitArgs {
   std::string problem, algorithm, text_dataset, weighting;
   int m = 0, neighbors = 0, dims = 0, sigma_k = 0, positive_class = 0, folds = 0, laplacian_neighbors = 0;
   double nu = 0, gap_tolerance = 0, kpca_sigma = 0, rho = 0, distance_ratio = 0, cell_degrees = 0;
-  bool kpca_rbf = false, single_features = true;
+  bool kpca_rbf = false, single_features = true, relative_slack = false;
   // social_strength with weighting klr.
   double klr_c = 0, klr_bias_weight = 0, klr_link_weight = 0;
   int klr_import_vectors = 0, klr_positives = 0, klr_negatives = 0;
@@ -594,7 +594,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
   } else if (a.method == "embedding") {
     allowed = {"--algorithm", "--dims", "--neighbors", "--c", "--b", "--max-iterations", "--tolerance",
-               "--kpca-rbf", "--kpca-sigma"};
+               "--kpca-rbf", "--kpca-sigma", "--relative-slack"};
     kls::v1::EmbeddingOptions* o = r.mutable_embedding();
     const std::map<std::string, kls::v1::EmbeddingOptions::Method> methods = {
         {"cmvu", kls::v1::EmbeddingOptions::CMVU}, {"mve", kls::v1::EmbeddingOptions::MVE},
@@ -613,6 +613,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
     if (a.Given("--kpca-rbf")) o->set_kpca_rbf(a.kpca_rbf);
     if (a.Given("--kpca-sigma")) o->set_kpca_sigma(a.kpca_sigma);
+    if (a.Given("--relative-slack")) o->set_relative_slack(a.relative_slack);
   } else if (a.method == "onk") {
     allowed = {"--c", "--rho", "--algorithm", "--tolerance", "--max-iterations", "--sigma-k", "--positive-class",
                "--folds", "--seed"};
@@ -1231,6 +1232,8 @@ int main(int argc, char** argv) {
   option("--dims", submit_args.dims, "embedding: output dimensions");
   option("--kpca-rbf", submit_args.kpca_rbf, "embedding kpca: RBF kernel (true/false)");
   option("--kpca-sigma", submit_args.kpca_sigma, "embedding kpca: RBF width");
+  option("--relative-slack", submit_args.relative_slack,
+         "embedding cmvu/mve: C weighs xi / mean(D), absolute weight C / mean(D)^2 (true/false)");
   option("--rho", submit_args.rho, "onk: ρ");
   option("--sigma-k", submit_args.sigma_k, "onk: base width rule k");
   option("--positive-class", submit_args.positive_class, "onk, mkl: class for f(x) > 0 (default: the largest id)");

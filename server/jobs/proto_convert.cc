@@ -164,6 +164,7 @@ StatusOr<EmbeddingJobOptions> ToCore(const kls::v1::EmbeddingOptions& p) {
   if (p.has_tolerance()) o.inner.tolerance = p.tolerance();
   if (p.kpca_rbf()) o.kpca.kernel = KpcaOptions::Kernel::kRbf;
   if (p.has_kpca_sigma()) o.kpca.rbf_sigma = p.kpca_sigma();
+  if (p.has_relative_slack()) o.inner.relative_slack = p.relative_slack();
   if (o.neighbors < 1) return InvalidArgumentError("embedding.neighbors = " + std::to_string(o.neighbors) + " must be >= 1");
   if (p.has_b()) KLS_RETURN_IF_ERROR(Prefixed(CheckPositiveOption("b", o.b), kMethodEmbedding));
   KLS_RETURN_IF_ERROR(Prefixed(o.inner.Validate(), kMethodEmbedding));

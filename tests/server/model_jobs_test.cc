@@ -243,6 +243,43 @@ TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
   EXPECT_EQ(spe->rank(), 2);
   EXPECT_THAT(spe->summary_json(), HasSubstr("\"method\":\"embedding\""));
 
+  // MVE with relative_slack reaches the solver: the stored coordinates are
+  // those of core SolveMve with the same options (the job's scaling
+  // ‖HXXᵀH‖_F² = n, B = n), and differ from the absolute-slack job's.
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::MVE);
+  r.mutable_embedding()->set_max_iterations(3000);
+  r.mutable_embedding()->set_relative_slack(true);
+  Run(r, "mve_rel");
+  r.mutable_embedding()->set_relative_slack(false);
+  Run(r, "mve_abs");
+  {
+    Eigen::MatrixXd x = iris.features;
+    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
+    x *= std::sqrt(std::sqrt(static_cast<double>(x.rows())) / (c * c.transpose()).norm());
+    auto graph = BuildNeighborhood(x, 4);
+    ASSERT_TRUE(graph.ok());
+    MveOptions mo;
+    mo.inner.b = static_cast<double>(x.rows());
+    mo.inner.max_iterations = 3000;
+    mo.inner.relative_slack = true;
+    auto mve = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
+    ASSERT_TRUE(mve.ok()) << mve.status();
+    EXPECT_GT(mve->slack_weight, 10.0);  // iris's neighbour distances are small on this scale
+    auto mc = PrincipalCoordinates(mve->kernel, 2);
+    ASSERT_TRUE(mc.ok());
+    const Eigen::MatrixXd km = *mc * mc->transpose();
+    auto rel = client_->Similarity(Ref("mve_rel"), {{0, 1}, {10, 50}, {7, 7}});
+    auto abs = client_->Similarity(Ref("mve_abs"), {{0, 1}, {10, 50}, {7, 7}});
+    ASSERT_TRUE(rel.ok()) << rel.status();
+    ASSERT_TRUE(abs.ok()) << abs.status();
+    EXPECT_NEAR((*rel)[0], km(0, 1), 1e-6 * (1 + km.norm()));
+    EXPECT_NEAR((*rel)[1], km(10, 50), 1e-6 * (1 + km.norm()));
+    EXPECT_NEAR((*rel)[2], km(7, 7), 1e-6 * (1 + km.norm()));
+    EXPECT_GT(std::abs((*rel)[1] - (*abs)[1]), 1e-3 * (1 + km.norm()));
+  }
+  r.clear_embedding();
+  r.mutable_embedding()->set_neighbors(4);
+
   // CMVU needs labels.
   Dataset unlabeled = iris;
   unlabeled.labels.clear();
