@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -180,23 +181,28 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
   struct Stop {
     Termination why;
   };
-  struct Failed {
-    Status status;
-  };
   Iterate best = cur;
   Eigen::VectorXd last_alpha = cur.alpha;
+  int unusable_in_a_row = 0;
   auto objective = [&](const Eigen::VectorXd& alpha, Eigen::VectorXd& grad) -> double {
     Termination why;
     if (run.control.ShouldStop(&why)) throw Stop{why};
     if (run.iterations >= run.options.max_iterations) throw Stop{Termination::kIterationLimit};
+    // A NaN trial point means the quasi-Newton state broke down (e.g. a zero
+    // curvature pair); so does a run of unusable points. Hand over to the
+    // gradient loop: every call must make progress or end L-BFGS.
+    if (alpha.hasNaN() || ++unusable_in_a_row > 20) throw std::runtime_error("L-BFGS breakdown");
     Iterate x;
-    Status st = eval.Evaluate(alpha, &x);
-    if (!st.ok()) throw Failed{st};
-    if (!x.Finite()) {
+    // A trial point of an overlong line-search step can be non-finite or make
+    // A so large that the eigensolver fails: report it as +∞ so the line
+    // search shrinks the step (the gradient loop takes over if it cannot).
+    const bool usable = alpha.allFinite() && eval.Evaluate(alpha, &x).ok();
+    if (!usable || !x.Finite()) {
       // Tell the line search this point is unusable (+∞ makes it shrink).
       grad = -cur.grad;
       return std::numeric_limits<double>::infinity();
     }
+    unusable_in_a_row = 0;
     const double step_inf = (alpha - last_alpha).cwiseAbs().maxCoeff();
     last_alpha = alpha;
     run.Accept(x, step_inf);
@@ -217,18 +223,26 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
   param.max_linesearch = 40;
   param.linesearch = LBFGSpp::LBFGS_LINESEARCH_BACKTRACKING_STRONG_WOLFE;
   LBFGSpp::LBFGSSolver<double, LBFGSpp::LineSearchNocedalWright> solver(param);
-  Eigen::VectorXd alpha = cur.alpha;
-  double fx = 0.0;
   Termination why = Termination::kIterationLimit;
-  try {
-    solver.minimize(objective, alpha, fx);
-  } catch (const Stop& s) {
-    why = s.why;
-  } catch (const Failed& f) {
-    return f.status;
-  } catch (const std::exception&) {
-    // Line-search breakdown near the optimum (J is only C¹ where the rank of
-    // A₊ changes): hand the best iterate to the gradient loop.
+  // A breakdown (line search failure, zero curvature, J only C¹ where the
+  // rank of A₊ changes) restarts L-BFGS with an empty memory from the best
+  // iterate, as long as the previous run improved J; then the gradient loop
+  // takes the best iterate.
+  for (bool improved = true; improved;) {
+    const double before = best.dual;
+    Eigen::VectorXd alpha = best.alpha;
+    last_alpha = alpha;
+    unusable_in_a_row = 0;
+    double fx = 0.0;
+    try {
+      solver.minimize(objective, alpha, fx);
+      break;  // ‖∇J‖ = 0 exactly (epsilon = 0)
+    } catch (const Stop& s) {
+      why = s.why;
+      break;
+    } catch (const std::exception&) {
+      improved = best.dual > before + 1e-12 * (1.0 + std::abs(before));
+    }
   }
   cur = std::move(best);
   return why;
