@@ -133,14 +133,12 @@ class Evaluator {
       const int keep = std::min(static_cast<int>(block_.cols()), r_prev + bo.guard);
       StatusOr<BlockSpectrumResult> b = BlockPositiveSpectrum(a_, *blocked_, block_.leftCols(keep), bo);
       if (b.ok() && b->converged) {
-        block_iterations_ += b->iterations;
         block_ = std::move(b->block);
         last_rank_ = b->spectrum.rank();
         out->from_block = true;
         FillFromSpectrum(alpha, b->spectrum.eigenvectors, b->spectrum.eigenvalues, out);
         return OkStatus();
       }
-      ++block_fallbacks_;
       return Evaluate(alpha, out, /*exact=*/true);
     } else {
       a_.set_weights(w);
@@ -255,8 +253,6 @@ class Evaluator {
   uint64_t block_calls_ = 0;
 
  public:
-  long long block_iterations_ = 0;  // Rayleigh–Ritz iterations over all block solves
-  int block_fallbacks_ = 0;         // block solves that fell back to Lanczos
 };
 
 // Π: the feasible set of α for each loss.
