@@ -87,6 +87,16 @@ Eigen::MatrixXd ClosedForm(const Eigen::MatrixXd& a, double b, double* norm_out)
   return pos.norm() > 0 ? Eigen::MatrixXd(std::sqrt(b) * ap / pos.norm()) : Eigen::MatrixXd(ap);
 }
 
+// Y_ij = 1 when labeled points i and j share a class (CMVU's prior), entry by entry.
+Eigen::MatrixXd LabelKernel(const std::vector<int>& labels) {
+  const int n = static_cast<int>(labels.size());
+  Eigen::MatrixXd y = Eigen::MatrixXd::Zero(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (labels[i] >= 0 && labels[i] == labels[j]) y(i, j) = 1.0;
+  return y;
+}
+
 double Dist(const Eigen::MatrixXd& k, int i, int j) { return k(i, i) + k(j, j) - 2.0 * k(i, j); }
 
 // Independent certificate for the square-slack problems (CMVU, MVE):
@@ -216,11 +226,7 @@ TEST(ColoredMvu, ReturnsTheClosedFormAtACertifiedDualOptimum) {
   auto r = SolveColoredMvu(problem, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->stats.termination, Termination::kConverged);
-  // Y = label kernel of the labeled points, recomputed here.
-  Eigen::MatrixXd y = Eigen::MatrixXd::Zero(40, 40);
-  for (int i = 0; i < 40; ++i)
-    for (int j = 0; j < 40; ++j)
-      if (problem.labels[i] >= 0 && problem.labels[i] == problem.labels[j]) y(i, j) = 1.0;
+  const Eigen::MatrixXd y = LabelKernel(problem.labels);
   const Eigen::MatrixXd k = r->kernel.Dense();
   const Certificate cert = SquareSlackCertificate(y, *graph, r->dual, k, options.b, options.c);
   EXPECT_LT(cert.k_error, 1e-8);
@@ -275,10 +281,7 @@ TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
   ASSERT_TRUE(qn.ok()) << qn.status();
   ASSERT_EQ(pg->stats.termination, Termination::kConverged);
   ASSERT_EQ(qn->stats.termination, Termination::kConverged);
-  Eigen::MatrixXd y = Eigen::MatrixXd::Zero(40, 40);
-  for (int i = 0; i < 40; ++i)
-    for (int j = 0; j < 40; ++j)
-      if (s.y[i] == s.y[j]) y(i, j) = 1.0;
+  const Eigen::MatrixXd y = LabelKernel(s.y);
   const Certificate cert = SquareSlackCertificate(y, *graph, qn->dual, qn->kernel.Dense(), options.b, options.c);
   EXPECT_LT(cert.k_error, 1e-8);
   EXPECT_LT(cert.gap, 1e-7);
