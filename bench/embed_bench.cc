@@ -264,7 +264,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     std::string data, method = "mve", plot, minimax = "lbfgs", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
-    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4;
+    double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4,
+           mve_inexact = 0.1;
     uint64_t seed = 1;
     std::string scaling = "gram";
   };
@@ -283,6 +284,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
   app.add_option("--mve-outer-tolerance", a->mve_outer_tolerance, "MVE: stop when the top-d eigenspace moves less");
   app.add_option("--mve-objective-tolerance", a->mve_objective_tolerance,
                  "MVE: stop when the outer objective F changes by at most this (relative; 0 = off)");
+  app.add_option("--mve-inexact", a->mve_inexact,
+                 "MVE: inner gap tolerance = max(--tolerance, min(1e-2, this x last relative change of F)); 0 = off");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
   app.add_option("--slack", a->slack,
@@ -415,6 +418,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
             mo.max_outer_iterations = a->mve_max_outer;
             mo.outer_tolerance = a->mve_outer_tolerance;
             mo.objective_tolerance = a->mve_objective_tolerance;
+            mo.inexact_factor = a->mve_inexact;
             r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
             if (r.ok()) {
               outer_iters.Add(r->outer_iterations);
@@ -527,6 +531,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       out["mve_max_outer"] = a->mve_max_outer;
       out["mve_outer_tolerance"] = a->mve_outer_tolerance;
       out["mve_objective_tolerance"] = a->mve_objective_tolerance;
+      out["mve_inexact"] = a->mve_inexact;
       out["mve_outer_iterations_mean"] = outer_iters.mean();
       out["mve_outer_converged"] = outer_converged;
       out["mve_ascent_stops"] = ascent_stops;

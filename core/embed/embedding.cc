@@ -104,6 +104,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   Termination termination = Termination::kIterationLimit;
   int outer = 0;
   int iterations_so_far = 0, quasi_newton_so_far = 0;
+  double last_relative_change = INFINITY;  // |ΔF| / max(1, |F|) of the last accepted update
   double change = 0.0;
   SolveControl inner_control = control;
   inner_control.progress = [&](const ProgressEvent& e) {
@@ -115,7 +116,12 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   for (outer = 1; outer <= options.max_outer_iterations; ++outer) {
     p.prior.factor = u;
     p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
-    KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, options.inner, inner_control,
+    EmbeddingMinimaxOptions inner_options = options.inner;
+    if (options.inexact_factor > 0.0 && std::isfinite(last_relative_change)) {
+      inner_options.tolerance =
+          std::max(options.inner.tolerance, std::min(1e-2, options.inexact_factor * last_relative_change));
+    }
+    KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, inner_options, inner_control,
                                                                              alpha.size() > 0 ? &alpha : nullptr));
     iterations_so_far += inner.stats.iterations;
     quasi_newton_so_far += inner.quasi_newton_iterations;
@@ -144,6 +150,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
       break;
     }
     const double f_change = have_kept ? std::abs(f_new - kept_objective) : INFINITY;
+    last_relative_change = f_change / std::max(1.0, std::abs(f_new));
     objective.push_back(f_new);
     slack.push_back(allowed);
     alpha = inner.alpha;
@@ -389,6 +396,10 @@ Status MveOptions::Validate() const {
   }
   if (!(objective_tolerance >= 0.0) || !std::isfinite(objective_tolerance)) {
     return InvalidArgumentError("options.objective_tolerance = " + FormatNumber(objective_tolerance) +
+                                " must be finite and >= 0");
+  }
+  if (!(inexact_factor >= 0.0) || !std::isfinite(inexact_factor)) {
+    return InvalidArgumentError("options.inexact_factor = " + FormatNumber(inexact_factor) +
                                 " must be finite and >= 0");
   }
   return OkStatus();

@@ -106,6 +106,12 @@ struct MveOptions {
   /// Also stop when the outer objective F (MveObjective) changes by at most
   /// objective_tolerance · max(1, |F|) between two K₀ updates (>= 0; 0 = off).
   double objective_tolerance = 0.0;
+  /// Inexact minorize–maximize: each K₀ update's inner solve stops at the
+  /// relative gap max(inner.tolerance, min(1e-2, inexact_factor · last
+  /// relative change of F)), so early updates, far from the fixed point, are
+  /// cheap and the last ones are as tight as inner.tolerance (>= 0; 0 = every
+  /// solve to inner.tolerance). The ascent check uses each solve's own gap.
+  double inexact_factor = 0.0;
   Status Validate() const;
 };
 
