@@ -27,19 +27,11 @@
 #include "core/common/solve_control.h"
 #include "core/embed/embedding.h"
 #include "core/embed/knn_classifier.h"
+#include "core/mkl/kernel_bank.h"
 #include "tests/test_util/sdp_oracle.h"
 
 namespace kls::bench {
 namespace {
-
-Eigen::MatrixXd Standardized(Eigen::MatrixXd x) {
-  x.rowwise() -= x.colwise().mean();
-  for (Eigen::Index j = 0; j < x.cols(); ++j) {
-    const double sd = std::sqrt(x.col(j).squaredNorm() / std::max<Eigen::Index>(1, x.rows() - 1));
-    if (sd > 0) x.col(j) /= sd;
-  }
-  return x;
-}
 
 // The sample's feature scaling. The thesis (§3.5.5) fixes C = 1 and
 // B = m·N without stating a scaling, and with the square slack a scale s of
@@ -50,12 +42,8 @@ Eigen::MatrixXd Standardized(Eigen::MatrixXd x) {
 //   minmax: each feature affinely onto [−1, 1] (svm-scale's default)
 //   raw:    unchanged
 Eigen::MatrixXd Scaled(Eigen::MatrixXd x, const std::string& scaling) {
-  if (scaling == "zscore" || scaling == "gram") x = Standardized(std::move(x));
-  if (scaling == "gram") {
-    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
-    const double gram = (c * c.transpose()).norm();
-    if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(x.rows())) / gram);
-  }
+  if (scaling == "zscore" || scaling == "gram") x = Standardizer::Fit(x).Apply(x);
+  if (scaling == "gram") x = ScaledToUnitInputGram(std::move(x));
   if (scaling == "minmax") {
     for (Eigen::Index j = 0; j < x.cols(); ++j) {
       const double lo = x.col(j).minCoeff(), hi = x.col(j).maxCoeff();

@@ -322,6 +322,13 @@ Status NeighborhoodGraph::Validate() const {
   return OkStatus();
 }
 
+Eigen::MatrixXd ScaledToUnitInputGram(Eigen::MatrixXd features) {
+  const Eigen::MatrixXd c = features.rowwise() - features.colwise().mean();
+  const double gram = (c.transpose() * c).norm();  // = ‖c cᵀ‖_F
+  if (gram > 0) features *= std::sqrt(std::sqrt(static_cast<double>(features.rows())) / gram);
+  return features;
+}
+
 StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, int k) {
   return GuardExceptions("BuildNeighborhood", [&]() -> StatusOr<NeighborhoodGraph> {
     const int n = static_cast<int>(features.rows());

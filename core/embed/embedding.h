@@ -57,6 +57,13 @@ struct NeighborhoodGraph {
 /// Errors: k < 1 or k >= n, empty or non-finite features. O(n² d).
 StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, int k);
 
+/// `features` scaled so that the centered input Gram matrix has
+/// ‖HXXᵀH‖_F² = n (thesis §3.5.5: B = m·N is then relative to the input
+/// kernel, m = 1 its own Frobenius norm). Computed from the d × d matrix
+/// XcᵀXc (same nonzero spectrum), O(n d²), no n × n matrix. Unchanged when
+/// all rows are equal.
+Eigen::MatrixXd ScaledToUnitInputGram(Eigen::MatrixXd features);
+
 /// Result of every embedding solver.
 struct EmbeddingResult {
   LearnedKernel kernel;          ///< K = V Vᵀ (centered)

@@ -104,22 +104,21 @@ class Evaluator {
   Eigen::VectorXd warm_;
 };
 
-// Shared bookkeeping of one solve: the best certified iterate seen so far,
-// the iteration count (one per spectrum evaluation that is accepted as an
-// iterate) and the progress stream.
+// Shared bookkeeping of one solve: the iteration count (stats->iterations,
+// one per spectrum evaluation accepted as an iterate), P history and the
+// progress stream (elapsed time since the solver started).
 struct Run {
   const EmbeddingMinimaxOptions& options;
   const SolveControl& control;
-  Stopwatch watch;
+  const Stopwatch& watch;
   SolveStats* stats;
-  int iterations = 0;
 
+  int iterations() const { return stats->iterations; }
   void Accept(const Iterate& x, double step_inf) {
-    ++iterations;
-    stats->iterations = iterations;
+    ++stats->iterations;
     stats->objective_history.push_back(x.primal);
     ProgressEvent e;
-    e.iteration = iterations;
+    e.iteration = stats->iterations;
     e.objective = x.primal;
     e.primal_residual = RelativeGap(x);
     e.dual_residual = step_inf;
@@ -134,7 +133,7 @@ struct Run {
 StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur) {
   const EmbeddingMinimaxOptions& options = run.options;
   double eta = options.initial_eta;
-  while (run.iterations < options.max_iterations) {
+  while (run.iterations() < options.max_iterations) {
     Termination why;
     if (run.control.ShouldStop(&why)) return why;
     Iterate next;
@@ -187,7 +186,7 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
   auto objective = [&](const Eigen::VectorXd& alpha, Eigen::VectorXd& grad) -> double {
     Termination why;
     if (run.control.ShouldStop(&why)) throw Stop{why};
-    if (run.iterations >= run.options.max_iterations) throw Stop{Termination::kIterationLimit};
+    if (run.iterations() >= run.options.max_iterations) throw Stop{Termination::kIterationLimit};
     // A NaN trial point means the quasi-Newton state broke down (e.g. a zero
     // curvature pair); so does a run of unusable points. Hand over to the
     // gradient loop: every call must make progress or end L-BFGS.
@@ -272,7 +271,7 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   stats.setup_seconds = setup_watch.Seconds();
   Stopwatch solve_watch;
   stats.objective_history.push_back(cur.primal);
-  Run run{options, control, Stopwatch(), &stats};
+  Run run{options, control, setup_watch, &stats};
   Termination termination = Termination::kIterationLimit;
   if (!cur.Finite()) {
     termination = Termination::kNumericalIssue;
@@ -283,9 +282,9 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
                               problem.slack == EmbeddingMinimaxProblem::Slack::kSquare && nd > 0;
     if (quasi_newton) {
       KLS_ASSIGN_OR_RETURN(termination, QuasiNewton(eval, run, cur));
-      result.quasi_newton_iterations = run.iterations;
+      result.quasi_newton_iterations = run.iterations();
     }
-    if (termination == Termination::kIterationLimit && run.iterations < options.max_iterations) {
+    if (termination == Termination::kIterationLimit && run.iterations() < options.max_iterations) {
       KLS_ASSIGN_OR_RETURN(termination, ProjectedGradient(eval, run, cur));
     }
   }

@@ -101,11 +101,8 @@ StatusOr<JobOutput> RunEmbedding(const EmbeddingJobOptions& o, const store::Stor
     out.stats.iterations = 1;
     out.stats.solve_seconds = watch.Seconds();
   } else {
-    // Thesis §3.5.5 scaling: ‖HXXᵀH‖_F = √n, so that B = n (m = 1) is relative
-    // to the input kernel and commensurate with the distance targets.
-    const Eigen::MatrixXd c = x.rowwise() - x.colwise().mean();
-    const double gram = (c * c.transpose()).norm();
-    if (gram > 0) x *= std::sqrt(std::sqrt(static_cast<double>(n)) / gram);
+    // Thesis §3.5.5 scaling: B = n (m = 1) is relative to the input kernel.
+    x = ScaledToUnitInputGram(std::move(x));
     KLS_ASSIGN_OR_RETURN(NeighborhoodGraph graph, BuildNeighborhood(x, o.neighbors));
     EmbeddingMinimaxOptions inner = o.inner;
     inner.b = o.b > 0 ? o.b : static_cast<double>(n);
