@@ -341,6 +341,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     const int n = std::min<int>(a->n, static_cast<int>(pool.size()));
     const int n_train = static_cast<int>(std::lround(0.6 * n)), n_val = static_cast<int>(std::lround(0.2 * n));
 
+    std::vector<double> acc_per_rep, sdp_acc_per_rep;  // paired by repetition
     MeanStd residual, c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, outer_iters, eig_ratio;
     std::map<double, int> chosen_b;
     std::map<int, int> chosen_k, chosen_graph_k;
@@ -450,6 +451,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       }
       }
       acc.Add(100.0 * best.test);
+      acc_per_rep.push_back(100.0 * best.test);
       val_acc.Add(100.0 * best.val);
       ++chosen_b[best.b];
       ++chosen_k[best.k];
@@ -479,6 +481,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           }
         }
         sdp_acc.Add(100.0 * bt);
+        sdp_acc_per_rep.push_back(100.0 * bt);
       }
     }
     nlohmann::json b_hist = nlohmann::json::object(), k_hist = nlohmann::json::object(),
@@ -503,6 +506,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"reps", a->reps},
                           {"test_accuracy_mean", acc.mean()},
                           {"test_accuracy_std", acc.std()},
+                          {"test_accuracy_per_rep", acc_per_rep},
                           {"validation_accuracy_mean", val_acc.mean()},
                           {"seconds_per_solve_mean", secs.mean()},
                           {"seconds_per_solve_std", secs.std()},
@@ -529,6 +533,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       out["sdp_reps"] = a->sdp_reps;
       out["sdp_test_accuracy_mean"] = sdp_acc.mean();
       out["sdp_test_accuracy_std"] = sdp_acc.std();
+      out["sdp_test_accuracy_per_rep"] = sdp_acc_per_rep;
       out["sdp_seconds_mean"] = sdp_secs.mean();
       out["sdp_seconds_std"] = sdp_secs.std();
       if (method == "mve") {
