@@ -10,6 +10,7 @@ BUILD_PACKAGES=(
   libeigen3-dev        # dense/sparse linear algebra (core)
   libspectra-dev       # Lanczos eigen-solvers on operators (SimpleNPKL, QSDP)
   liblbfgspp-dev       # L-BFGS on the smooth embedding duals (CMVU, MVE); Spectra's author, Eigen-based
+  liblapacke-dev       # LAPACK dstemr (MRRR): only the positive eigenpairs of a dense A (DensePositiveSpectrum)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # service
   libspdlog-dev        # server logging
   libsqlite3-dev zlib1g-dev  # metadata store; artifact checksums (crc32)
@@ -23,7 +24,7 @@ BUILD_PACKAGES=(
   gnuplot-nox          # PNG scatter plots of embeddings (kls-bench embed --plot)
   libssl-dev openssl   # SHA-256 of bearer tokens (server/auth); test certificates (tls_test)
 )
-RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 ca-certificates)
+RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")

@@ -3,10 +3,15 @@
 #include <Eigen/Eigenvalues>
 #include <Spectra/SymEigsSolver.h>
 
+#include <lapacke.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/data/constraints.h"
 
@@ -125,11 +130,76 @@ bool AllFinite(const PositiveSpectrum& s) {
 
 }  // namespace
 
+namespace {
+
+// Number of eigenvalues of the symmetric tridiagonal T (diagonal d,
+// sub-diagonal e) that are > sigma, by Sylvester's law of inertia on the
+// LDLᵀ factorization of T − σI (the Sturm count). O(n).
+int CountAbove(const Eigen::VectorXd& d, const Eigen::VectorXd& e, double sigma) {
+  const double tiny = std::numeric_limits<double>::min() / std::numeric_limits<double>::epsilon();
+  int below = 0;
+  double q = 1.0;
+  for (Eigen::Index i = 0; i < d.size(); ++i) {
+    q = d[i] - sigma - (i > 0 ? e[i - 1] * e[i - 1] / q : 0.0);
+    if (std::abs(q) < tiny) q = -tiny;  // a zero pivot counts as ≤ σ
+    if (q < 0.0) ++below;
+  }
+  return static_cast<int>(d.size()) - below;
+}
+
+// The eigenpairs of A above `threshold` from A = Q T Qᵀ (Eigen's Householder
+// tridiagonalization) and LAPACK's MRRR on the (threshold, ∞) part of T
+// (dstemr, Dhillon–Parlett: O(n) per eigenvector), back-transformed by Q.
+// ≈ (4/3) n³ + O(n² r) flops against ≈ 9 n³ for the full QR eigensolver with
+// vectors; nullopt when the positive part is too large for that to pay
+// (r > n/4) or LAPACK reports a failure (the caller falls back).
+std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixXd& a, double threshold) {
+  const Eigen::Index n = a.rows();
+  Eigen::Tridiagonalization<Eigen::MatrixXd> tri(a);
+  Eigen::VectorXd d = tri.diagonal();
+  Eigen::VectorXd e = Eigen::VectorXd::Zero(n);
+  e.head(n - 1) = tri.subDiagonal();
+  const int count = CountAbove(d, e, threshold);
+  PositiveSpectrum out;
+  out.used_dense = true;
+  out.eigenvectors.resize(n, 0);
+  if (count == 0) return out;
+  if (4 * count > n) return std::nullopt;
+  // Gershgorin bound on λ_max(T): the interval (threshold, upper] holds them all.
+  double upper = -std::numeric_limits<double>::infinity();
+  for (Eigen::Index i = 0; i < n; ++i) {
+    upper = std::max(upper, d[i] + std::abs(e[i]) + (i > 0 ? std::abs(e[i - 1]) : 0.0));
+  }
+  upper += 1e-6 * std::max(1.0, std::abs(upper));
+  const lapack_int columns = static_cast<lapack_int>(std::min<Eigen::Index>(n, count + 8));
+  Eigen::VectorXd w(n);
+  Eigen::MatrixXd z(n, columns);
+  std::vector<lapack_int> support(2 * static_cast<size_t>(n));
+  lapack_int found = 0;
+  lapack_logical try_relative_accuracy = 1;
+  const lapack_int info = LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'V', static_cast<lapack_int>(n), d.data(), e.data(),
+                                         threshold, upper, 0, 0, &found, w.data(), z.data(),
+                                         static_cast<lapack_int>(n), columns, support.data(), &try_relative_accuracy);
+  if (info != 0 || found > columns) return std::nullopt;
+  // dstemr returns ascending eigenvalues; A₊'s convention is descending.
+  out.eigenvalues = w.head(found).reverse();
+  out.eigenvectors = z.leftCols(found).rowwise().reverse();
+  out.eigenvectors.applyOnTheLeft(tri.matrixQ());
+  return out;
+}
+
+}  // namespace
+
 StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, double positive_threshold) {
   if (a.rows() != a.cols()) return InvalidArgumentError("DensePositiveSpectrum: matrix is not square");
   PositiveSpectrum out;
   out.used_dense = true;
   if (a.rows() == 0) return out;
+  // Below ~32 rows the full solver's lower overhead wins.
+  if (a.rows() >= 32 && a.allFinite()) {
+    std::optional<PositiveSpectrum> part = TridiagonalPositiveSpectrum(a, positive_threshold);
+    if (part.has_value() && AllFinite(*part)) return std::move(*part);
+  }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a);
   if (eig.info() != Eigen::Success) return InternalError("dense symmetric eigensolver did not converge");
   KeepPositive(eig.eigenvalues(), eig.eigenvectors(), positive_threshold, &out);

@@ -15,8 +15,7 @@
 // doubles r until the smallest computed eigenvalue is ≤ 0: only then are all
 // positive eigenvalues known and A₊ exact (up to the Lanczos tolerance).
 //
-// Dense fallback: a full symmetric eigendecomposition (O(n³), n² memory) is
-// used when n ≤ SpectrumOptions::dense_threshold (300 by default; at that size
+// Dense fallback: DensePositiveSpectrum (O(n³), n² memory) is used when n ≤ SpectrumOptions::dense_threshold (300 by default; at that size
 // LAPACK-style dense solves take milliseconds and beat restarted Lanczos once r
 // is more than a few), when the wanted r reaches n/2 (Lanczos then costs about
 // as much as a dense solve and Spectra needs nev < ncv ≤ n), or when Lanczos
@@ -130,8 +129,13 @@ StatusOr<PositiveSpectrum> ComputePositiveSpectrum(const DualMatrix& a, const Sp
 /// 1 <= r <= n; INTERNAL when no eigensolver succeeds.
 StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const SpectrumOptions& options);
 
-/// Positive part of a small dense symmetric matrix (used by the low-rank mode
-/// of SimpleNPKL on Vᵀ A V). O(r³).
+/// Positive part of a dense symmetric matrix (the dense path above, the
+/// low-rank mode of SimpleNPKL on Vᵀ A V, the embedding duals). For n >= 32:
+/// Householder tridiagonalization (Eigen), a Sturm count of the eigenvalues
+/// above the threshold, and — when they are at most n/4 — LAPACK's MRRR
+/// (dstemr) for just those eigenpairs, back-transformed: ≈ (4/3)n³ + O(n² r)
+/// flops. Otherwise (or if LAPACK reports a failure) the full QR eigensolver
+/// (≈ 9n³ with vectors).
 StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, double positive_threshold = 0.0);
 
 }  // namespace kls

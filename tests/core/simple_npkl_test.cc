@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -263,6 +264,62 @@ TEST(SparseSpectrum, ValidatesOptions) {
   SpectrumOptions so;
   so.lanczos_tolerance = -1;
   EXPECT_THAT(so.Validate().message(), HasSubstr("lanczos_tolerance"));
+}
+
+// The dense A₊ (tridiagonal reduction + MRRR on the positive part when it is
+// at most n/4 eigenpairs, the full QR eigensolver otherwise) against the full
+// eigendecomposition computed here: eigenvalues, the projector U Uᵀ (unique
+// even for repeated eigenvalues), orthonormality and descending order.
+TEST(DenseSpectrum, PositivePartMatchesTheFullEigensolver) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> g;
+  struct Case {
+    int n, positive;
+    double threshold;
+    bool repeated;
+  };
+  // 0 and 3 and 25 positive (the MRRR path at n = 100), 40 (the full path), a
+  // threshold between eigenvalues, a repeated positive eigenvalue, n = 300.
+  const std::vector<Case> cases = {{100, 0, 0.0, false},  {100, 3, 0.0, false}, {100, 25, 0.0, false},
+                                   {100, 40, 0.0, false}, {100, 10, 2.5, false}, {100, 6, 0.0, true},
+                                   {300, 12, 0.0, false}, {20, 5, 0.0, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("n=" + std::to_string(c.n) + " positive=" + std::to_string(c.positive));
+    Eigen::MatrixXd gauss(c.n, c.n);
+    for (int i = 0; i < c.n * c.n; ++i) gauss.data()[i] = g(rng);
+    const Eigen::MatrixXd q = Eigen::HouseholderQR<Eigen::MatrixXd>(gauss).householderQ();
+    Eigen::VectorXd lambda(c.n);
+    for (int i = 0; i < c.n; ++i) {
+      lambda[i] = i < c.positive ? (c.repeated ? 2.0 : 1.0 + 0.5 * i) : -0.1 - 0.01 * i;
+    }
+    const Eigen::MatrixXd a = q * lambda.asDiagonal() * q.transpose();
+    auto s = DensePositiveSpectrum(a, c.threshold);
+    ASSERT_TRUE(s.ok()) << s.status();
+    int expected = 0;
+    for (int i = 0; i < c.n; ++i) expected += lambda[i] > c.threshold ? 1 : 0;
+    ASSERT_EQ(s->rank(), expected);
+    ASSERT_EQ(s->eigenvectors.rows(), c.n);
+    if (expected == 0) continue;
+    Eigen::VectorXd want(expected);
+    Eigen::MatrixXd u(c.n, expected);
+    int t = 0;
+    std::vector<int> order(c.n);  // descending: the largest λ first
+    for (int i = 0; i < c.n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int x, int y) { return lambda[x] > lambda[y]; });
+    for (int i : order) {
+      if (lambda[i] <= c.threshold) break;
+      want[t] = lambda[i];
+      u.col(t++) = q.col(i);
+    }
+    EXPECT_LT((s->eigenvalues - want).cwiseAbs().maxCoeff(), 1e-10);
+    for (int i = 1; i < s->rank(); ++i) EXPECT_GE(s->eigenvalues[i - 1], s->eigenvalues[i]);
+    EXPECT_LT((s->eigenvectors.transpose() * s->eigenvectors - Eigen::MatrixXd::Identity(expected, expected))
+                  .cwiseAbs()
+                  .maxCoeff(),
+              1e-10);
+    EXPECT_LT((s->eigenvectors * s->eigenvectors.transpose() - u * u.transpose()).cwiseAbs().maxCoeff(), 1e-9);
+    EXPECT_LT((a * s->eigenvectors - s->eigenvectors * s->eigenvalues.asDiagonal()).cwiseAbs().maxCoeff(), 1e-10);
+  }
 }
 
 // ---------------------------------------------------------------------------
