@@ -95,6 +95,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
 
   SolveStats total;
   Eigen::VectorXd alpha;
+  EmbeddingCurvatureMemory curvature;
   // The returned iterate: the last K whose update did not decrease F.
   EmbeddingMinimaxResult kept;
   Eigen::MatrixXd kept_basis = u;
@@ -121,8 +122,9 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
       inner_options.tolerance =
           std::max(options.inner.tolerance, std::min(1e-2, options.inexact_factor * last_relative_change));
     }
-    KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner, SolveEmbeddingMinimax(p, inner_options, inner_control,
-                                                                             alpha.size() > 0 ? &alpha : nullptr));
+    KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner,
+                         SolveEmbeddingMinimax(p, inner_options, inner_control, alpha.size() > 0 ? &alpha : nullptr,
+                                               options.reuse_curvature ? &curvature : nullptr));
     iterations_so_far += inner.stats.iterations;
     quasi_newton_so_far += inner.quasi_newton_iterations;
     total.setup_seconds += inner.stats.setup_seconds;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +12,20 @@
 #include <LBFGS.h>  // LBFGSpp (Debian liblbfgspp-dev), header-only, Eigen-based
 
 namespace kls {
+
+struct EmbeddingCurvatureMemory::State {
+  LBFGSpp::BFGSMat<double> pairs;
+  int dimension = 0;  // 0: pairs not sized yet
+};
+
+EmbeddingCurvatureMemory::EmbeddingCurvatureMemory() : state_(std::make_unique<State>()) {}
+EmbeddingCurvatureMemory::~EmbeddingCurvatureMemory() = default;
+EmbeddingCurvatureMemory::EmbeddingCurvatureMemory(EmbeddingCurvatureMemory&&) noexcept = default;
+EmbeddingCurvatureMemory& EmbeddingCurvatureMemory::operator=(EmbeddingCurvatureMemory&&) noexcept = default;
+int EmbeddingCurvatureMemory::num_pairs() const {
+  return state_->dimension > 0 ? state_->pairs.num_corrections() : 0;
+}
+
 namespace {
 
 // Everything the loop needs at one dual point α.
@@ -166,6 +181,46 @@ StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur)
   return Termination::kIterationLimit;
 }
 
+constexpr int kLbfgsMemory = 40;  // pairs: 12–25% fewer spectra than 10 on MVE (docs/EMBEDDING.md)
+
+// L-BFGS (Nocedal & Wright 2006, Alg. 7.5) on f from x: the curvature pairs
+// and the two-loop recursion are LBFGSpp's BFGSMat, the step LBFGSpp's
+// strong-Wolfe line search; the loop is ours so that `pairs` can come from an
+// earlier solve of a nearby problem. Runs until `f` throws (it enforces the
+// stop rules) or the line search fails (std::exception).
+template <typename F>
+void MinimizeLbfgs(F& f, Eigen::VectorXd& x, LBFGSpp::BFGSMat<double>& pairs,
+                   const LBFGSpp::LBFGSParam<double>& param) {
+  Eigen::VectorXd grad(x.size()), xp, gradp, drt;
+  double fx = f(x, grad);
+  double step = 1.0;
+  if (pairs.num_corrections() > 0) {
+    pairs.apply_Hv(grad, -1.0, drt);
+    if (!(drt.dot(grad) < 0.0)) pairs.reset(static_cast<int>(x.size()), param.m);  // not a descent direction
+  }
+  if (pairs.num_corrections() == 0) {
+    if (grad.norm() == 0.0) return;  // stationary: nothing to do
+    drt = -grad;
+    step = 1.0 / drt.norm();
+  }
+  for (;;) {
+    xp = x;
+    gradp = grad;
+    LBFGSpp::LineSearchNocedalWright<double>::LineSearch(f, fx, x, grad, step, drt, xp, param);
+    const Eigen::VectorXd s = x - xp, y = grad - gradp;
+    // Strong Wolfe gives sᵀy > 0 for a C¹ f; J is only C¹ where rank A₊
+    // changes, so keep only pairs with clearly positive curvature.
+    if (s.dot(y) > 1e-12 * s.norm() * y.norm()) pairs.add_correction(s, y);
+    if (pairs.num_corrections() == 0) {
+      drt = -grad;
+      step = 1.0 / std::max(drt.norm(), 1e-300);
+      continue;
+    }
+    pairs.apply_Hv(grad, -1.0, drt);
+    step = 1.0;
+  }
+}
+
 // L-BFGS on −J for the square slack, whose dual is unconstrained: J is
 // (1/C)-strongly concave and, where A(α)₊ ≠ 0, differentiable with the
 // Lipschitz gradient ∇J = D − tr(T K(α)) − α/C (K(α) is a projection onto the
@@ -176,7 +231,7 @@ StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur)
 // the line search's trial points count as iterations (each costs a spectrum).
 // Returns kIterationLimit (and `cur` = the best iterate) when L-BFGS gives up
 // before the gap closes; the caller then continues with ProjectedGradient.
-StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
+StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur, EmbeddingCurvatureMemory* memory) {
   struct Stop {
     Termination why;
   };
@@ -215,13 +270,17 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
     return value;
   };
   LBFGSpp::LBFGSParam<double> param;
-  param.m = 40;  // 40 pairs: 12–25% fewer spectra than 10 on the MVE runs (docs/EMBEDDING.md)
-  param.epsilon = 0.0;       // stop on the duality gap (in `objective`), not on ‖∇J‖
-  param.epsilon_rel = 0.0;
-  param.max_iterations = 0;  // the budget is enforced in `objective`
+  param.m = kLbfgsMemory;
   param.max_linesearch = 40;
   param.linesearch = LBFGSpp::LBFGS_LINESEARCH_BACKTRACKING_STRONG_WOLFE;
-  LBFGSpp::LBFGSSolver<double, LBFGSpp::LineSearchNocedalWright> solver(param);
+  EmbeddingCurvatureMemory fresh;
+  EmbeddingCurvatureMemory::State& state = (memory != nullptr ? *memory : fresh).state();
+  LBFGSpp::BFGSMat<double>& pairs = state.pairs;
+  const int nd = static_cast<int>(cur.alpha.size());
+  if (state.dimension != nd) {
+    pairs.reset(nd, param.m);
+    state.dimension = nd;
+  }
   Termination why = Termination::kIterationLimit;
   // A breakdown (line search failure, zero curvature, J only C¹ where the
   // rank of A₊ changes) restarts L-BFGS with an empty memory from the best
@@ -232,15 +291,15 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
     Eigen::VectorXd alpha = best.alpha;
     last_alpha = alpha;
     unusable_in_a_row = 0;
-    double fx = 0.0;
     try {
-      solver.minimize(objective, alpha, fx);
-      break;  // ‖∇J‖ = 0 exactly (epsilon = 0)
+      MinimizeLbfgs(objective, alpha, pairs, param);
+      break;  // ∇J = 0 exactly at the start
     } catch (const Stop& s) {
       why = s.why;
       break;
     } catch (const std::exception&) {
       improved = best.dual > before + 1e-12 * (1.0 + std::abs(before));
+      pairs.reset(nd, param.m);
     }
   }
   cur = std::move(best);
@@ -249,7 +308,7 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur) {
 
 StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
                                        const EmbeddingMinimaxOptions& requested, const SolveControl& control,
-                                       const Eigen::VectorXd* alpha0) {
+                                       const Eigen::VectorXd* alpha0, EmbeddingCurvatureMemory* memory) {
   Stopwatch setup_watch;
   KLS_RETURN_IF_ERROR(requested.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
@@ -281,7 +340,7 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
     const bool quasi_newton = options.method == EmbeddingMinimaxOptions::Method::kLbfgs &&
                               problem.slack == EmbeddingMinimaxProblem::Slack::kSquare && nd > 0;
     if (quasi_newton) {
-      KLS_ASSIGN_OR_RETURN(termination, QuasiNewton(eval, run, cur));
+      KLS_ASSIGN_OR_RETURN(termination, QuasiNewton(eval, run, cur, memory));
       result.quasi_newton_iterations = run.iterations();
     }
     if (termination == Termination::kIterationLimit && run.iterations() < options.max_iterations) {
@@ -396,8 +455,9 @@ Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
 
 StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,
                                                        const EmbeddingMinimaxOptions& options,
-                                                       const SolveControl& control, const Eigen::VectorXd* alpha0) {
-  return GuardExceptions("embedding minimax", [&] { return Solve(problem, options, control, alpha0); });
+                                                       const SolveControl& control, const Eigen::VectorXd* alpha0,
+                                                       EmbeddingCurvatureMemory* memory) {
+  return GuardExceptions("embedding minimax", [&] { return Solve(problem, options, control, alpha0, memory); });
 }
 
 }  // namespace kls

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <memory>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -127,7 +128,32 @@ struct EmbeddingMinimaxResult {
   double slack_weight = 0.0;        ///< the absolute C used (SlackWeight)
 };
 
-/// Runs the loop from α₀ = `alpha0` (projected; nullptr = 0). Progress: one
+/// The L-BFGS curvature pairs of one SolveEmbeddingMinimax, kept for the
+/// next solve of a nearby problem (MVE's successive K₀ updates change J only
+/// through the prior, so the last solve's pairs are a good model of the next
+/// one's Hessian). A direction that is not an ascent direction for the new
+/// problem empties the memory; pairs of another dimension are dropped. Not
+/// thread-safe: one memory per solve sequence.
+class EmbeddingCurvatureMemory {
+ public:
+  EmbeddingCurvatureMemory();
+  ~EmbeddingCurvatureMemory();
+  EmbeddingCurvatureMemory(EmbeddingCurvatureMemory&&) noexcept;
+  EmbeddingCurvatureMemory& operator=(EmbeddingCurvatureMemory&&) noexcept;
+
+  /// Curvature pairs held (0 before the first L-BFGS solve).
+  int num_pairs() const;
+
+  struct State;  // LBFGSpp's BFGSMat and its dimension (embedding_minimax.cc)
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+/// Runs the loop from α₀ = `alpha0` (projected; nullptr = 0), with the L-BFGS
+/// method starting from `memory`'s curvature pairs and leaving its own there
+/// (nullptr: an empty memory). Progress: one
 /// event per iteration (objective = P, primal_residual = relative gap,
 /// dual_residual = ‖Δα‖∞). Termination as in SolveSimpleNpkl. Errors:
 /// INVALID_ARGUMENT (problem, options, alpha0 size), INTERNAL (eigensolver),
@@ -135,7 +161,8 @@ struct EmbeddingMinimaxResult {
 StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,
                                                        const EmbeddingMinimaxOptions& options,
                                                        const SolveControl& control = SolveControl(),
-                                                       const Eigen::VectorXd* alpha0 = nullptr);
+                                                       const Eigen::VectorXd* alpha0 = nullptr,
+                                                       EmbeddingCurvatureMemory* memory = nullptr);
 
 /// The absolute slack weight the solver uses: options.c, or options.c / D̄²
 /// with relative_slack and the square slack (D̄ = mean target, when > 0).

@@ -437,6 +437,18 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   EXPECT_NEAR(ri->stats.final_objective, r->stats.final_objective, 1e-4 * std::max(1.0, std::abs(f)));
   EXPECT_LT(ri->stats.iterations, r->stats.iterations);
 
+  // Curvature memory (the default, r above) against a fresh L-BFGS per K₀
+  // update: the same ascent to the same F, in fewer spectra.
+  MveOptions fresh = options;
+  fresh.reuse_curvature = false;
+  auto rf = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, fresh);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  EXPECT_EQ(rf->stats.termination, Termination::kConverged);
+  EXPECT_FALSE(rf->mve_ascent_stopped);
+  EXPECT_NEAR(rf->stats.final_objective, r->stats.final_objective, 1e-5 * std::max(1.0, std::abs(f)));
+  EXPECT_LT(r->stats.iterations, rf->stats.iterations)
+      << "with memory " << r->stats.iterations << " spectra, without " << rf->stats.iterations;
+
   MveOptions bad = options;
   bad.objective_tolerance = -1.0;
   auto r2 = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, bad);
