@@ -151,8 +151,10 @@ int CountAbove(const Eigen::VectorXd& d, const Eigen::VectorXd& e, double sigma)
 // tridiagonalization) and LAPACK's MRRR on the (threshold, ∞) part of T
 // (dstemr, Dhillon–Parlett: O(n) per eigenvector), back-transformed by Q.
 // ≈ (4/3) n³ + O(n² r) flops against ≈ 9 n³ for the full QR eigensolver with
-// vectors; nullopt when the positive part is too large for that to pay
-// (r > n/4) or LAPACK reports a failure (the caller falls back).
+// vectors. Past r = n/4 the bisection in dstemr costs more than implicit QR
+// on T, which then computes all eigenpairs of T (Eigen) and back-transforms
+// the positive ones. nullopt when LAPACK or QR reports a failure (the caller
+// falls back to the full solver).
 std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixXd& a, double threshold) {
   const Eigen::Index n = a.rows();
   Eigen::Tridiagonalization<Eigen::MatrixXd> tri(a);
@@ -164,7 +166,16 @@ std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixX
   out.used_dense = true;
   out.eigenvectors.resize(n, 0);
   if (count == 0) return out;
-  if (4 * count > n) return std::nullopt;
+  if (4 * count > n) {
+    // Many positive eigenpairs: implicit QR on T (all of them), then only the
+    // positive ones are back-transformed.
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> qr;
+    qr.computeFromTridiagonal(tri.diagonal(), tri.subDiagonal(), Eigen::ComputeEigenvectors);
+    if (qr.info() != Eigen::Success) return std::nullopt;
+    KeepPositive(qr.eigenvalues(), qr.eigenvectors(), threshold, &out);
+    out.eigenvectors.applyOnTheLeft(tri.matrixQ());
+    return out;
+  }
   // Gershgorin bound on λ_max(T): the interval (threshold, upper] holds them all.
   double upper = -std::numeric_limits<double>::infinity();
   for (Eigen::Index i = 0; i < n; ++i) {
