@@ -151,9 +151,9 @@ int CountAbove(const Eigen::VectorXd& d, const Eigen::VectorXd& e, double sigma)
 // tridiagonalization) and LAPACK's MRRR on the (threshold, ∞) part of T
 // (dstemr, Dhillon–Parlett: O(n) per eigenvector), back-transformed by Q.
 // ≈ (4/3) n³ + O(n² r) flops against ≈ 9 n³ for the full QR eigensolver with
-// vectors. Past r = n/4 the bisection in dstemr costs more than implicit QR
-// on T, which then computes all eigenpairs of T (Eigen) and back-transforms
-// the positive ones. nullopt when LAPACK or QR reports a failure (the caller
+// vectors. Past the crossover below the bisection in dstemr costs more than
+// implicit QR on T, which then computes all eigenpairs of T (Eigen) and
+// back-transforms the positive ones. nullopt when LAPACK or QR reports a failure (the caller
 // falls back to the full solver).
 std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixXd& a, double threshold) {
   const Eigen::Index n = a.rows();
@@ -166,7 +166,10 @@ std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixX
   out.used_dense = true;
   out.eigenvectors.resize(n, 0);
   if (count == 0) return out;
-  if (4 * count > n) {
+  // MRRR's bisection and back-transform grow like n·r and n²·r against QR's
+  // n³: `kls-bench spectrum` puts the crossover near r = n²/600 (6 at n = 50,
+  // 18 at n = 100, past 60 at n = 300), capped at n/4.
+  if (600 * static_cast<long long>(count) > static_cast<long long>(n) * n || 4 * count > n) {
     // Many positive eigenpairs: implicit QR on T (all of them), then only the
     // positive ones are back-transformed.
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> qr;

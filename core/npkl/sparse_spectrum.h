@@ -132,7 +132,7 @@ StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const Spec
 /// Positive part of a dense symmetric matrix (the dense path above, the
 /// low-rank mode of SimpleNPKL on Vᵀ A V, the embedding duals). For n >= 32:
 /// Householder tridiagonalization (Eigen), a Sturm count of the eigenvalues
-/// above the threshold, and — when they are at most n/4 — LAPACK's MRRR
+/// above the threshold, and — when they are at most min(n/4, n²/600) — LAPACK's MRRR
 /// (dstemr) for just those eigenpairs, else implicit QR on the tridiagonal;
 /// only the positive eigenvectors are back-transformed: ≈ (4/3)n³ + O(n² r)
 /// flops on the MRRR path. Below n = 32, or if LAPACK reports a failure, the

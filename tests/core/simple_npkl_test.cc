@@ -266,8 +266,9 @@ TEST(SparseSpectrum, ValidatesOptions) {
   EXPECT_THAT(so.Validate().message(), HasSubstr("lanczos_tolerance"));
 }
 
-// The dense A₊ (tridiagonal reduction + MRRR on the positive part when it is
-// at most n/4 eigenpairs, the full QR eigensolver otherwise) against the full
+// The dense A₊ (tridiagonal reduction, then MRRR on the positive part when it
+// is small, implicit QR on the tridiagonal otherwise; the full QR eigensolver
+// below n = 32) against the full
 // eigendecomposition computed here: eigenvalues, the projector U Uᵀ (unique
 // even for repeated eigenvalues), orthonormality and descending order.
 TEST(DenseSpectrum, PositivePartMatchesTheFullEigensolver) {
@@ -278,8 +279,9 @@ TEST(DenseSpectrum, PositivePartMatchesTheFullEigensolver) {
     double threshold;
     bool repeated;
   };
-  // 0 and 3 and 25 positive (the MRRR path at n = 100), 40 (the full path), a
-  // threshold between eigenvalues, a repeated positive eigenvalue, n = 300.
+  // n = 100: 0, 3, 6 (repeated) and 10 (threshold between eigenvalues)
+  // positive on the MRRR path, 25 and 40 on the QR-on-T path; n = 300 (MRRR);
+  // n = 20 (the full solver).
   const std::vector<Case> cases = {{100, 0, 0.0, false},  {100, 3, 0.0, false}, {100, 25, 0.0, false},
                                    {100, 40, 0.0, false}, {100, 10, 2.5, false}, {100, 6, 0.0, true},
                                    {300, 12, 0.0, false}, {20, 5, 0.0, false}};
