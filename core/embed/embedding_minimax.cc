@@ -22,9 +22,6 @@ EmbeddingCurvatureMemory::EmbeddingCurvatureMemory() : state_(std::make_unique<S
 EmbeddingCurvatureMemory::~EmbeddingCurvatureMemory() = default;
 EmbeddingCurvatureMemory::EmbeddingCurvatureMemory(EmbeddingCurvatureMemory&&) noexcept = default;
 EmbeddingCurvatureMemory& EmbeddingCurvatureMemory::operator=(EmbeddingCurvatureMemory&&) noexcept = default;
-int EmbeddingCurvatureMemory::num_pairs() const {
-  return state_->dimension > 0 ? state_->pairs.num_corrections() : 0;
-}
 
 namespace {
 

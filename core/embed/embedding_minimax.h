@@ -141,9 +141,6 @@ class EmbeddingCurvatureMemory {
   EmbeddingCurvatureMemory(EmbeddingCurvatureMemory&&) noexcept;
   EmbeddingCurvatureMemory& operator=(EmbeddingCurvatureMemory&&) noexcept;
 
-  /// Curvature pairs held (0 before the first L-BFGS solve).
-  int num_pairs() const;
-
   struct State;  // LBFGSpp's BFGSMat and its dimension (embedding_minimax.cc)
   State& state() { return *state_; }
 
