@@ -107,6 +107,10 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   int iterations_so_far = 0, quasi_newton_so_far = 0;
   double last_relative_change = INFINITY;  // |ΔF| / max(1, |F|) of the last accepted update
   double change = 0.0;
+  // Set when a stop rule fired after a loose inner solve: from then on every
+  // solve runs at inner.tolerance, so the loop stops only on an F measured to
+  // the full accuracy and returns a K certified at that tolerance.
+  bool confirming = false;
   SolveControl inner_control = control;
   inner_control.progress = [&](const ProgressEvent& e) {
     ProgressEvent shifted = e;
@@ -118,7 +122,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     p.prior.factor = u;
     p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
     EmbeddingMinimaxOptions inner_options = options.inner;
-    if (options.inexact_factor > 0.0 && std::isfinite(last_relative_change)) {
+    if (options.inexact_factor > 0.0 && std::isfinite(last_relative_change) && !confirming) {
       inner_options.tolerance =
           std::max(options.inner.tolerance, std::min(1e-2, options.inexact_factor * last_relative_change));
     }
@@ -171,8 +175,11 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     if (change <= options.outer_tolerance ||
         (options.objective_tolerance > 0.0 &&
          f_change <= options.objective_tolerance * std::max(1.0, std::abs(f_new)))) {
-      termination = Termination::kConverged;
-      break;
+      if (inner_options.tolerance <= options.inner.tolerance) {
+        termination = Termination::kConverged;
+        break;
+      }
+      confirming = true;
     }
   }
   total.iterations = iterations_so_far;

@@ -118,6 +118,9 @@ struct MveOptions {
   /// relative change of F)), so early updates, far from the fixed point, are
   /// cheap and the last ones are as tight as inner.tolerance (>= 0; 0 = every
   /// solve to inner.tolerance). The ascent check uses each solve's own gap.
+  /// A stop rule that fires after a loose solve is confirmed: the loop goes
+  /// on with every solve at inner.tolerance and stops when a rule fires
+  /// again, so the returned K is certified at inner.tolerance.
   double inexact_factor = 0.0;
   /// Start each K₀ update's L-BFGS from the previous update's curvature pairs
   /// (EmbeddingCurvatureMemory; inner.method = kLbfgs only): 26–39% fewer

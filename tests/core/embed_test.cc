@@ -436,6 +436,9 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
     EXPECT_GE(ri->mve_objective[t], ri->mve_objective[t - 1] - ri->mve_ascent_slack[t]) << "outer step " << t;
   EXPECT_NEAR(ri->stats.final_objective, r->stats.final_objective, 1e-4 * std::max(1.0, std::abs(f)));
   EXPECT_LT(ri->stats.iterations, r->stats.iterations);
+  // The stop is confirmed by a solve at the full tolerance: the returned K is
+  // certified at inner.tolerance, not at a loose early one.
+  EXPECT_LE(ri->duality_gap, inexact.inner.tolerance);
 
   // Curvature memory (the default, r above) against a fresh L-BFGS per K₀
   // update: the same ascent to the same F, in fewer spectra.
