@@ -210,6 +210,36 @@ TEST(ProjectCappedSimplex, SatisfiesTheProjectionInequality) {
   }
 }
 
+TEST(ProjectCappedSimplex, MeetsTheKktConditionsExactly) {
+  // With the cap active the projection is (a − θ)₊, Σ = cap: every entry in
+  // the support is a − θ for one θ > 0, every entry outside has a <= θ.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> g;
+  for (int n : {50, 20000}) {
+    for (double cap : {0.01, 1.0, 0.2 * n}) {
+      const Eigen::VectorXd a = Eigen::VectorXd::NullaryExpr(n, [&] { return g(rng); });
+      const Eigen::VectorXd p = ProjectCappedSimplex(a, cap);
+      ASSERT_GT(a.cwiseMax(0.0).sum(), cap) << "the cap must be active for this check";
+      EXPECT_NEAR(p.sum(), cap, 1e-10 * std::max(1.0, cap));
+      double theta = NAN;
+      for (int i = 0; i < n; ++i)
+        if (p[i] > 0.0) {
+          theta = a[i] - p[i];
+          break;
+        }
+      ASSERT_TRUE(std::isfinite(theta));
+      EXPECT_GT(theta, 0.0);
+      for (int i = 0; i < n; ++i) {
+        if (p[i] > 0.0) {
+          EXPECT_NEAR(a[i] - p[i], theta, 1e-12 * std::max(1.0, std::abs(theta))) << "entry " << i;
+        } else {
+          EXPECT_LE(a[i], theta + 1e-12) << "entry " << i;
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // 2. Optimality certificates of the three solvers
 
