@@ -433,27 +433,30 @@ double SlackWeight(const EmbeddingMinimaxProblem& problem, const EmbeddingMinima
 }
 
 Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
-  Eigen::VectorXd clipped = a.cwiseMax(0.0);
-  if (clipped.sum() <= cap) return clipped;
-  // Onto {α >= 0, Σ α = cap}: α = (a − θ)₊ with Σ (a − θ)₊ = cap, θ > 0.
-  // Michelot's fixed point (Math. Prog. 1986): θ = (Σ_S a − cap) / |S| over
-  // the current support S (at first the positive entries), then drop the
-  // entries <= θ; θ rises monotonically and S shrinks to the support of the
-  // projection in a few O(|S|) passes, with no sort (SPE's dual has ~n·k·n
-  // entries and is projected once per step; the sort dominated the solve).
+  // Onto {α >= 0, Σ α <= cap}: (a)₊ if it fits, else (a − θ)₊ with
+  // Σ (a − θ)₊ = cap, θ > 0. Michelot's fixed point (Math. Prog. 1986):
+  // θ = (Σ_S a − cap) / |S| over the current support S (at first the positive
+  // entries), then drop the entries <= θ; θ rises monotonically and S shrinks
+  // to the support of the projection in a few O(|S|) passes, with no sort
+  // (SPE's dual has ~n·k·n entries and is projected once per step; a sort
+  // dominated the solve). θ < max(S) always, so S never empties.
   std::vector<double> support;
-  support.reserve(static_cast<size_t>(a.size()));
+  double total = 0.0;
   for (Eigen::Index i = 0; i < a.size(); ++i)
-    if (a[i] > 0.0) support.push_back(a[i]);
+    if (a[i] > 0.0) {
+      support.push_back(a[i]);
+      total += a[i];
+    }
+  if (total <= cap) return a.cwiseMax(0.0);
   double theta = 0.0;
   while (true) {
-    double total = 0.0;
-    for (double v : support) total += v;
     theta = (total - cap) / static_cast<double>(support.size());
     const size_t before = support.size();
     support.erase(std::remove_if(support.begin(), support.end(), [theta](double v) { return v <= theta; }),
                   support.end());
-    if (support.size() == before || support.empty()) break;
+    if (support.size() == before) break;
+    total = 0.0;
+    for (double v : support) total += v;
   }
   return (a.array() - theta).max(0.0).matrix();
 }
