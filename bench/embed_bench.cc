@@ -259,7 +259,7 @@ StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, in
 
 Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "mve", plot, minimax = "lbfgs", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid;
+    std::string data, method = "mve", plot, minimax = "newton", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid, c_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
     int dense_threshold = EmbeddingMinimaxOptions().dense_threshold;
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
@@ -287,9 +287,12 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                  "MVE: inner gap tolerance = max(--tolerance, min(1e-2, this x last relative change of F)); 0 = off");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
+  app.add_option("--C-grid", a->c_grid,
+                 "cmvu/mve/spe: comma-separated slack weights chosen on validation together with B and the k-NN k "
+                 "(overrides --C; ties go to the earlier value)");
   app.add_option("--slack", a->slack,
                  "cmvu/mve square slack: relative (C applies to xi / mean D, i.e. C_abs = C / mean(D)^2) | absolute");
-  app.add_option("--minimax", a->minimax, "cmvu/mve dual solver: lbfgs | pg (the thesis's projected gradient)");
+  app.add_option("--minimax", a->minimax, "cmvu/mve dual solver: lbfgs | newton (semismooth Newton-CG) | pg (the thesis's projected gradient)");
   app.add_option("--B-grid", a->b_grid, "capacity multipliers m, B = m·N, chosen on validation");
   app.add_option("--max-iterations", a->max_iterations, "SimpleNPKL iterations per solve");
   app.add_option("--tolerance", a->tolerance, "relative duality gap to stop at");
@@ -314,8 +317,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       return Fail(InvalidArgumentError("--scaling = '" + a->scaling + "' must be gram, zscore, minmax or raw"));
     if (a->slack != "relative" && a->slack != "absolute")
       return Fail(InvalidArgumentError("--slack = '" + a->slack + "' must be relative or absolute"));
-    if (a->minimax != "lbfgs" && a->minimax != "pg")
-      return Fail(InvalidArgumentError("--minimax = '" + a->minimax + "' must be lbfgs or pg"));
+    if (a->minimax != "lbfgs" && a->minimax != "pg" && a->minimax != "newton")
+      return Fail(InvalidArgumentError("--minimax = '" + a->minimax + "' must be lbfgs, newton or pg"));
     if (a->dims < 1) return Fail(InvalidArgumentError("--dims = " + std::to_string(a->dims) + " must be >= 1"));
     if (a->reps < 1) return Fail(InvalidArgumentError("--reps = " + std::to_string(a->reps) + " must be >= 1"));
     if (a->n < 10) return Fail(InvalidArgumentError("--n = " + std::to_string(a->n) + " must be >= 10"));
@@ -334,6 +337,15 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         graph_ks.push_back(static_cast<int>(v));
       }
       if (!gk_status.ok()) return Fail(InvalidArgumentError("--graph-k-grid: " + gk_status.message()));
+    }
+    std::vector<double> c_values{a->c};
+    if (!a->c_grid.empty() && method != "kpca") {
+      Status c_status;
+      c_values = ParseGrid(a->c_grid, &c_status);
+      if (!c_status.ok()) return Fail(InvalidArgumentError("--C-grid: " + c_status.message()));
+      for (double v : c_values)
+        if (!(v > 0.0) || !std::isfinite(v))
+          return Fail(InvalidArgumentError("--C-grid: '" + FormatNumber(v) + "' must be finite and > 0"));
     }
     Status grid_status;
     const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, &grid_status);
@@ -356,8 +368,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
 
     std::vector<double> acc_per_rep;
     nlohmann::json sdp_acc_per_rep = nlohmann::json::array();  // paired by repetition; null = the peer failed
-    MeanStd residual, c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, sdp_outer_steps, outer_iters, eig_ratio;
-    std::map<double, int> chosen_b;
+    MeanStd newton_steps, cg_products, residual, c_abs, acc, val_acc, secs, iters, gaps, sdp_acc, sdp_secs, sdp_outer_steps, outer_iters, eig_ratio;
+    std::map<double, int> chosen_b, chosen_c;
     std::map<int, int> chosen_k, chosen_graph_k;
     int outer_converged = 0, ascent_stops = 0;
     int not_converged = 0;
@@ -383,7 +395,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       const std::vector<int> test(perm.begin() + n_train + n_val, perm.end());
 
       struct Best {
-        double val = -1, test = 0, b = 0;
+        double val = -1, test = 0, b = 0, c = 0;
         int k = 0, graph_k = 0;
         Eigen::MatrixXd coords;
       } best;
@@ -391,16 +403,18 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       for (int graph_k : graph_ks) {
       graph = BuildNeighborhood(x, graph_k);
       if (!graph.ok()) return Fail(graph.status());
+      for (double c_value : c_values)
       for (double m : grid) {
         EmbeddingMinimaxOptions opt;
-        opt.c = a->c;
+        opt.c = c_value;
         opt.relative_slack = a->slack == "relative";
         opt.b = m * n;
         opt.max_iterations = a->max_iterations;
         opt.tolerance = a->tolerance;
         opt.dense_threshold = a->dense_threshold;
-        opt.method = a->minimax == "pg" ? EmbeddingMinimaxOptions::Method::kProjectedGradient
-                                        : EmbeddingMinimaxOptions::Method::kLbfgs;
+        opt.method = a->minimax == "pg"       ? EmbeddingMinimaxOptions::Method::kProjectedGradient
+                     : a->minimax == "newton" ? EmbeddingMinimaxOptions::Method::kNewton
+                                              : EmbeddingMinimaxOptions::Method::kLbfgs;
         Stopwatch watch;
         StatusOr<LearnedKernel> kernel = InvalidArgumentError("unset");
         if (method == "kpca") {
@@ -436,6 +450,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           if (!r.ok()) return Fail(r.status());
           if (r->stats.termination != Termination::kConverged) ++not_converged;
           iters.Add(r->stats.iterations);
+          newton_steps.Add(r->newton_steps);
+          cg_products.Add(static_cast<double>(r->cg_products));
           c_abs.Add(r->slack_weight);
           gaps.Add(r->duality_gap);
           if (method == "cmvu" || method == "mve") {
@@ -461,7 +477,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           if (*v > best.val) {
             auto t = SplitKnnAccuracy(*coords, y, train, test, k);
             if (!t.ok()) return Fail(t.status());
-            best = {*v, *t, m, k, graph_k, *coords};
+            best = {*v, *t, m, opt.c, k, graph_k, *coords};
           }
         }
       }
@@ -470,6 +486,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       acc_per_rep.push_back(100.0 * best.test);
       val_acc.Add(100.0 * best.val);
       ++chosen_b[best.b];
+      ++chosen_c[best.c];
       ++chosen_k[best.k];
       ++chosen_graph_k[best.graph_k];
       if (best.coords.cols() >= 2 && best.coords.col(0).squaredNorm() > 0)
@@ -513,6 +530,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     nlohmann::json b_hist = nlohmann::json::object(), k_hist = nlohmann::json::object(),
                    gk_hist = nlohmann::json::object();
     for (auto& [b, cnt] : chosen_b) b_hist[FormatNumber(b)] = cnt;
+    nlohmann::json c_hist = nlohmann::json::object();
+    for (auto& [c, cnt] : chosen_c) c_hist[FormatNumber(c)] = cnt;
     for (auto& [k, cnt] : chosen_k) k_hist[std::to_string(k)] = cnt;
     for (auto& [k, cnt] : chosen_graph_k) gk_hist[std::to_string(k)] = cnt;
     nlohmann::json out = {{"benchmark", "embed"},
@@ -538,9 +557,13 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"seconds_per_solve_mean", secs.mean()},
                           {"seconds_per_solve_std", secs.std()},
                           {"iterations_mean", iters.mean()},
+                          {"newton_steps_mean", newton_steps.mean()},
+                          {"cg_products_mean", cg_products.mean()},
                           {"duality_gap_mean", gaps.mean()},
                           {"solves_not_converged", not_converged},
                           {"chosen_B_times_N", b_hist},
+                          {"C_grid", c_values},
+                          {"chosen_C", c_hist},
                           {"chosen_knn_k", k_hist},
                           {"chosen_graph_k", gk_hist},
                           {"top2_eigenvalue_ratio_mean", eig_ratio.mean()},

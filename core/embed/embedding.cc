@@ -32,6 +32,8 @@ EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
   r.duality_gap = inner.duality_gap;
   r.stationarity = inner.stationarity;
   r.quasi_newton_iterations = inner.quasi_newton_iterations;
+  r.newton_steps = inner.newton_steps;
+  r.cg_products = inner.cg_products;
   r.slack_weight = inner.slack_weight;
   r.dual = std::move(inner.alpha);
   return r;
@@ -104,7 +106,8 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   std::vector<double> objective, slack;
   Termination termination = Termination::kIterationLimit;
   int outer = 0;
-  int iterations_so_far = 0, quasi_newton_so_far = 0;
+  int iterations_so_far = 0, quasi_newton_so_far = 0, newton_so_far = 0;
+  long long cg_so_far = 0;
   double last_relative_change = INFINITY;  // |ΔF| / max(1, |F|) of the last accepted update
   double change = 0.0;
   // Set when a stop rule fired after a loose inner solve: from then on every
@@ -131,6 +134,8 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
                                                options.reuse_curvature ? &curvature : nullptr));
     iterations_so_far += inner.stats.iterations;
     quasi_newton_so_far += inner.quasi_newton_iterations;
+    newton_so_far += inner.newton_steps;
+    cg_so_far += inner.cg_products;
     total.setup_seconds += inner.stats.setup_seconds;
     const Termination inner_why = inner.stats.termination;
     if (inner_why == Termination::kCancelled || inner_why == Termination::kTimeLimit ||
@@ -191,6 +196,8 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   EmbeddingResult result = MakeResult(std::move(kept), std::move(k));
   result.stats = std::move(total);
   result.quasi_newton_iterations = quasi_newton_so_far;
+  result.newton_steps = newton_so_far;
+  result.cg_products = cg_so_far;
   result.outer_iterations = std::min(outer, options.max_outer_iterations);
   result.mve_basis = std::move(kept_basis);
   result.mve_change = change;

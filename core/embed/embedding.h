@@ -71,6 +71,8 @@ struct EmbeddingResult {
   double duality_gap = 0.0;      ///< certified relative gap of the last SimpleNPKL solve
   double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS (MVE: all solves)
+  int newton_steps = 0;          ///< Newton directions (inner.method = kNewton; MVE: all solves)
+  long long cg_products = 0;     ///< Hessian-vector products of those Newton steps
   double slack_weight = 0.0;     ///< the absolute slack weight C used (C / D̄² with relative_slack)
   Eigen::VectorXd dual;          ///< α of the last solve (per edge, or per SPE triplet)
   int outer_iterations = 1;      ///< MVE: K₀ updates performed; 1 otherwise

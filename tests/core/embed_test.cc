@@ -327,6 +327,42 @@ TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
       << "L-BFGS " << qn->stats.iterations << " spectra, projected gradient " << pg->stats.iterations;
 }
 
+// Semismooth Newton-CG on the same problem: the certificate is recomputed
+// here from dense matrices, the optimum is L-BFGS's, and the Newton iteration
+// needs no fallback and only a handful of steps. A wrong generalized Hessian
+// (a missing Ω block, the rank-one term of ‖A₊‖_F, a wrong sign) turns Newton
+// into a slow first-order method or a failed line search, and this fails.
+TEST(ColoredMvu, SemismoothNewtonReachesTheCertifiedOptimumInFewSteps) {
+  const Sample s = WineSample(40);
+  auto graph = BuildNeighborhood(s.x, 4);
+  ASSERT_TRUE(graph.ok());
+  ColoredMvuProblem problem{*graph, s.y};
+  EmbeddingMinimaxOptions options;
+  options.b = 40.0;
+  options.c = 1000.0;
+  options.tolerance = 1e-10;
+  options.max_iterations = 200000;
+  options.method = EmbeddingMinimaxOptions::Method::kLbfgs;
+  auto qn = SolveColoredMvu(problem, options);
+  options.method = EmbeddingMinimaxOptions::Method::kNewton;
+  auto nt = SolveColoredMvu(problem, options);
+  ASSERT_TRUE(qn.ok()) << qn.status();
+  ASSERT_TRUE(nt.ok()) << nt.status();
+  ASSERT_EQ(nt->stats.termination, Termination::kConverged);
+  EXPECT_EQ(nt->quasi_newton_iterations, 0) << "Newton fell back to L-BFGS";
+  const Eigen::MatrixXd y = LabelKernel(s.y);
+  const Certificate cert = SquareSlackCertificate(y, *graph, nt->dual, nt->kernel.Dense(), options.b, options.c);
+  EXPECT_LT(cert.k_error, 1e-8);
+  EXPECT_LT(cert.gap, 1e-9);
+  EXPECT_GE(cert.gap, -1e-9);
+  EXPECT_NEAR(nt->stats.final_objective, qn->stats.final_objective,
+              2e-9 * std::max(1.0, std::abs(qn->stats.final_objective)));
+  EXPECT_LT((nt->kernel.Dense() - qn->kernel.Dense()).norm(), 1e-4 * qn->kernel.Dense().norm());
+  EXPECT_LE(nt->newton_steps, 25);
+  EXPECT_LT(3 * nt->stats.iterations, qn->stats.iterations)
+      << "Newton " << nt->stats.iterations << " spectra, L-BFGS " << qn->stats.iterations;
+}
+
 // relative_slack: the solver must use C / D̄² (D̄ recomputed here from the
 // graph), certify that problem, and hold the neighbour distances much closer
 // to their targets than the absolute C = 1, which on this scaling (D̄ ≪ √B)
@@ -420,6 +456,9 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   options.inner.b = 40.0;
   options.inner.tolerance = 1e-8;
   options.inner.max_iterations = 5000;
+  // The inexact-MM and curvature-memory comparisons below are about the
+  // L-BFGS inner solver; the Newton one is compared at the end.
+  options.inner.method = EmbeddingMinimaxOptions::Method::kLbfgs;
   options.outer_tolerance = 0.0;  // only the objective rule may stop it
   options.objective_tolerance = 1e-6;
   options.max_outer_iterations = 200;
@@ -481,6 +520,20 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   EXPECT_NEAR(rf->stats.final_objective, r->stats.final_objective, 1e-5 * std::max(1.0, std::abs(f)));
   EXPECT_LT(r->stats.iterations, rf->stats.iterations)
       << "with memory " << r->stats.iterations << " spectra, without " << rf->stats.iterations;
+
+  // Semismooth Newton inner solves: the same certified ascent to the same F.
+  MveOptions newton = options;
+  newton.inner.method = EmbeddingMinimaxOptions::Method::kNewton;
+  auto rn = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, newton);
+  ASSERT_TRUE(rn.ok()) << rn.status();
+  EXPECT_EQ(rn->stats.termination, Termination::kConverged);
+  EXPECT_FALSE(rn->mve_ascent_stopped);
+  EXPECT_EQ(rn->quasi_newton_iterations, 0) << "Newton fell back to L-BFGS";
+  EXPECT_GT(rn->newton_steps, 0);
+  for (size_t t = 1; t < rn->mve_objective.size(); ++t)
+    EXPECT_GE(rn->mve_objective[t], rn->mve_objective[t - 1] - rn->mve_ascent_slack[t]) << "outer step " << t;
+  EXPECT_NEAR(rn->stats.final_objective, r->stats.final_objective, 1e-5 * std::max(1.0, std::abs(f)));
+  EXPECT_LE(rn->duality_gap, newton.inner.tolerance);
 
   MveOptions bad = options;
   bad.objective_tolerance = -1.0;
