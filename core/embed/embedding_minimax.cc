@@ -17,6 +17,9 @@ namespace kls {
 struct EmbeddingCurvatureMemory::State {
   LBFGSpp::BFGSMat<double> pairs;
   int dimension = 0;  // 0: pairs not sized yet
+  // Set when a kNewton solve of this sequence handed over to L-BFGS (its
+  // optimum sits on J's kink); the later, nearby solves then skip Newton.
+  bool newton_handed_over = false;
 };
 
 EmbeddingCurvatureMemory::EmbeddingCurvatureMemory() : state_(std::make_unique<State>()) {}
@@ -495,6 +498,19 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
     run.Accept(cur, 0.0);
   }
   constexpr double kArmijo = 1e-4;
+  // Hand over to L-BFGS when the Newton model stops predicting J: a line
+  // search that needs more than kMaxTrials spectra, or kMaxShortSteps
+  // accepted steps in a row shorter than kShortStep. That happens when the
+  // dual optimum sits on J's kink A(α)₊ = 0 (the capacity tr K² <= B is
+  // inactive, e.g. MVE at B = 10 N with C = 3: the generalized Hessian is
+  // then I/C in most directions and the steps shrink to 1e-16), or at an
+  // iterate with A(α)₊ = 0. L-BFGS still makes progress there, slowly (MVE
+  // on breast cancer at C = 3, B = 10 N: 3,355 spectra with L-BFGS alone,
+  // more after a handover; docs/EMBEDDING.md, session 9). A handover also
+  // marks `memory`, so the later solves of an MVE sequence skip Newton.
+  constexpr int kMaxTrials = 10, kMaxShortSteps = 3;
+  constexpr double kShortStep = 1e-6;
+  int short_steps = 0;
   double last_step = 1.0;
   while (true) {
     if (RelativeGap(cur) <= options.tolerance) return Termination::kConverged;
@@ -515,7 +531,7 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
     // along directions where A(α) has no positive eigenvalue yet (only the
     // 1/C term), so the Newton step overshoots for several steps in a row.
     double t = std::min(1.0, 4.0 * last_step);
-    for (int bt = 0; bt < 30 && run.iterations() < options.max_iterations; ++bt) {
+    for (int bt = 0; bt < kMaxTrials && run.iterations() < options.max_iterations; ++bt) {
       Iterate next;
       FullSpectrum next_full;
       const Eigen::VectorXd alpha = cur.alpha + t * step;
@@ -530,6 +546,9 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
         full = std::move(next_full);
         accepted = true;
         last_step = t;
+        short_steps = t < kShortStep ? short_steps + 1 : 0;
+        // A(α)₊ = 0: J is not differentiable here (the kink itself).
+        if (full.positive_values.size() == 0) short_steps = kMaxShortSteps;
         break;
       }
       // Backtrack to the maximizer of the concave quadratic through J(α),
@@ -540,7 +559,7 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
       const double t_model = curvature > 0.0 ? 0.5 * slope * t * t / curvature : 0.1 * t;
       t = std::clamp(t_model, 0.1 * t, 0.5 * t);
     }
-    if (!accepted) return Termination::kIterationLimit;
+    if (!accepted || short_steps >= kMaxShortSteps) return Termination::kIterationLimit;
   }
 }
 
@@ -577,13 +596,15 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   } else {
     const bool square = problem.slack == EmbeddingMinimaxProblem::Slack::kSquare && nd > 0;
     const bool newton = square && options.method == EmbeddingMinimaxOptions::Method::kNewton &&
-                        problem.num_points <= options.dense_threshold;
+                        problem.num_points <= options.dense_threshold &&
+                        (memory == nullptr || !memory->state().newton_handed_over);
     const bool quasi_newton = square && options.method != EmbeddingMinimaxOptions::Method::kProjectedGradient;
     if (newton) {
       NewtonCounters counters;
       KLS_ASSIGN_OR_RETURN(termination, SemismoothNewton(eval, run, cur, &counters));
       result.newton_steps = counters.newton_steps;
       result.cg_products = counters.cg_products;
+      if (termination == Termination::kIterationLimit && memory != nullptr) memory->state().newton_handed_over = true;
     }
     const int before_quasi_newton = run.iterations();
     if (quasi_newton && termination == Termination::kIterationLimit && run.iterations() < options.max_iterations) {
