@@ -372,7 +372,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     std::map<double, int> chosen_b, chosen_c;
     std::map<int, int> chosen_k, chosen_graph_k;
     int outer_converged = 0, ascent_stops = 0;
-    int not_converged = 0;
+    int not_converged = 0, uncertified = 0;
     SdpStats sdp_stats;
     int sdp_failures = 0;
     for (int rep = 0; rep < a->reps; ++rep) {
@@ -449,6 +449,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           }
           if (!r.ok()) return Fail(r.status());
           if (r->stats.termination != Termination::kConverged) ++not_converged;
+          if (!(r->duality_gap <= opt.tolerance)) ++uncertified;  // the returned K's own solve
           iters.Add(r->stats.iterations);
           newton_steps.Add(r->newton_steps);
           cg_products.Add(static_cast<double>(r->cg_products));
@@ -561,6 +562,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                           {"cg_products_mean", cg_products.mean()},
                           {"duality_gap_mean", gaps.mean()},
                           {"solves_not_converged", not_converged},
+                          {"solves_gap_above_tolerance", uncertified},
                           {"chosen_B_times_N", b_hist},
                           {"C_grid", c_values},
                           {"chosen_C", c_hist},

@@ -290,29 +290,41 @@ TEST(ColoredMvu, LanczosPathAgreesWithDensePath) {
               1e-5 * std::abs(dense->stats.final_objective));
 }
 
-// The two dual methods are two routes to one optimum: at a large C (the
-// regime where the gradient step's condition number L·C hurts) both must end
-// at the same certified K, and L-BFGS must need far fewer spectra.
+// CMVU on 40 wine points at C = 1000: the stiff regime (the gradient step's
+// condition number grows like L·C) where the dual methods are compared.
+struct StiffCmvu {
+  Sample s = WineSample(40);
+  NeighborhoodGraph graph = *BuildNeighborhood(s.x, 4);
+  EmbeddingMinimaxOptions options = [] {
+    EmbeddingMinimaxOptions o;
+    o.b = 40.0;
+    o.c = 1000.0;
+    o.max_iterations = 200000;
+    return o;
+  }();
+
+  StatusOr<EmbeddingResult> Solve(EmbeddingMinimaxOptions::Method method, double tolerance) {
+    options.method = method;
+    options.tolerance = tolerance;
+    return SolveColoredMvu(ColoredMvuProblem{graph, s.y}, options);
+  }
+  // The certificate of a result, recomputed from dense matrices.
+  Certificate Certify(const EmbeddingResult& r) const {
+    return SquareSlackCertificate(LabelKernel(s.y), graph, r.dual, r.kernel.Dense(), options.b, options.c);
+  }
+};
+
+// The two dual methods are two routes to one optimum: at a large C both must
+// end at the same certified K, and L-BFGS must need far fewer spectra.
 TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
-  const Sample s = WineSample(40);
-  auto graph = BuildNeighborhood(s.x, 4);
-  ASSERT_TRUE(graph.ok());
-  ColoredMvuProblem problem{*graph, s.y};
-  EmbeddingMinimaxOptions options;
-  options.b = 40.0;
-  options.c = 1000.0;
-  options.tolerance = 1e-8;
-  options.max_iterations = 200000;
-  options.method = EmbeddingMinimaxOptions::Method::kProjectedGradient;
-  auto pg = SolveColoredMvu(problem, options);
-  options.method = EmbeddingMinimaxOptions::Method::kLbfgs;
-  auto qn = SolveColoredMvu(problem, options);
+  StiffCmvu t;
+  auto pg = t.Solve(EmbeddingMinimaxOptions::Method::kProjectedGradient, 1e-8);
+  auto qn = t.Solve(EmbeddingMinimaxOptions::Method::kLbfgs, 1e-8);
   ASSERT_TRUE(pg.ok()) << pg.status();
   ASSERT_TRUE(qn.ok()) << qn.status();
   ASSERT_EQ(pg->stats.termination, Termination::kConverged);
   ASSERT_EQ(qn->stats.termination, Termination::kConverged);
-  const Eigen::MatrixXd y = LabelKernel(s.y);
-  const Certificate cert = SquareSlackCertificate(y, *graph, qn->dual, qn->kernel.Dense(), options.b, options.c);
+  const Certificate cert = t.Certify(*qn);
   EXPECT_LT(cert.k_error, 1e-8);
   EXPECT_LT(cert.gap, 1e-7);
   EXPECT_GE(cert.gap, -1e-9);
@@ -333,25 +345,14 @@ TEST(ColoredMvu, QuasiNewtonAndProjectedGradientReachTheSameCertifiedOptimum) {
 // (a missing Ω block, the rank-one term of ‖A₊‖_F, a wrong sign) turns Newton
 // into a slow first-order method or a failed line search, and this fails.
 TEST(ColoredMvu, SemismoothNewtonReachesTheCertifiedOptimumInFewSteps) {
-  const Sample s = WineSample(40);
-  auto graph = BuildNeighborhood(s.x, 4);
-  ASSERT_TRUE(graph.ok());
-  ColoredMvuProblem problem{*graph, s.y};
-  EmbeddingMinimaxOptions options;
-  options.b = 40.0;
-  options.c = 1000.0;
-  options.tolerance = 1e-10;
-  options.max_iterations = 200000;
-  options.method = EmbeddingMinimaxOptions::Method::kLbfgs;
-  auto qn = SolveColoredMvu(problem, options);
-  options.method = EmbeddingMinimaxOptions::Method::kNewton;
-  auto nt = SolveColoredMvu(problem, options);
+  StiffCmvu t;
+  auto qn = t.Solve(EmbeddingMinimaxOptions::Method::kLbfgs, 1e-10);
+  auto nt = t.Solve(EmbeddingMinimaxOptions::Method::kNewton, 1e-10);
   ASSERT_TRUE(qn.ok()) << qn.status();
   ASSERT_TRUE(nt.ok()) << nt.status();
   ASSERT_EQ(nt->stats.termination, Termination::kConverged);
   EXPECT_EQ(nt->quasi_newton_iterations, 0) << "Newton fell back to L-BFGS";
-  const Eigen::MatrixXd y = LabelKernel(s.y);
-  const Certificate cert = SquareSlackCertificate(y, *graph, nt->dual, nt->kernel.Dense(), options.b, options.c);
+  const Certificate cert = t.Certify(*nt);
   EXPECT_LT(cert.k_error, 1e-8);
   EXPECT_LT(cert.gap, 1e-9);
   EXPECT_GE(cert.gap, -1e-9);
