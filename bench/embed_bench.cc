@@ -55,7 +55,8 @@ Eigen::MatrixXd Scaled(Eigen::MatrixXd x, const std::string& scaling) {
   return x;
 }
 
-std::vector<double> ParseGrid(const std::string& text, Status* status) {
+// Comma-separated positive numbers of the option `flag` (named in the error).
+std::vector<double> ParseGrid(const std::string& text, const std::string& flag, Status* status) {
   std::vector<double> out;
   std::stringstream ss(text);
   std::string item;
@@ -63,12 +64,12 @@ std::vector<double> ParseGrid(const std::string& text, Status* status) {
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (end == item.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
-      *status = InvalidArgumentError("--B-grid: '" + item + "' is not a positive number");
+      *status = InvalidArgumentError(flag + ": '" + item + "' is not a positive number");
       return {};
     }
     out.push_back(v);
   }
-  if (out.empty()) *status = InvalidArgumentError("--B-grid: is empty");
+  if (out.empty()) *status = InvalidArgumentError(flag + ": is empty");
   return out;
 }
 
@@ -330,25 +331,22 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     if (!a->graph_k_grid.empty()) {
       Status gk_status;
       graph_ks.clear();
-      for (double v : ParseGrid(a->graph_k_grid, &gk_status)) {
+      for (double v : ParseGrid(a->graph_k_grid, "--graph-k-grid", &gk_status)) {
         if (v != std::floor(v) || v < 1) {
           return Fail(InvalidArgumentError("--graph-k-grid: '" + FormatNumber(v) + "' is not a positive integer"));
         }
         graph_ks.push_back(static_cast<int>(v));
       }
-      if (!gk_status.ok()) return Fail(InvalidArgumentError("--graph-k-grid: " + gk_status.message()));
+      if (!gk_status.ok()) return Fail(gk_status);
     }
     std::vector<double> c_values{a->c};
     if (!a->c_grid.empty() && method != "kpca") {
       Status c_status;
-      c_values = ParseGrid(a->c_grid, &c_status);
-      if (!c_status.ok()) return Fail(InvalidArgumentError("--C-grid: " + c_status.message()));
-      for (double v : c_values)
-        if (!(v > 0.0) || !std::isfinite(v))
-          return Fail(InvalidArgumentError("--C-grid: '" + FormatNumber(v) + "' must be finite and > 0"));
+      c_values = ParseGrid(a->c_grid, "--C-grid", &c_status);
+      if (!c_status.ok()) return Fail(c_status);
     }
     Status grid_status;
-    const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, &grid_status);
+    const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, "--B-grid", &grid_status);
     if (!grid_status.ok()) return Fail(grid_status);
     auto data = LoadOrGenerate(a->data, "", 0, a->seed);
     if (!data.ok()) return Fail(data.status());
