@@ -115,8 +115,9 @@ struct EmbeddingMinimaxOptions {
   /// B > 0: capacity tr K² <= B (thesis §3.5.5: B = m·N, m ∈ {0.1, 1, 2, 10}).
   double b = 1.0;
   /// Iterations (>= 1): spectrum evaluations accepted as iterates, i.e.
-  /// gradient steps, or L-BFGS function evaluations (line-search trials
-  /// included, each costs one spectrum).
+  /// gradient steps, L-BFGS function evaluations, or Newton trial points
+  /// (line-search trials included; each costs one spectrum, a full dense
+  /// eigendecomposition for Newton).
   int max_iterations = 500;
   /// Stop when the relative duality gap <= tolerance (>= 0).
   double tolerance = 1e-4;
