@@ -31,10 +31,9 @@ namespace {
 
 // The whole spectrum of a dense A(α), split at the rounding-level threshold.
 struct FullSpectrum {
-  Eigen::VectorXd positive_values;   // r, descending
-  Eigen::MatrixXd positive_vectors;  // n × r
-  Eigen::VectorXd rest_values;       // n − r, ascending, <= the threshold
-  Eigen::MatrixXd rest_vectors;      // n × (n − r)
+  PositiveSpectrum positive;     // r pairs, descending (what Evaluate computes)
+  Eigen::VectorXd rest_values;   // n − r, ascending, <= the threshold
+  Eigen::MatrixXd rest_vectors;  // n × (n − r)
 };
 
 struct NewtonCounters {
@@ -95,8 +94,8 @@ class Evaluator {
 
   // The iterate at α together with the whole spectrum of A(α) (dense, for
   // the Newton step: its Hessian needs the nonpositive eigenpairs too).
-  // `full->positive` columns hold the positive eigenpairs, descending, as
-  // Evaluate's; `full->rest` the others.
+  // `full->positive` holds the positive eigenpairs, descending, as
+  // Evaluate's; `full->rest_*` the others.
   Status EvaluateFull(const Eigen::VectorXd& alpha, Iterate* out, FullSpectrum* full) {
     a_.set_weights(Weights(alpha));
     const Eigen::MatrixXd dense = a_.ToDense();
@@ -109,14 +108,11 @@ class Evaluator {
     const double floor = std::max(0.0, 1e-12 * values[n - 1]);
     int r = 0;
     while (r < n && values[n - 1 - r] > floor) ++r;
-    PositiveSpectrum s;
-    s.eigenvalues = values.tail(r).reverse();
-    s.eigenvectors = eig.eigenvectors().rightCols(r).rowwise().reverse();
+    full->positive.eigenvalues = values.tail(r).reverse();
+    full->positive.eigenvectors = eig.eigenvectors().rightCols(r).rowwise().reverse();
     full->rest_values = values.head(n - r);
     full->rest_vectors = eig.eigenvectors().leftCols(n - r);
-    full->positive_values = s.eigenvalues;
-    full->positive_vectors = s.eigenvectors;
-    Fill(alpha, s, out);
+    Fill(alpha, full->positive, out);
     return OkStatus();
   }
 
@@ -374,21 +370,21 @@ class NewtonHessian {
  public:
   NewtonHessian(const EmbeddingMinimaxProblem& p, const FullSpectrum& f, const Iterate& x, double root_b, double c)
       : p_(p),
-        u_(f.positive_vectors),
+        u_(f.positive.eigenvectors),
         rest_(f.rest_vectors),
-        ut_(f.positive_vectors.transpose()),
+        ut_(f.positive.eigenvectors.transpose()),
         rest_t_(f.rest_vectors.transpose()),
         z_(x.z),
         inv_c_(1.0 / c) {
-    const int r = static_cast<int>(f.positive_values.size());
+    const int r = static_cast<int>(f.positive.eigenvalues.size());
     const int rest = static_cast<int>(f.rest_values.size());
-    norm_ = f.positive_values.norm();
+    norm_ = f.positive.eigenvalues.norm();
     scale_ = norm_ > 0.0 ? root_b / norm_ : 0.0;
     rank_one_ = norm_ > 0.0 ? 1.0 / (root_b * norm_) : 0.0;  // z zᵀ/(√B N) = (√B/N³) z̃ z̃ᵀ, z̃ = tr(T A₊)
     nu_.resize(r, rest);
     for (int a = 0; a < r; ++a)
       for (int b = 0; b < rest; ++b) {
-        const double la = f.positive_values[a];
+        const double la = f.positive.eigenvalues[a];
         nu_(a, b) = la / (la - f.rest_values[b]);
       }
     // Jacobi preconditioner: H_kk = (√B/N) (Σ_ab Ω_ab δ_a² δ_b² − z̃_k²/N²) + 1/C
@@ -487,16 +483,10 @@ int ConjugateGradient(const NewtonHessian& h, const Eigen::VectorXd& b, double t
 // not grow with the condition number ~ C·‖T‖². Every trial point is a
 // certified iterate (same stop rule as the other loops). Returns
 // kIterationLimit with `cur` = the best iterate when the line search fails.
-StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, NewtonCounters* counters) {
+// `full` is the whole spectrum of A at `cur` (EvaluateFull).
+StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, FullSpectrum full,
+                                       NewtonCounters* counters) {
   const EmbeddingMinimaxOptions& options = run.options;
-  FullSpectrum full;
-  {
-    Iterate x;
-    KLS_RETURN_IF_ERROR(eval.EvaluateFull(cur.alpha, &x, &full));
-    if (!x.Finite()) return Termination::kIterationLimit;
-    cur = std::move(x);
-    run.Accept(cur, 0.0);
-  }
   constexpr double kArmijo = 1e-4;
   // Hand over to L-BFGS when the Newton model stops predicting J: a line
   // search that needs more than kMaxTrials spectra, or kMaxShortSteps
@@ -548,7 +538,7 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
         last_step = t;
         short_steps = t < kShortStep ? short_steps + 1 : 0;
         // A(α)₊ = 0: J is not differentiable here (the kink itself).
-        if (full.positive_values.size() == 0) short_steps = kMaxShortSteps;
+        if (full.positive.rank() == 0) short_steps = kMaxShortSteps;
         break;
       }
       // Backtrack to the maximizer of the concave quadratic through J(α),
@@ -580,7 +570,17 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   Evaluator eval(problem, options);
   Iterate cur;
   const Eigen::VectorXd start = alpha0 != nullptr ? eval.Project(*alpha0) : Eigen::VectorXd::Zero(nd);
-  KLS_RETURN_IF_ERROR(eval.Evaluate(start, &cur));
+  const bool square = problem.slack == EmbeddingMinimaxProblem::Slack::kSquare && nd > 0;
+  const bool newton = square && options.method == EmbeddingMinimaxOptions::Method::kNewton &&
+                      problem.num_points <= options.dense_threshold &&
+                      (memory == nullptr || !memory->state().newton_handed_over);
+  // Newton needs the whole spectrum at the start: one evaluation serves both.
+  FullSpectrum start_spectrum;
+  if (newton) {
+    KLS_RETURN_IF_ERROR(eval.EvaluateFull(start, &cur, &start_spectrum));
+  } else {
+    KLS_RETURN_IF_ERROR(eval.Evaluate(start, &cur));
+  }
 
   EmbeddingMinimaxResult result;
   SolveStats& stats = result.stats;
@@ -594,14 +594,10 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   } else if (RelativeGap(cur) <= options.tolerance) {
     termination = Termination::kConverged;
   } else {
-    const bool square = problem.slack == EmbeddingMinimaxProblem::Slack::kSquare && nd > 0;
-    const bool newton = square && options.method == EmbeddingMinimaxOptions::Method::kNewton &&
-                        problem.num_points <= options.dense_threshold &&
-                        (memory == nullptr || !memory->state().newton_handed_over);
     const bool quasi_newton = square && options.method != EmbeddingMinimaxOptions::Method::kProjectedGradient;
     if (newton) {
       NewtonCounters counters;
-      KLS_ASSIGN_OR_RETURN(termination, SemismoothNewton(eval, run, cur, &counters));
+      KLS_ASSIGN_OR_RETURN(termination, SemismoothNewton(eval, run, cur, std::move(start_spectrum), &counters));
       result.newton_steps = counters.newton_steps;
       result.cg_products = counters.cg_products;
       if (termination == Termination::kIterationLimit && memory != nullptr) memory->state().newton_handed_over = true;
