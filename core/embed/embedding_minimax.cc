@@ -64,21 +64,29 @@ class Evaluator {
   Eigen::VectorXd Project(const Eigen::VectorXd& a) const {
     return p_.slack == EmbeddingMinimaxProblem::Slack::kSquare ? a : ProjectCappedSimplex(a, o_.c);
   }
+  // In place, reusing the evaluator's scratch (the projected-gradient loop
+  // projects tens of thousands of SPE duals once per trial).
+  void ProjectInPlace(Eigen::VectorXd* a) {
+    if (p_.slack == EmbeddingMinimaxProblem::Slack::kMax) ProjectCappedSimplexInPlace(a, o_.c, &scratch_);
+  }
 
   // Pair weights w(α) of A = H (M + Σ w_k T_k) H.
-  Eigen::VectorXd Weights(const Eigen::VectorXd& alpha) const {
-    if (p_.slack == EmbeddingMinimaxProblem::Slack::kSquare) return alpha;
-    Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(p_.pair_i.size()));
+  void SetWeights(const Eigen::VectorXd& alpha) {
+    if (p_.slack == EmbeddingMinimaxProblem::Slack::kSquare) {
+      a_.set_weights(alpha);
+      return;
+    }
+    weights_.setZero(static_cast<Eigen::Index>(p_.pair_i.size()));
     for (int t = 0; t < alpha.size(); ++t) {
       if (alpha[t] == 0.0) continue;
-      w[p_.triplet_far[t]] += alpha[t];
-      w[p_.triplet_near[t]] -= alpha[t];
+      weights_[p_.triplet_far[t]] += alpha[t];
+      weights_[p_.triplet_near[t]] -= alpha[t];
     }
-    return w;
+    a_.set_weights(weights_);
   }
 
   Status Evaluate(const Eigen::VectorXd& alpha, Iterate* out) {
-    a_.set_weights(Weights(alpha));
+    SetWeights(alpha);
     spectrum_.initial_rank = rank_hint_;
     const Eigen::VectorXd* warm = warm_.size() > 0 ? &warm_ : nullptr;
     KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, EmbeddingPositiveSpectrum(a_, spectrum_, warm));
@@ -97,7 +105,7 @@ class Evaluator {
   // `full->positive` holds the positive eigenpairs, descending, as
   // Evaluate's; `full->rest_*` the others.
   Status EvaluateFull(const Eigen::VectorXd& alpha, Iterate* out, FullSpectrum* full) {
-    a_.set_weights(Weights(alpha));
+    SetWeights(alpha);
     const Eigen::MatrixXd dense = a_.ToDense();
     if (!dense.allFinite()) return InvalidArgumentError("A(alpha) is not finite");
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(dense);
@@ -120,7 +128,7 @@ class Evaluator {
   const EmbeddingMinimaxProblem* problem() const { return &p_; }
 
  private:
-  void Fill(const Eigen::VectorXd& alpha, const PositiveSpectrum& s, Iterate* out) const {
+  void Fill(const Eigen::VectorXd& alpha, const PositiveSpectrum& s, Iterate* out) {
     const double norm = s.eigenvalues.norm();  // ‖A₊‖_F
     const double root_b = std::sqrt(o_.b);
     out->alpha = alpha;
@@ -132,8 +140,21 @@ class Evaluator {
       out->v = Eigen::MatrixXd::Zero(p_.num_points, 0);
     }
     const int m = static_cast<int>(p_.pair_i.size());
+    const int n = p_.num_points;
     out->z.resize(m);
-    for (int k = 0; k < m; ++k) out->z[k] = (out->v.row(p_.pair_i[k]) - out->v.row(p_.pair_j[k])).squaredNorm();
+    if (8LL * m > static_cast<long long>(n) * n && out->v.cols() > 0) {
+      // Most pairs (SPE: every pair of points): z_k = G_ii + G_jj − 2 G_ij
+      // from G = V Vᵀ by one rank-r update, instead of m strided row
+      // differences. Absolute rounding ~ε·max G_ii, far below the gap test.
+      gram_.setZero(n, n);
+      gram_.selfadjointView<Eigen::Lower>().rankUpdate(out->v);
+      for (int k = 0; k < m; ++k) {
+        const int i = std::max(p_.pair_i[k], p_.pair_j[k]), j = std::min(p_.pair_i[k], p_.pair_j[k]);
+        out->z[k] = gram_(i, i) + gram_(j, j) - 2.0 * gram_(i, j);
+      }
+    } else {
+      for (int k = 0; k < m; ++k) out->z[k] = (out->v.row(p_.pair_i[k]) - out->v.row(p_.pair_j[k])).squaredNorm();
+    }
     const double tr_mk = p_.prior.TraceWith(out->v);
     const double c = o_.c;
     if (p_.slack == EmbeddingMinimaxProblem::Slack::kSquare) {
@@ -161,6 +182,9 @@ class Evaluator {
   SpectrumOptions spectrum_;
   int rank_hint_ = 2;
   Eigen::VectorXd warm_;
+  std::vector<double> scratch_;
+  Eigen::VectorXd weights_;  // SPE pair weights
+  Eigen::MatrixXd gram_;     // V Vᵀ (lower triangle) when most pairs are constrained
 };
 
 // Shared bookkeeping of one solve: the iteration count (stats->iterations,
@@ -192,14 +216,18 @@ struct Run {
 StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur) {
   const EmbeddingMinimaxOptions& options = run.options;
   double eta = options.initial_eta;
+  // Buffers reused across trials and iterations: SPE has ~5·10⁴ duals, and
+  // fresh vectors of that size per trial cost more in page faults than the
+  // projection itself.
+  Iterate next;
+  Eigen::VectorXd alpha_new, delta;
   while (run.iterations() < options.max_iterations) {
     Termination why;
     if (run.control.ShouldStop(&why)) return why;
-    Iterate next;
-    Eigen::VectorXd delta;
     bool ok = false, backtracked = false;
     for (int bt = 0; bt < options.max_backtracks; ++bt) {
-      const Eigen::VectorXd alpha_new = eval.Project(cur.alpha + cur.grad / eta);
+      alpha_new = cur.alpha + cur.grad / eta;
+      eval.ProjectInPlace(&alpha_new);
       delta = alpha_new - cur.alpha;
       KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next));
       if (!next.Finite()) break;
@@ -215,7 +243,7 @@ StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur)
     if (!ok) return Termination::kNumericalIssue;
     if (!backtracked) eta *= 0.5;
     const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
-    cur = std::move(next);
+    std::swap(cur, next);  // `next` keeps the old buffers for the next trial
     run.Accept(cur, step_inf);
     if (RelativeGap(cur) <= options.tolerance) return Termination::kConverged;
     // A fixed point of the projected step is optimal in exact arithmetic;
@@ -700,6 +728,14 @@ double SlackWeight(const EmbeddingMinimaxProblem& problem, const EmbeddingMinima
 }
 
 Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
+  Eigen::VectorXd out = a;
+  std::vector<double> scratch;
+  ProjectCappedSimplexInPlace(&out, cap, &scratch);
+  return out;
+}
+
+void ProjectCappedSimplexInPlace(Eigen::VectorXd* a_inout, double cap, std::vector<double>* scratch) {
+  Eigen::VectorXd& a = *a_inout;
   // Onto {α >= 0, Σ α <= cap}: (a)₊ if it fits, else (a − θ)₊ with
   // Σ (a − θ)₊ = cap, θ > 0. Michelot's fixed point (Math. Prog. 1986):
   // θ = (Σ_S a − cap) / |S| over the current support S (at first the positive
@@ -707,14 +743,19 @@ Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
   // to the support of the projection in a few O(|S|) passes, with no sort
   // (SPE's dual has ~n·k·n entries and is projected once per step; a sort
   // dominated the solve). θ < max(S) always, so S never empties.
-  std::vector<double> support;
+  std::vector<double>& support = *scratch;
+  support.clear();
+  support.reserve(static_cast<size_t>(a.size()));
   double total = 0.0;
   for (Eigen::Index i = 0; i < a.size(); ++i)
     if (a[i] > 0.0) {
       support.push_back(a[i]);
       total += a[i];
     }
-  if (total <= cap) return a.cwiseMax(0.0);
+  if (total <= cap) {
+    a = a.cwiseMax(0.0);
+    return;
+  }
   double theta = 0.0;
   while (true) {
     theta = (total - cap) / static_cast<double>(support.size());
@@ -725,7 +766,7 @@ Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap) {
     total = 0.0;
     for (double v : support) total += v;
   }
-  return (a.array() - theta).max(0.0).matrix();
+  a = (a.array() - theta).max(0.0).matrix();
 }
 
 StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,

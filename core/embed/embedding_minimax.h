@@ -187,5 +187,8 @@ double SlackWeight(const EmbeddingMinimaxProblem& problem, const EmbeddingMinima
 
 /// Euclidean projection onto {α >= 0, Σ α <= cap} (the SPE dual set). O(m log m).
 Eigen::VectorXd ProjectCappedSimplex(const Eigen::VectorXd& a, double cap);
+/// The same projection in place; `scratch` is reused between calls (no
+/// allocation once it has grown to a->size()).
+void ProjectCappedSimplexInPlace(Eigen::VectorXd* a, double cap, std::vector<double>* scratch);
 
 }  // namespace kls
