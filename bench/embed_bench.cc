@@ -383,8 +383,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     struct Combo {
       int graph_k;
       double c, b;
-      MeanStd val;
-      std::vector<double> test;
+      MeanStd val, test;
+      std::vector<double> test_per_rep;
     };
     std::vector<Combo> pooled;
     for (int rep = 0; rep < a->reps; ++rep) {
@@ -497,9 +497,10 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
             if (*v > best.val) best = {*v, *t, m, opt.c, k, graph_k, *coords};
           }
         }
-        if (pooled.size() <= combo) pooled.push_back({graph_k, opt.c, m, {}, {}});
+        if (pooled.size() <= combo) pooled.push_back({graph_k, opt.c, m, {}, {}, {}});
         pooled[combo].val.Add(100.0 * combo_val);
-        pooled[combo].test.push_back(100.0 * combo_test);
+        pooled[combo].test.Add(100.0 * combo_test);
+        pooled[combo].test_per_rep.push_back(100.0 * combo_test);
         ++combo;
       }
       }
@@ -595,20 +596,17 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       size_t pick = 0;
       for (size_t c = 1; c < pooled.size(); ++c)
         if (pooled[c].val.mean() > pooled[pick].val.mean()) pick = c;  // ties: the earlier combination
-      MeanStd pooled_test;
-      for (double t : pooled[pick].test) pooled_test.Add(t);
       nlohmann::json per_combo = nlohmann::json::array();
       for (const Combo& c : pooled) {
-        MeanStd t;
-        for (double v : c.test) t.Add(v);
         per_combo.push_back({{"graph_k", c.graph_k}, {"C", c.c}, {"B_times_N", c.b},
-                             {"validation_accuracy_mean", c.val.mean()}, {"test_accuracy_mean", t.mean()}});
+                             {"validation_accuracy_mean", c.val.mean()}, {"test_accuracy_mean", c.test.mean()}});
       }
-      out["pooled_choice"] = {{"graph_k", pooled[pick].graph_k}, {"C", pooled[pick].c}, {"B_times_N", pooled[pick].b}};
-      out["pooled_validation_accuracy_mean"] = pooled[pick].val.mean();
-      out["pooled_test_accuracy_mean"] = pooled_test.mean();
-      out["pooled_test_accuracy_std"] = pooled_test.std();
-      out["pooled_test_accuracy_per_rep"] = pooled[pick].test;
+      const Combo& chosen = pooled[pick];
+      out["pooled_choice"] = {{"graph_k", chosen.graph_k}, {"C", chosen.c}, {"B_times_N", chosen.b}};
+      out["pooled_validation_accuracy_mean"] = chosen.val.mean();
+      out["pooled_test_accuracy_mean"] = chosen.test.mean();
+      out["pooled_test_accuracy_std"] = chosen.test.std();
+      out["pooled_test_accuracy_per_rep"] = chosen.test_per_rep;
       out["per_combination"] = per_combo;
     }
     if (method == "mve") {

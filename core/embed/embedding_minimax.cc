@@ -61,13 +61,15 @@ class Evaluator {
     spectrum_.lanczos_tolerance = o.lanczos_tolerance;
   }
 
-  Eigen::VectorXd Project(const Eigen::VectorXd& a) const {
-    return p_.slack == EmbeddingMinimaxProblem::Slack::kSquare ? a : ProjectCappedSimplex(a, o_.c);
-  }
-  // In place, reusing the evaluator's scratch (the projected-gradient loop
-  // projects tens of thousands of SPE duals once per trial).
+  // Onto the dual set (identity for the square slack), in place, reusing the
+  // evaluator's scratch (the projected-gradient loop projects tens of
+  // thousands of SPE duals once per trial).
   void ProjectInPlace(Eigen::VectorXd* a) {
     if (p_.slack == EmbeddingMinimaxProblem::Slack::kMax) ProjectCappedSimplexInPlace(a, o_.c, &scratch_);
+  }
+  Eigen::VectorXd Project(Eigen::VectorXd a) {
+    ProjectInPlace(&a);
+    return a;
   }
 
   // Pair weights w(α) of A = H (M + Σ w_k T_k) H.
