@@ -41,6 +41,19 @@ struct ProgressEvent {
   int max_iterations = 0;       ///< for ETA estimates; 0 when unknown
 };
 
+/// A solver's resumable state: what it needs to continue where it stopped
+/// (its iterate and the scalars of its schedule), not a restart. The solver
+/// encodes and decodes `bytes` itself; `solver` names the format
+/// ("kl_admm/1"), so a checkpoint is never fed to another solver or format.
+/// Resuming (problem, options, checkpoint) continues the same run: the
+/// iteration count goes on from `iteration`, and the end point equals an
+/// uninterrupted run's within the solver's tolerance.
+struct Checkpoint {
+  std::string solver;  ///< format tag
+  int iteration = 0;   ///< outer iterations completed when it was taken
+  std::string bytes;   ///< the encoded state
+};
+
 /// A cancellation flag that one party sets and a running solver reads.
 /// Thread-safe; cheap to copy (shared state).
 class CancellationToken {
@@ -63,6 +76,18 @@ struct SolveControl {
   /// Called on the solver's thread once per outer iteration; must be cheap
   /// and must not throw. Empty means no reporting.
   std::function<void(const ProgressEvent&)> progress;
+  /// Resumable solves: when set, a solver that supports checkpoints calls it
+  /// on its own thread with its state after an outer iteration once
+  /// checkpoint_interval_seconds of solve time have passed since the last
+  /// call (and not at all before that). Must not throw.
+  std::function<void(const Checkpoint&)> checkpoint;
+  /// Solve time between checkpoint calls, seconds (> 0).
+  double checkpoint_interval_seconds = 30.0;
+  /// Resume from this state (produced by the same solver for the same
+  /// problem and options). A checkpoint of another format or shape is
+  /// ignored and the solve starts afresh (SolveStats::resumed_from_iteration
+  /// stays 0). Null: start afresh.
+  std::shared_ptr<const Checkpoint> resume_from;
 
   /// Sets the deadline `seconds` from now (<= 0 or inf means none).
   void SetTimeLimit(double seconds);
@@ -73,6 +98,42 @@ struct SolveControl {
   void Report(const ProgressEvent& e) const {
     if (progress) progress(e);
   }
+
+  /// The resume state if it has format `solver`, else null.
+  const Checkpoint* ResumeFrom(const char* solver) const {
+    return resume_from && resume_from->solver == solver ? resume_from.get() : nullptr;
+  }
+};
+
+/// Paces SolveControl::checkpoint calls: Due() is true at most once per
+/// checkpoint_interval_seconds (from construction, then from each Due()
+/// that returned true), and never when the control has no checkpoint sink.
+class CheckpointTimer {
+ public:
+  explicit CheckpointTimer(const SolveControl& control)
+      : control_(control), last_(std::chrono::steady_clock::now()) {}
+  bool Due() {
+    if (!control_.checkpoint) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < control_.checkpoint_interval_seconds) return false;
+    last_ = now;
+    return true;
+  }
+  /// Calls the sink with (solver, iteration, bytes) when Due(); `encode` is
+  /// only evaluated then.
+  template <typename Encode>
+  void MaybeSave(const char* solver, int iteration, Encode encode) {
+    if (!Due()) return;
+    Checkpoint c;
+    c.solver = solver;
+    c.iteration = iteration;
+    c.bytes = encode();
+    control_.checkpoint(c);
+  }
+
+ private:
+  const SolveControl& control_;
+  std::chrono::steady_clock::time_point last_;
 };
 
 /// Per-call statistics every solver result carries.
@@ -83,6 +144,9 @@ struct SolveStats {
   double setup_seconds = 0.0;             ///< preprocessing (graphs, factorizations)
   double solve_seconds = 0.0;             ///< iterations proper
   double final_objective = 0.0;
+  /// Iteration of the SolveControl::resume_from checkpoint this run continued
+  /// from; 0 when it started afresh. `iterations` counts from the original start.
+  int resumed_from_iteration = 0;
 };
 
 /// Wall-clock stopwatch for SolveStats timings.

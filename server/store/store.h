@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,13 +42,53 @@ struct JobRecord {
   std::string options_json;    ///< the solver options as submitted (server serializes)
   JobState state = JobState::kQueued;
   int priority = 0;            ///< higher runs first
-  int attempts = 0;            ///< times the job was started
+  int attempts = 0;            ///< times the job was started (claimed); the fencing token of the running attempt
   double deadline_seconds = 0; ///< per-job time limit; 0 = none
   std::string error;           ///< reason for kFailed
   std::string kernel_name;     ///< output kernel name
   int64_t kernel_version = 0;  ///< set on success
   std::string progress_json;   ///< last persisted progress (throttled)
   int64_t created_unix_ms = 0, started_unix_ms = 0, finished_unix_ms = 0;
+  /// Replica holding the lease of a running job (empty otherwise).
+  std::string owner;
+  /// When that lease runs out (unix ms); a running job past it may be re-queued by any replica.
+  int64_t lease_expires_unix_ms = 0;
+  /// Attempts that counted against max_attempts: ended by the solver itself
+  /// (out of memory, or a process death with no checkpoint progress). Attempts
+  /// ended by a drain or by a replica death after a checkpoint do not count.
+  int counted_failures = 0;
+};
+
+/// Conditions of a fenced job write; every condition that is set must hold or
+/// the write is refused with ABORTED and nothing changes. This is how a
+/// replica that lost its lease (killed, paused, partitioned) is kept from
+/// committing late: it still names its old attempt, which no longer matches.
+struct JobFence {
+  int attempt = 0;                      ///< the stored job is running with attempts == attempt
+  std::string owner;                    ///< non-empty: the stored owner equals it
+  int64_t lease_expired_before_ms = 0;  ///< > 0: the stored lease expires before this (re-queue of a dead owner)
+};
+
+/// A solver's resumable state for a job (core's Checkpoint, stored opaquely).
+struct CheckpointRecord {
+  std::string job_id;
+  int attempt = 0;          ///< the attempt that wrote it
+  int64_t iteration = 0;    ///< solver outer iteration it resumes after
+  std::string solver;       ///< format tag, e.g. "kl_admm/1"
+  std::string bytes;        ///< the state (checksummed by the store)
+  int64_t created_unix_ms = 0;
+};
+
+/// What changed, as told to a store listener (same process for the embedded
+/// store; every replica for a shared one).
+struct StoreEvent {
+  enum class Kind {
+    kJobQueued,      ///< a job became claimable (submitted or re-queued)
+    kJobChanged,     ///< a job's state changed (name = job id)
+    kKernelChanged,  ///< a kernel version was added or deleted, or an alias moved (name = kernel name)
+  };
+  Kind kind = Kind::kJobQueued;
+  std::string name;
 };
 
 struct KernelRecord {
@@ -116,6 +157,47 @@ class Store {
   /// Jobs matching the filter, oldest first; *next_token empty on the last page.
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) = 0;
 
+  // Shared job queue with leases (server/jobs/job_manager.h). Every replica
+  // claims from the same queue; a claim is atomic, so a job runs on one
+  // replica at a time.
+  /// Claims the highest-priority, oldest queued job: state running, attempts
+  /// + 1, owner = replica_id, lease until now + lease_ms, started now,
+  /// error and progress cleared. nullopt when nothing is queued.
+  virtual StatusOr<std::optional<JobRecord>> ClaimJob(const std::string& replica_id, int64_t lease_ms) = 0;
+  /// Extends to now + lease_ms the lease of every running job `replica_id`
+  /// owns and returns the ids of those jobs (a job missing from the answer
+  /// was lost: its solver must stop and must not write).
+  virtual StatusOr<std::vector<std::string>> RenewLeases(const std::string& replica_id, int64_t lease_ms) = 0;
+  /// Writes `job` only when `fence` holds (ABORTED otherwise; NOT_FOUND for
+  /// an unknown id). A write to a terminal or queued state clears the lease
+  /// and, for a terminal state, deletes the job's checkpoint.
+  virtual Status UpdateJobFenced(const JobRecord& job, const JobFence& fence) = 0;
+  /// Stores the kernel (as PutKernel) and writes `job` (state succeeded,
+  /// kernel name and version filled in from the stored record) in one
+  /// transaction, only when `fence` holds: a job produces exactly one kernel
+  /// version. ABORTED when fenced out, with nothing stored.
+  virtual StatusOr<KernelRecord> CommitJobKernel(JobRecord job, const JobFence& fence, KernelRecord record,
+                                                 const LearnedKernel& kernel,
+                                                 const std::vector<Attachment>& attachments = {}) = 0;
+  /// Running jobs whose lease expired before `now_unix_ms`.
+  virtual StatusOr<std::vector<JobRecord>> ListExpiredLeases(int64_t now_unix_ms) = 0;
+
+  // Checkpoints: one per job, replaced by each write.
+  /// Replaces the job's checkpoint, only when `fence` holds (ABORTED otherwise).
+  virtual Status PutCheckpoint(const CheckpointRecord& checkpoint, const JobFence& fence) = 0;
+  /// The job's checkpoint; nullopt when none; DATA_LOSS when it fails its checksum.
+  virtual StatusOr<std::optional<CheckpointRecord>> GetCheckpoint(const std::string& job_id) = 0;
+
+  /// `listener` is called (on a store thread or the writer's thread; it must
+  /// be quick and must not call back into the store synchronously) for every
+  /// StoreEvent, including this process's own writes. One listener; set it
+  /// before serving. Shared stores also deliver other replicas' events.
+  virtual void SetListener(std::function<void(const StoreEvent&)> listener) = 0;
+
+  /// OK when the store is reachable and its schema current (readiness);
+  /// UNAVAILABLE otherwise.
+  virtual Status Ping() = 0;
+
   // Kernels: versions per name, aliases ("prod" → v7).
   /// Writes the embedding artifact (with `attachments`, if any), then the
   /// record, as version max+1.
@@ -147,6 +229,28 @@ class Store {
 /// integrity checks. This is only safe while no other process writes to the
 /// directory: callers must own it (server::DataDir holds an exclusive lock).
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& data_dir);
+
+/// Where and how to open the shared PostgreSQL store (kls-server --store).
+struct PostgresStoreOptions {
+  /// Any libpq connection URI or key=value string, e.g.
+  /// "postgresql://kls@db:5432/kls?connect_timeout=5".
+  std::string uri;
+  /// Local, checksum-verified cache of the artifacts this replica reads
+  /// (data sets and kernels), so that a cached kernel never waits on the
+  /// database. Empty: a private temporary directory, removed at close.
+  std::string cache_dir;
+  /// Disk budget of cache_dir in bytes (least recently used files removed
+  /// beyond it); 0 = unbounded.
+  int64_t cache_disk_bytes = 0;
+  /// Connections in the pool used by RPC handlers and workers (>= 1).
+  int pool_size = 4;
+};
+
+/// Opens the PostgreSQL store: connects, creates or migrates the schema (a
+/// schema version row; a schema newer than this build is refused with
+/// FAILED_PRECONDITION), and starts the LISTEN connection that delivers other
+/// replicas' StoreEvents. UNAVAILABLE when the server cannot be reached.
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const PostgresStoreOptions& options);
 
 /// Result of CheckDataDirectory.
 struct IntegrityReport {
