@@ -66,7 +66,7 @@ struct JobRecord {
 struct JobFence {
   int attempt = 0;                      ///< the stored job is running with attempts == attempt
   std::string owner;                    ///< non-empty: the stored owner equals it
-  int64_t lease_expired_before_ms = 0;  ///< > 0: the stored lease expires before this (re-queue of a dead owner)
+  bool lease_expired = false;           ///< the stored lease has run out by the store's clock (re-queue of a dead owner)
 };
 
 /// A solver's resumable state for a job (core's Checkpoint, stored opaquely).
@@ -179,8 +179,10 @@ class Store {
   virtual StatusOr<KernelRecord> CommitJobKernel(JobRecord job, const JobFence& fence, KernelRecord record,
                                                  const LearnedKernel& kernel,
                                                  const std::vector<Attachment>& attachments = {}) = 0;
-  /// Running jobs whose lease expired before `now_unix_ms`.
-  virtual StatusOr<std::vector<JobRecord>> ListExpiredLeases(int64_t now_unix_ms) = 0;
+  /// Running jobs whose lease has run out. Lease times are taken from the
+  /// store's clock (the database server's for a shared store), so replicas'
+  /// clocks need not agree.
+  virtual StatusOr<std::vector<JobRecord>> ListExpiredLeases() = 0;
 
   // Checkpoints: one per job, replaced by each write.
   /// Replaces the job's checkpoint, only when `fence` holds (ABORTED otherwise).
