@@ -64,7 +64,8 @@ struct JobRecord {
 /// replica that lost its lease (killed, paused, partitioned) is kept from
 /// committing late: it still names its old attempt, which no longer matches.
 struct JobFence {
-  int attempt = 0;                      ///< the stored job is running with attempts == attempt
+  JobState state = JobState::kRunning;  ///< the stored job is in this state ...
+  int attempt = 0;                      ///< ... with attempts == attempt
   std::string owner;                    ///< non-empty: the stored owner equals it
   bool lease_expired = false;           ///< the stored lease has run out by the store's clock (re-queue of a dead owner)
 };
@@ -151,11 +152,16 @@ class Store {
   virtual Status DeleteDataset(const std::string& id) = 0;
 
   // Jobs.
-  virtual StatusOr<JobRecord> CreateJob(JobRecord job) = 0;  ///< assigns id and created time
+  /// Assigns id and created time; an empty kernel_name becomes the job id
+  /// (in the same write, so a replica that claims the job at once sees it).
+  virtual StatusOr<JobRecord> CreateJob(JobRecord job) = 0;
   virtual StatusOr<JobRecord> GetJob(const std::string& id) = 0;
   virtual Status UpdateJob(const JobRecord& job) = 0;
   /// Jobs matching the filter, oldest first; *next_token empty on the last page.
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) = 0;
+
+  /// Number of jobs in `state` (the queue capacity check).
+  virtual StatusOr<int64_t> CountJobs(JobState state) = 0;
 
   // Shared job queue with leases (server/jobs/job_manager.h). Every replica
   // claims from the same queue; a claim is atomic, so a job runs on one
