@@ -706,6 +706,16 @@ class SqliteStore final : public Store {
     return OkStatus();
   }
 
+  StatusOr<std::vector<AliasRecord>> ListAliases() override {
+    Stmt s(db_, "SELECT name, alias, version FROM aliases ORDER BY name, alias");
+    std::vector<AliasRecord> out;
+    while (s.Step() == SQLITE_ROW) out.push_back({s.Text(0), s.Text(1), s.Int(2)});
+    return out;
+  }
+  Status ImportDataset(const DatasetRecord&, const StoredDataset&) override { return NotAShared("ImportDataset"); }
+  Status ImportKernel(const KernelRecord&, const StoredModel&) override { return NotAShared("ImportKernel"); }
+  Status ImportJob(const JobRecord&) override { return NotAShared("ImportJob"); }
+
   StatusOr<std::vector<std::string>> CheckIntegrity() override {
     std::vector<std::string> problems;
     std::set<std::string> referenced;
@@ -817,6 +827,12 @@ class SqliteStore final : public Store {
       return Status(StatusCode::kAborted, "the lease of job \"" + job_id + "\" has not expired");
     }
     return OkStatus();
+  }
+
+  static Status NotAShared(const char* what) {
+    return Status(StatusCode::kUnimplemented, std::string(what) +
+                                                  ": the embedded store is a migration source only; migrate into a "
+                                                  "shared store (--store postgresql://...)");
   }
 
   static void ClearLeaseUnlessRunning(JobRecord* j) {
