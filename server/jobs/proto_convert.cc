@@ -622,6 +622,9 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
   job.set_created_unix_ms(r.created_unix_ms);
   job.set_started_unix_ms(r.started_unix_ms);
   job.set_finished_unix_ms(r.finished_unix_ms);
+  job.set_owner(r.owner);
+  job.set_lease_expires_unix_ms(r.lease_expires_unix_ms);
+  job.set_counted_failures(r.counted_failures);
   return job;
 }
 
@@ -678,6 +681,7 @@ std::string KernelSummaryJson(const std::string& method, const SolveStats& stats
   out += ",\"solve_seconds\":" + num(stats.solve_seconds);
   out += ",\"primal_residual\":" + num(primal_residual);
   out += ",\"dual_residual\":" + num(dual_residual);
+  out += ",\"resumed_from_iteration\":" + std::to_string(stats.resumed_from_iteration);
   out += "}";
   return out;
 }

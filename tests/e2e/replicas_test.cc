@@ -1,0 +1,602 @@
+// Several real kls-server replicas on one real PostgreSQL (ctest label
+// `distributed`), and the checkpoint/resume path of a single server on the
+// embedded store (label `e2e`).
+//
+// Every replica is the real binary with --store on a throwaway PostgreSQL
+// (tests/test_util/postgres_server.h) started on a random loopback port;
+// leases are short (2 s) and checkpoints frequent (0.3 s of solve time) so
+// that each scenario runs in seconds. The scenarios, one test each:
+//   1. jobs submitted to any replica run on several, each produces exactly
+//      one kernel version, and every replica answers every kernel identically;
+//   2. kill -9 of the replica running a long KL-ADMM job: another replica
+//      resumes it from its checkpoint within lease + 2 s (attempt 2, the
+//      iteration count continues) and the result equals an uninterrupted
+//      run's objective;
+//   3. SIGSTOP of that replica past its lease: another finishes the job; after
+//      SIGCONT the late replica's commit is refused — one kernel version;
+//   4. during 2 and 3, a client sending similarity and top-k queries round
+//      robin to the live replicas (retrying UNAVAILABLE on the next one) sees
+//      at least 99.9 % success;
+//   5. PostgreSQL stopped for 10 s: readiness goes NOT_SERVING and back,
+//      liveness stays SERVING, cached kernels keep answering, the running
+//      job is neither lost nor failed;
+//   6. SIGTERM on the replica running a job: it continues elsewhere within
+//      2 s, resumed from a checkpoint (not from iteration 0), and the
+//      replica exits 0.
+// All traffic goes to 127.0.0.1; every wait is bounded.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/synthetic.h"
+#include "tests/e2e/process.h"
+#include "tests/test_util/postgres_server.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using kls::e2e::ReadFile;
+using kls::e2e::Spawn;
+using kls::e2e::WaitFor;
+
+constexpr double kLeaseSeconds = 2.0;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+kls::v1::KernelRef Ref(const std::string& name, int64_t version) {
+  kls::v1::KernelRef r;
+  r.set_name(name);
+  r.set_version(version);
+  return r;
+}
+
+std::unique_ptr<kls::Client> Connect(const std::string& target) {
+  kls::ClientOptions options;
+  options.target = target;
+  options.timeout_seconds = 5;
+  return std::make_unique<kls::Client>(options);
+}
+
+/// One kls-server process.
+struct Server {
+  pid_t pid = -1;
+  std::string target;
+  fs::path log;
+  std::unique_ptr<kls::Client> client;
+  bool alive() const { return pid > 0; }
+};
+
+/// Starts `args` (after the binary) as a kls-server on a free port and waits
+/// until readiness of kls.v1.Jobs is SERVING.
+void StartServer(Server* s, std::vector<std::string> args, const fs::path& scratch, const std::string& tag) {
+  const int port = FreePort();
+  s->target = "127.0.0.1:" + std::to_string(port);
+  s->log = scratch / (tag + ".log");
+  args.insert(args.begin(), {KLS_SERVER_BINARY, "--listen", s->target, "--log-level", "info"});
+  s->pid = Spawn(args, scratch / (tag + ".out"), s->log, /*append_err=*/true);
+  ASSERT_GT(s->pid, 0);
+  s->client = Connect(s->target);
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    ASSERT_EQ(WaitFor(s->pid, std::chrono::milliseconds(0)), -1) << tag << " exited:\n" << ReadFile(s->log);
+    auto health = s->client->CheckHealth("kls.v1.Queries");
+    if (health.ok() && *health == kls::ServingStatus::kServing) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL() << tag << " not ready within 30 s:\n" << ReadFile(s->log);
+}
+
+void Terminate(Server* s, int signal_number) {
+  if (!s->alive()) return;
+  kill(s->pid, SIGCONT);
+  kill(s->pid, signal_number);
+  if (WaitFor(s->pid, std::chrono::seconds(30)) == -1) {
+    kill(s->pid, SIGKILL);
+    WaitFor(s->pid, std::chrono::seconds(10));
+  }
+  s->pid = -1;
+}
+
+/// A KL-ADMM job on the two-moons set that runs to its iteration cap
+/// (tolerance 0): long enough to be interrupted, the same work every time.
+kls::v1::SubmitJobRequest LongJob(const std::string& dataset_id, const std::string& kernel, int iterations) {
+  kls::v1::SubmitJobRequest submit;
+  submit.set_dataset_id(dataset_id);
+  submit.set_kernel_name(kernel);
+  submit.mutable_kl_admm()->set_max_iterations(iterations);
+  submit.mutable_kl_admm()->set_tolerance(0);
+  submit.mutable_kl_admm()->set_num_threads(1);
+  return submit;
+}
+
+/// The summary JSON of a kernel version.
+nlohmann::json Summary(kls::Client& client, const std::string& name, int64_t version) {
+  auto info = client.GetKernel(Ref(name, version));
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? nlohmann::json::parse(info->summary_json()) : nlohmann::json::object();
+}
+
+/// Sends Similarity and TopK round robin over the live replicas until
+/// stopped; an UNAVAILABLE answer (or a dead replica) is retried once on the
+/// next replica before it counts as a failure.
+class QueryLoad {
+ public:
+  QueryLoad(std::vector<Server>* servers, std::string kernel) : servers_(servers), kernel_(std::move(kernel)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~QueryLoad() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  void SetDown(int index, bool down) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (down) down_.insert(index); else down_.erase(index);
+  }
+  int64_t ok() const { return ok_; }
+  int64_t failed() const { return failed_; }
+
+ private:
+  void Run() {
+    std::vector<std::unique_ptr<kls::Client>> clients;
+    for (const Server& s : *servers_) {
+      kls::ClientOptions options;
+      options.target = s.target;
+      options.timeout_seconds = 1;
+      clients.push_back(std::make_unique<kls::Client>(options));
+    }
+    const std::vector<std::pair<int, int>> pairs = {{0, 1}, {5, 9}, {17, 3}};
+    size_t next = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (!stop_ && Clock::now() < deadline) {
+      bool done = false;
+      for (int tries = 0; tries < 2 && !done; ++tries) {
+        size_t i;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          do {
+            i = next++ % clients.size();
+          } while (down_.count(static_cast<int>(i)) && down_.size() < clients.size());
+        }
+        kls::Status status = kls::OkStatus();
+        if (next % 2 == 0) {
+          status = clients[i]->Similarity(Ref(kernel_, 1), pairs).status();
+        } else {
+          kls::v1::TopKRequest topk;
+          *topk.mutable_kernel() = Ref(kernel_, 1);
+          topk.set_item(3);
+          topk.set_k(5);
+          status = clients[i]->TopK(topk).status();
+        }
+        done = status.ok();
+        if (!done && status.code() != kls::StatusCode::kUnavailable &&
+            status.code() != kls::StatusCode::kDeadlineExceeded) {
+          break;  // a wrong answer, not a dead replica: no retry
+        }
+      }
+      (done ? ok_ : failed_)++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  std::vector<Server>* servers_;
+  const std::string kernel_;
+  std::mutex mu_;
+  std::set<int> down_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> ok_{0}, failed_{0};
+  std::thread thread_;
+};
+
+class ReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scratch_ = fs::path(::testing::TempDir()) /
+               ("kls-replicas-" + std::to_string(getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(scratch_);
+    fs::create_directories(scratch_);
+    ASSERT_TRUE(pg_.Init()) << pg_.error();
+    servers_.resize(3);
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(StartReplica(i));
+    for (Server& s : servers_) replica_by_pid_[s.pid] = &s - servers_.data();
+
+    auto moons = kls::MakeTwoMoons(600, 0.05, 1);
+    ASSERT_TRUE(moons.ok());
+    auto constraints = kls::GenerateAdmmProtocol(moons->labels, 1);
+    ASSERT_TRUE(constraints.ok());
+    kls::UploadOptions upload;
+    upload.name = "moons";
+    auto uploaded = servers_[0].client->UploadDataset(*moons, *constraints, upload);
+    ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+    dataset_id_ = uploaded->id();
+  }
+
+  void TearDown() override {
+    for (Server& s : servers_) Terminate(&s, SIGKILL);
+    if (HasFailure()) {
+      for (size_t i = 0; i < servers_.size(); ++i) {
+        std::cerr << "---- replica " << i << " log tail ----\n" << Tail(ReadFile(servers_[i].log));
+      }
+    }
+    fs::remove_all(scratch_);
+  }
+
+  static std::string Tail(const std::string& text) {
+    return text.size() > 6000 ? text.substr(text.size() - 6000) : text;
+  }
+
+  void StartReplica(int i) {
+    const fs::path cache = scratch_ / ("cache" + std::to_string(i));
+    ASSERT_NO_FATAL_FAILURE(StartServer(&servers_[i],
+                                        {"--store", pg_.uri(), "--cache-dir", cache.string(), "--workers", "1",
+                                         "--lease-seconds", std::to_string(kLeaseSeconds), "--checkpoint-seconds",
+                                         "0.3"},
+                                        scratch_, "replica" + std::to_string(i)));
+  }
+
+  /// The replica (index) whose process owns `job` now; -1 if none is known.
+  int OwnerOf(const kls::v1::Job& job) const {
+    // Replica ids are "<host>-<pid>-<random>".
+    const std::string& owner = job.owner();
+    const size_t last = owner.rfind('-');
+    if (last == std::string::npos) return -1;
+    const size_t before = owner.rfind('-', last - 1);
+    if (before == std::string::npos) return -1;
+    const pid_t pid = std::atoi(owner.substr(before + 1, last - before - 1).c_str());
+    auto it = replica_by_pid_.find(pid);
+    return it == replica_by_pid_.end() ? -1 : it->second;
+  }
+
+  /// Any live replica's client.
+  kls::Client& Live(int not_this = -1) {
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (static_cast<int>(i) != not_this && servers_[i].alive()) return *servers_[i].client;
+    }
+    return *servers_[0].client;
+  }
+
+  /// Polls the job (through any live replica other than `avoid`) until `pred`
+  /// holds or `timeout` passes; returns the last snapshot.
+  kls::v1::Job WaitJob(const std::string& id, const std::function<bool(const kls::v1::Job&)>& pred,
+                       std::chrono::milliseconds timeout, int avoid = -1) {
+    kls::v1::Job last;
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto job = Live(avoid).GetJob(id);
+      if (job.ok()) {
+        last = *job;
+        if (pred(last)) return last;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return last;
+  }
+
+  /// A kernel learned and queried on every replica (so cached everywhere).
+  void LearnQueryKernel(const std::string& name) {
+    auto job = servers_[0].client->SubmitJob(LongJob(dataset_id_, name, 30));
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto done = WaitJob(job->id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
+                        std::chrono::seconds(60));
+    ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+    for (Server& s : servers_) {
+      ASSERT_TRUE(s.client->Similarity(Ref(name, 1), {{0, 1}}).ok());
+    }
+  }
+
+  /// Submits the long job; waits until it runs with progress past a few
+  /// checkpoints; returns (job, index of the owning replica).
+  std::pair<kls::v1::Job, int> StartLongJob(const std::string& kernel, int iterations) {
+    auto job = servers_[1].client->SubmitJob(LongJob(dataset_id_, kernel, iterations));
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {kls::v1::Job(), -1};
+    auto running = WaitJob(job->id(),
+                           [](const kls::v1::Job& j) {
+                             return j.state() == kls::v1::RUNNING && j.progress().elapsed_seconds() > 1.0;
+                           },
+                           std::chrono::seconds(60));
+    EXPECT_EQ(running.state(), kls::v1::RUNNING) << "the job finished too soon or never ran";
+    return {running, OwnerOf(running)};
+  }
+
+  /// The same job run start to finish without interruption: its objective.
+  double ReferenceObjective(const std::string& kernel, int iterations) {
+    auto job = servers_[2].client->SubmitJob(LongJob(dataset_id_, kernel, iterations));
+    EXPECT_TRUE(job.ok()) << job.status();
+    auto done = WaitJob(job->id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
+                        std::chrono::seconds(120));
+    EXPECT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+    EXPECT_EQ(done.attempts(), 1);
+    const nlohmann::json summary = Summary(*servers_[2].client, kernel, 1);
+    EXPECT_EQ(summary.value("resumed_from_iteration", -1), 0);
+    return summary.value("objective", std::nan(""));
+  }
+
+  /// Checks the moved job's result: succeeded at attempt >= 2, resumed from a
+  /// checkpoint, full iteration count, the reference objective, one version.
+  void ExpectResumedResult(const std::string& id, const std::string& kernel, int iterations, double reference) {
+    auto done = WaitJob(id, [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED || j.state() == kls::v1::FAILED; },
+                        std::chrono::seconds(120));
+    ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+    EXPECT_GE(done.attempts(), 2);
+    EXPECT_EQ(done.counted_failures(), 0);
+    const nlohmann::json summary = Summary(Live(), kernel, 1);
+    EXPECT_GT(summary.value("resumed_from_iteration", 0), 0) << summary.dump();
+    EXPECT_EQ(summary.value("iterations", 0), iterations) << summary.dump();
+    const double objective = summary.value("objective", std::nan(""));
+    EXPECT_NEAR(objective, reference, 1e-6 * std::max(1.0, std::abs(reference))) << summary.dump();
+    auto versions = Live().ListKernels(kernel);
+    ASSERT_TRUE(versions.ok());
+    EXPECT_EQ(versions->size(), 1u) << "a job must produce exactly one kernel version";
+  }
+
+  fs::path scratch_;
+  kls::testing::PostgresServer pg_;
+  std::vector<Server> servers_;
+  std::map<pid_t, int> replica_by_pid_;
+  std::string dataset_id_;
+};
+
+constexpr int kLongIterations = 1500;
+
+TEST_F(ReplicasTest, JobsRunEverywhereOnceAndEveryReplicaAnswersTheSame) {
+  std::vector<std::string> ids;
+  for (int j = 0; j < 6; ++j) {
+    auto job = servers_[j % 3].client->SubmitJob(LongJob(dataset_id_, "k" + std::to_string(j), 150));
+    ASSERT_TRUE(job.ok()) << job.status();
+    ids.push_back(job->id());
+  }
+  std::set<int> owners;
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  std::set<std::string> finished;
+  while (finished.size() < ids.size() && Clock::now() < deadline) {
+    for (const std::string& id : ids) {
+      auto job = servers_[0].client->GetJob(id);
+      ASSERT_TRUE(job.ok()) << job.status();
+      if (job->state() == kls::v1::RUNNING) owners.insert(OwnerOf(*job));
+      if (job->state() == kls::v1::SUCCEEDED) finished.insert(id);
+      ASSERT_NE(job->state(), kls::v1::FAILED) << job->error();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(finished.size(), ids.size());
+  owners.erase(-1);
+  EXPECT_GE(owners.size(), 2u) << "six jobs on three one-worker replicas ran on one replica only";
+  for (int j = 0; j < 6; ++j) {
+    const std::string name = "k" + std::to_string(j);
+    auto versions = servers_[1].client->ListKernels(name);
+    ASSERT_TRUE(versions.ok());
+    EXPECT_EQ(versions->size(), 1u) << name;
+    std::vector<double> first;
+    std::vector<int> first_topk;
+    for (Server& s : servers_) {
+      auto sim = s.client->Similarity(Ref(name, 1), {{0, 1}, {2, 200}, {300, 599}});
+      ASSERT_TRUE(sim.ok()) << sim.status();
+      kls::v1::TopKRequest topk;
+      *topk.mutable_kernel() = Ref(name, 0);  // latest: resolved through the store
+      topk.set_item(7);
+      topk.set_k(10);
+      auto top = s.client->TopK(topk);
+      ASSERT_TRUE(top.ok()) << top.status();
+      std::vector<int> items;
+      for (const auto& it : top->items()) items.push_back(it.index());
+      if (first.empty()) {
+        first = *sim;
+        first_topk = items;
+      } else {
+        EXPECT_EQ(*sim, first) << name;  // the same bytes, so bit-equal answers
+        EXPECT_EQ(items, first_topk) << name;
+      }
+    }
+  }
+  // An alias set on one replica is seen by the others within a second.
+  ASSERT_TRUE(servers_[0].client->SetAlias("k0", "prod", 1).ok());
+  kls::v1::KernelRef prod;
+  prod.set_name("k0");
+  prod.set_alias("prod");
+  for (Server& s : servers_) {
+    auto sim = s.client->Similarity(prod, {{0, 1}});
+    EXPECT_TRUE(sim.ok()) << sim.status();
+  }
+}
+
+TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
+  ASSERT_NO_FATAL_FAILURE(LearnQueryKernel("q"));
+  const double reference = ReferenceObjective("reference", kLongIterations);
+  QueryLoad load(&servers_, "q");
+  auto [job, owner] = StartLongJob("moved", kLongIterations);
+  ASSERT_GE(owner, 0) << job.owner();
+  const int before = job.progress().iteration();
+  ASSERT_GT(before, 0);
+  load.SetDown(owner, true);
+  ASSERT_EQ(kill(servers_[owner].pid, SIGKILL), 0);
+  const auto killed = Clock::now();
+  WaitFor(servers_[owner].pid, std::chrono::seconds(5));
+  servers_[owner].pid = -1;
+  auto moved = WaitJob(job.id(),
+                       [](const kls::v1::Job& j) { return j.state() != kls::v1::RUNNING || j.attempts() >= 2; },
+                       std::chrono::seconds(30), owner);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_GE(moved.attempts(), 2);
+  EXPECT_LE(seconds, kLeaseSeconds + 2.0) << "the job was not taken over within lease + 2 s";
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedResult(job.id(), "moved", kLongIterations, reference));
+  load.Stop();
+  EXPECT_GE(load.ok(), 100);
+  EXPECT_GE(static_cast<double>(load.ok()) / (load.ok() + load.failed()), 0.999)
+      << load.failed() << " of " << load.ok() + load.failed() << " queries failed";
+}
+
+TEST_F(ReplicasTest, APausedReplicaPastItsLeaseCannotCommit) {
+  ASSERT_NO_FATAL_FAILURE(LearnQueryKernel("q"));
+  QueryLoad load(&servers_, "q");
+  auto [job, owner] = StartLongJob("fenced", 600);
+  ASSERT_GE(owner, 0) << job.owner();
+  load.SetDown(owner, true);
+  ASSERT_EQ(kill(servers_[owner].pid, SIGSTOP), 0);
+  auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
+                      std::chrono::seconds(120), owner);
+  ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+  EXPECT_GE(done.attempts(), 2);
+  ASSERT_EQ(kill(servers_[owner].pid, SIGCONT), 0);
+  load.SetDown(owner, false);
+  // The late replica wakes up mid-solve with attempt 1: its next progress or
+  // checkpoint write, and any commit, are fenced out.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto versions = Live().ListKernels("fenced");
+  ASSERT_TRUE(versions.ok());
+  EXPECT_EQ(versions->size(), 1u);
+  auto after = Live().GetJob(job.id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), kls::v1::SUCCEEDED);
+  EXPECT_EQ(after->kernel_version(), 1);
+  EXPECT_THAT(ReadFile(servers_[owner].log), ::testing::HasSubstr("lease"));
+  load.Stop();
+  EXPECT_GE(static_cast<double>(load.ok()) / (load.ok() + load.failed()), 0.999)
+      << load.failed() << " of " << load.ok() + load.failed() << " queries failed";
+}
+
+TEST_F(ReplicasTest, PostgresOutageMakesReplicasNotReadyButCachedKernelsAnswer) {
+  ASSERT_NO_FATAL_FAILURE(LearnQueryKernel("q"));
+  auto [job, owner] = StartLongJob("through-outage", 1200);
+  ASSERT_GE(owner, 0);
+  ASSERT_TRUE(pg_.Stop()) << pg_.error();
+  const auto stopped = Clock::now();
+  // Readiness goes NOT_SERVING on every replica; liveness stays SERVING;
+  // cached kernels keep answering.
+  std::set<int> not_ready;
+  int64_t answered = 0, refused = 0;
+  while (Clock::now() - stopped < std::chrono::seconds(10)) {
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      auto ready = servers_[i].client->CheckHealth("kls.v1.Queries");
+      if (ready.ok() && *ready == kls::ServingStatus::kNotServing) not_ready.insert(i);
+      auto live = servers_[i].client->CheckHealth("");
+      EXPECT_TRUE(live.ok() && *live == kls::ServingStatus::kServing) << "liveness of replica " << i;
+      (servers_[i].client->Similarity(Ref("q", 1), {{0, 1}, {4, 5}}).ok() ? answered : refused)++;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(not_ready.size(), 3u);
+  EXPECT_EQ(refused, 0) << answered << " cached queries answered, " << refused << " refused";
+  ASSERT_TRUE(pg_.Start()) << pg_.error();
+  const auto restarted = Clock::now();
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    bool ready = false;
+    while (!ready && Clock::now() - restarted < std::chrono::seconds(15)) {
+      auto h = servers_[i].client->CheckHealth("kls.v1.Queries");
+      ready = h.ok() && *h == kls::ServingStatus::kServing;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(ready) << "replica " << i << " not ready again within 15 s";
+    EXPECT_EQ(WaitFor(servers_[i].pid, std::chrono::milliseconds(0)), -1) << "replica " << i << " exited";
+  }
+  auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() != kls::v1::RUNNING && j.state() != kls::v1::QUEUED; },
+                      std::chrono::seconds(120));
+  EXPECT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(done.counted_failures(), 0);
+}
+
+TEST_F(ReplicasTest, SigtermHandsRunningJobsToAnotherReplicaAtOnce) {
+  auto [job, owner] = StartLongJob("drained", kLongIterations);
+  ASSERT_GE(owner, 0) << job.owner();
+  ASSERT_EQ(kill(servers_[owner].pid, SIGTERM), 0);
+  const auto signalled = Clock::now();
+  auto moved = WaitJob(job.id(),
+                       [](const kls::v1::Job& j) { return j.attempts() >= 2 || j.state() == kls::v1::SUCCEEDED; },
+                       std::chrono::seconds(30), owner);
+  const double seconds = std::chrono::duration<double>(Clock::now() - signalled).count();
+  EXPECT_GE(moved.attempts(), 2);
+  EXPECT_LE(seconds, 2.0) << "the drained job was not running elsewhere within 2 s";
+  EXPECT_EQ(WaitFor(servers_[owner].pid, std::chrono::seconds(30)), 0) << "the drained replica did not exit 0";
+  servers_[owner].pid = -1;
+  auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
+                      std::chrono::seconds(120), owner);
+  ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
+  EXPECT_EQ(done.counted_failures(), 0);
+  const nlohmann::json summary = Summary(Live(owner), "drained", 1);
+  EXPECT_GT(summary.value("resumed_from_iteration", 0), 0) << "the job restarted from iteration 0: " << summary.dump();
+  EXPECT_EQ(summary.value("iterations", 0), kLongIterations);
+}
+
+// The embedded store: kill -9 of the only server during a KL-ADMM job; after
+// the restart the job continues from its checkpoint.
+TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
+  const fs::path scratch = fs::path(::testing::TempDir()) / ("kls-embedded-resume-" + std::to_string(getpid()));
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  const std::vector<std::string> args = {"--data-dir", (scratch / "data").string(), "--workers", "1",
+                                         "--checkpoint-seconds", "0.3"};
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(StartServer(&server, args, scratch, "embedded"));
+  auto moons = kls::MakeTwoMoons(600, 0.05, 1);
+  auto constraints = kls::GenerateAdmmProtocol(moons->labels, 1);
+  kls::UploadOptions upload;
+  upload.name = "moons";
+  auto uploaded = server.client->UploadDataset(*moons, *constraints, upload);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  auto job = server.client->SubmitJob(LongJob(uploaded->id(), "resumed", kLongIterations));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  kls::v1::Job running;
+  while (Clock::now() < deadline) {
+    auto j = server.client->GetJob(job->id());
+    ASSERT_TRUE(j.ok());
+    running = *j;
+    if (running.state() == kls::v1::RUNNING && running.progress().elapsed_seconds() > 1.0) break;
+    ASSERT_NE(running.state(), kls::v1::SUCCEEDED) << "the job finished before it could be interrupted";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(running.state(), kls::v1::RUNNING);
+  Terminate(&server, SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(StartServer(&server, args, scratch, "embedded"));
+  kls::v1::Job done;
+  const auto finish_by = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < finish_by) {
+    auto j = server.client->GetJob(job->id());
+    ASSERT_TRUE(j.ok());
+    done = *j;
+    if (done.state() != kls::v1::RUNNING && done.state() != kls::v1::QUEUED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error() << "\n" << ReadFile(server.log);
+  EXPECT_EQ(done.attempts(), 2);
+  EXPECT_EQ(done.counted_failures(), 0);
+  const nlohmann::json summary = Summary(*server.client, "resumed", 1);
+  EXPECT_GE(summary.value("resumed_from_iteration", 0), running.progress().iteration() / 2) << summary.dump();
+  EXPECT_GT(summary.value("resumed_from_iteration", 0), 0) << summary.dump();
+  EXPECT_EQ(summary.value("iterations", 0), kLongIterations);
+  Terminate(&server, SIGTERM);
+  fs::remove_all(scratch);
+}
+
+}  // namespace
