@@ -23,7 +23,15 @@ BUILD_PACKAGES=(
   libfaiss-dev         # FAISS IndexFlatIP: the peer of kls-bench topk
   gnuplot-nox          # PNG scatter plots of embeddings (kls-bench embed --plot)
   libssl-dev openssl   # SHA-256 of bearer tokens (server/auth); test certificates (tls_test)
+  python3-yaml         # tests/deploy: parse the rendered k8s manifests and docker-compose.yml
 )
+# tests/deploy renders deploy/k8s with `kubectl kustomize`. Debian's kubectl is
+# kubernetes-client (1.20: renders the base, not kustomize Components); any
+# kubectl already on PATH (often newer) is kept — installing the package over
+# another one's /usr/bin/kubectl would fail.
+if ! command -v kubectl >/dev/null 2>&1; then
+  BUILD_PACKAGES+=(kubernetes-client)
+fi
 RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
