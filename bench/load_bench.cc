@@ -85,10 +85,11 @@ struct Tally {
 // One call of `rpc` from a client thread; returns its status.
 class Caller {
  public:
-  Caller(const Args& a, const std::string& rpc, const kls::v1::KernelRef& kernel, int n, uint64_t seed)
+  Caller(const Args& a, const std::string& target, const std::string& rpc, const kls::v1::KernelRef& kernel, int n,
+         uint64_t seed)
       : a_(a), rpc_(rpc), kernel_(kernel), n_(n), rng_(seed), payload_(a.payload_bytes, 'x') {
     ClientOptions options;
-    options.target = a.target;
+    options.target = target;
     options.timeout_seconds = a.call_timeout_seconds;
     client_ = std::make_unique<Client>(options);
     topk_.mutable_kernel()->CopyFrom(kernel);
@@ -120,12 +121,27 @@ class Caller {
   std::unique_ptr<Client> client_;
 };
 
+/// The comma-separated --target list (several replicas: clients are spread
+/// over them round robin, client c on target c mod count).
+std::vector<std::string> Targets(const Args& a) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= a.target.size();) {
+    const size_t comma = std::min(a.target.find(',', at), a.target.size());
+    out.push_back(a.target.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 // Runs `rpc` from a.clients threads for `seconds` (bounded), adding to `tally`.
 void RunPhase(const Args& a, const std::string& rpc, const kls::v1::KernelRef& kernel, int n, double seconds,
               uint64_t seed, bool record, Tally* tally) {
   std::vector<Tally> per(a.clients);
   std::vector<std::unique_ptr<Caller>> callers;
-  for (int c = 0; c < a.clients; ++c) callers.push_back(std::make_unique<Caller>(a, rpc, kernel, n, seed + c));
+  const std::vector<std::string> targets = Targets(a);
+  for (int c = 0; c < a.clients; ++c) {
+    callers.push_back(std::make_unique<Caller>(a, targets[c % targets.size()], rpc, kernel, n, seed + c));
+  }
   // One untimed call per client establishes its connection.
   for (auto& caller : callers) (void)caller->Call();
   const auto start = Clock::now();
@@ -183,7 +199,9 @@ nlohmann::json Summary(const std::string& rpc, const Tally& t) {
 }
 
 int Run(const Args& a, bool json) {
-  if (const Status s = CheckLoopback(a.target); !s.ok()) return Fail(s);
+  for (const std::string& t : Targets(a)) {
+    if (const Status s = CheckLoopback(t); !s.ok()) return Fail(s);
+  }
   std::vector<std::string> rpcs;
   for (size_t at = 0; at <= a.rpc.size();) {
     const size_t comma = std::min(a.rpc.find(',', at), a.rpc.size());
@@ -215,7 +233,7 @@ int Run(const Args& a, bool json) {
   }
 
   ClientOptions options;
-  options.target = a.target;
+  options.target = Targets(a).front();
   options.timeout_seconds = std::max(a.call_timeout_seconds, 30.0);
   Client setup(options);
   kls::v1::KernelRef kernel;
@@ -299,7 +317,7 @@ int Run(const Args& a, bool json) {
 
 Runner RegisterLoad(CLI::App& app, bool* json) {
   auto a = std::make_shared<Args>();
-  app.add_option("--target", a->target, "kls-server HOST:PORT (loopback only)")->capture_default_str();
+  app.add_option("--target", a->target, "kls-server HOST:PORT (loopback only); a comma list of replicas spreads the clients over them")->capture_default_str();
   app.add_option("--rpc", a->rpc, "echo, similarity, topk, or a comma list run back to back (echo,similarity)")
       ->capture_default_str();
   app.add_option("--kernel", a->kernel, "NAME[:VERSION|@ALIAS] to query (default: import a random one)");
