@@ -75,13 +75,25 @@ KernelCache::KernelCache(store::Store* store, int64_t budget_bytes)
 StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   KLS_RETURN_IF_ERROR(ValidateKernelKey(key, "kernel"));
 
+  RevalidateIfChanged(key.name);
   // An explicit version names immutable content: answer from memory.
   std::optional<store::KernelRecord> record;
   int64_t version = key.version;
   if (version == 0 || !key.alias.empty()) {
-    KLS_ASSIGN_OR_RETURN(store::KernelRecord resolved, store_->GetKernelRecord(key.name, key.version, key.alias));
-    version = resolved.version;
-    record = std::move(resolved);
+    const std::pair<std::string, std::string> rkey{key.name, key.alias};
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      generation = generation_;
+      if (auto it = resolutions_.find(rkey); it != resolutions_.end()) record = it->second;
+    }
+    if (!record) {
+      KLS_ASSIGN_OR_RETURN(store::KernelRecord resolved, store_->GetKernelRecord(key.name, key.version, key.alias));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (generation == generation_) resolutions_[rkey] = resolved;  // not if a change raced the read
+      record = std::move(resolved);
+    }
+    version = record->version;
   }
   const MapKey map_key{key.name, version};
   {
@@ -199,6 +211,46 @@ void KernelCache::Invalidate(const std::string& name, int64_t version) {
     lru_.erase(it->second.lru_position);
     it = entries_.erase(it);
   }
+}
+
+void KernelCache::OnKernelChanged(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
+  if (name.empty()) {
+    all_changed_ = true;
+    resolutions_.clear();
+    return;
+  }
+  changed_.insert(name);
+  for (auto it = resolutions_.lower_bound({name, ""}); it != resolutions_.end() && it->first.first == name;) {
+    it = resolutions_.erase(it);
+  }
+}
+
+void KernelCache::RevalidateIfChanged(const std::string& name) {
+  std::vector<int64_t> versions;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!all_changed_ && changed_.count(name) == 0) return;
+    generation = generation_;
+    for (auto it = entries_.lower_bound({name, INT64_MIN}); it != entries_.end() && it->first.first == name; ++it) {
+      versions.push_back(it->first.second);
+    }
+  }
+  for (int64_t v : versions) {
+    const StatusOr<store::KernelRecord> r = store_->GetKernelRecord(name, v);
+    if (r.ok()) continue;
+    if (r.status().code() != StatusCode::kNotFound) return;  // store unreachable: keep serving, check later
+    Invalidate(name, v);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (all_changed_) {
+    // Every name must be re-checked; mark them individually.
+    for (const auto& [k, e] : entries_) changed_.insert(k.first);
+    all_changed_ = false;
+  }
+  if (generation == generation_) changed_.erase(name);  // a change that raced this check is checked next time
 }
 
 int64_t KernelCache::charged_bytes() const {

@@ -4,8 +4,13 @@
 //
 // Resolution: a reference with an explicit version (> 0) and no alias is
 // answered from the cache without touching the store; "latest" (version 0)
-// and aliases are resolved through the store on every call (one indexed
-// SQLite read), because either may move at any time — correctness first.
+// and aliases are resolved through the store once and then remembered until
+// the store reports a change of that kernel name (OnKernelChanged: a new
+// version, a deletion or an alias move, from this replica or — through the
+// shared store's events — any other). The first call for a changed name
+// re-resolves and re-checks that its cached versions still exist, so a
+// deleted version is never served after its event arrived, and a cached
+// kernel otherwise answers without waiting on the store.
 // A kernel the store cannot verify (DATA_LOSS: corrupted artifact) is
 // returned as that error and never cached or served.
 //
@@ -33,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -106,6 +112,11 @@ class KernelCache {
   /// may reuse the version number.
   void Invalidate(const std::string& name, int64_t version);
 
+  /// The store reports that kernel `name` changed (empty: anything may have
+  /// changed, e.g. events were missed while the store was unreachable).
+  /// Cheap; safe to call from the store's event thread.
+  void OnKernelChanged(const std::string& name);
+
   /// Bytes currently charged and entries held (for tests and metrics).
   int64_t charged_bytes() const;
   int entry_count() const;
@@ -132,6 +143,10 @@ class KernelCache {
   StatusOr<std::shared_ptr<const T>> FromDataset(const store::KernelRecord& record,
                                                  std::shared_ptr<const T> Entry::*slot, Build build, Bytes bytes);
 
+  /// Re-checks a changed name: drops its resolutions and the cached versions
+  /// the store no longer has. Called without mu_.
+  void RevalidateIfChanged(const std::string& name);
+
   void InsertLocked(const MapKey& key, Entry entry);
   void EvictLocked();
   void TouchLocked(Entry& entry);
@@ -143,6 +158,11 @@ class KernelCache {
   std::map<MapKey, Entry> entries_;
   std::list<MapKey> lru_;  ///< front = most recently used
   int64_t charged_bytes_ = 0;
+  /// (name, alias) → resolved record; alias "" = latest version.
+  std::map<std::pair<std::string, std::string>, store::KernelRecord> resolutions_;
+  std::set<std::string> changed_;  ///< names changed since last revalidated
+  bool all_changed_ = false;       ///< OnKernelChanged("")
+  uint64_t generation_ = 0;        ///< bumped by every OnKernelChanged
 };
 
 /// Checks the shape of a reference: non-empty name, version ≥ 0, not both an

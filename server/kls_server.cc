@@ -55,33 +55,60 @@ Status KlsServer::Start() {
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security, tokens);
   if (!credentials.ok()) return credentials.status().WithContext("setting up transport security");
 
-  KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
-
-  // The store, then its integrity: problems are logged and served as
-  // DATA_LOSS by the affected calls, so one bad artifact does not take the
-  // whole server down.
-  StatusOr<std::unique_ptr<store::Store>> opened_store = store::OpenSqliteStore(data_dir_->path());
-  if (!opened_store.ok()) {
-    ReleaseState();
-    return opened_store.status().WithContext("opening the store in " + config_.data_dir);
-  }
-  store_ = std::move(opened_store).value();
-  const StatusOr<std::vector<std::string>> problems = store_->CheckIntegrity();
-  if (!problems.ok()) {
-    spdlog::error("store integrity check could not run: {}", problems.status().ToString());
-  } else if (!problems->empty()) {
-    spdlog::error("store integrity check found {} problem(s); affected items will answer DATA_LOSS",
-                  problems->size());
-    for (const std::string& p : *problems) spdlog::error("  {}", p);
+  const bool shared = !config_.store.empty();
+  if (!shared) {
+    KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
+    // The store, then its integrity: problems are logged and served as
+    // DATA_LOSS by the affected calls, so one bad artifact does not take the
+    // whole server down.
+    StatusOr<std::unique_ptr<store::Store>> opened_store = store::OpenSqliteStore(data_dir_->path());
+    if (!opened_store.ok()) {
+      ReleaseState();
+      return opened_store.status().WithContext("opening the store in " + config_.data_dir);
+    }
+    store_ = std::move(opened_store).value();
+    const StatusOr<std::vector<std::string>> problems = store_->CheckIntegrity();
+    if (!problems.ok()) {
+      spdlog::error("store integrity check could not run: {}", problems.status().ToString());
+    } else if (!problems->empty()) {
+      spdlog::error("store integrity check found {} problem(s); affected items will answer DATA_LOSS",
+                    problems->size());
+      for (const std::string& p : *problems) spdlog::error("  {}", p);
+    } else {
+      spdlog::info("store integrity check passed");
+    }
   } else {
-    spdlog::info("store integrity check passed");
+    // Shared store: every replica is stateless; artifacts are verified as
+    // they enter the local cache (a full scan at every replica start would
+    // read the whole database).
+    store::PostgresStoreOptions pg;
+    pg.uri = config_.store;
+    pg.cache_dir = config_.cache_dir;
+    pg.cache_disk_bytes = int64_t{config_.cache_disk_mb} * 1024 * 1024;
+    pg.pool_size = std::max(4, config_.ResolvedWorkers() + 4);
+    StatusOr<std::unique_ptr<store::Store>> opened_store = store::OpenPostgresStore(pg);
+    if (!opened_store.ok()) {
+      ReleaseState();
+      return opened_store.status().WithContext("opening the shared store");
+    }
+    store_ = std::move(opened_store).value();
   }
   kernel_cache_ = std::make_unique<KernelCache>(store_.get(), config_.kernel_cache_bytes());
 
   // Job recovery and the worker pool, before any RPC can reach the queue.
   JobManagerOptions job_options;
-  job_options.workers = config_.ResolvedWorkers();
+  job_options.workers = config_.RunsWorkers() ? config_.ResolvedWorkers() : -1;
+  job_options.lease_seconds = config_.lease_seconds;
+  job_options.checkpoint_interval_seconds = config_.checkpoint_seconds;
+  job_options.max_attempts = config_.max_attempts;
+  job_options.exclusive_store = !shared;
   job_manager_ = std::make_unique<JobManager>(store_.get(), job_options);
+  // Events (own writes; other replicas' through the shared store) wake
+  // workers and watchers and drop cached resolutions of changed kernels.
+  store_->SetListener([jobs = job_manager_.get(), cache = kernel_cache_.get()](const store::StoreEvent& e) {
+    if (e.kind == store::StoreEvent::Kind::kKernelChanged) cache->OnKernelChanged(e.name);
+    jobs->OnStoreEvent(e);
+  });
   if (const Status s = job_manager_->Start(); !s.ok()) {
     ReleaseState();
     return s.WithContext("starting the job manager");
@@ -89,7 +116,7 @@ Status KlsServer::Start() {
 
   ServerFacts facts;
   facts.version = KLS_VERSION;
-  facts.data_dir = data_dir_->path();
+  facts.data_dir = shared ? "(shared store)" : data_dir_->path();
   facts.worker_threads = config_.ResolvedWorkers();
   facts.max_message_bytes = config_.max_message_bytes();
   admin_service_ = std::make_unique<AdminService>(std::move(facts));
@@ -113,10 +140,14 @@ Status KlsServer::Start() {
   // a busy port silently; a busy port must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(admin_service_.get());
-  builder.RegisterService(datasets_service_.get());
-  builder.RegisterService(jobs_service_.get());
-  builder.RegisterService(kernels_service_.get());
-  builder.RegisterService(queries_service_.get());
+  if (config_.ServesApi()) {
+    builder.RegisterService(datasets_service_.get());
+    builder.RegisterService(jobs_service_.get());
+  }
+  if (config_.ServesQueries()) {
+    builder.RegisterService(kernels_service_.get());
+    builder.RegisterService(queries_service_.get());
+  }
 
   server_ = builder.BuildAndStart();
   if (!server_ || selected_port == 0) {
@@ -128,13 +159,16 @@ Status KlsServer::Start() {
   port_ = selected_port;
   SetServing(false);  // the default health service starts "" as SERVING
 
-  const Status recorded = data_dir_->RecordListenAddress(target());
-  if (!recorded.ok()) {
-    Stop(std::chrono::milliseconds(0));
-    return recorded;
+  if (data_dir_) {
+    const Status recorded = data_dir_->RecordListenAddress(target());
+    if (!recorded.ok()) {
+      Stop(std::chrono::milliseconds(0));
+      return recorded;
+    }
   }
 
   SetServing(true);
+  readiness_ = std::thread([this] { ReadinessLoop(); });
   const bool loopback = IsLoopbackHost(HostOf(config_.listen));
   if (!tokens && !loopback) {
     spdlog::warn("authorization is OFF (no tokens_file) while listening on {}: anyone who can reach this "
@@ -152,14 +186,21 @@ Status KlsServer::Start() {
                                                     : "mutual TLS (client certificates required)",
                tokens ? "bearer tokens required (" + std::to_string(tokens->size()) + " configured)"
                       : std::string("authorization off"));
-  spdlog::info("kls-server {} serving on {}:{} (data dir {}, {} workers, max message {} MiB, kernel cache {} MiB)",
-               KLS_VERSION, HostOf(config_.listen), port_, data_dir_->path(), config_.ResolvedWorkers(),
+  spdlog::info("kls-server {} serving on {}:{} (role {}, {}, {} workers, max message {} MiB, kernel cache {} MiB)",
+               KLS_VERSION, HostOf(config_.listen), port_, config_.role,
+               shared ? "shared PostgreSQL store" : "data dir " + data_dir_->path(), job_manager_->worker_count(),
                config_.max_message_mb, config_.kernel_cache_mb);
   return OkStatus();
 }
 
 void KlsServer::Stop(std::chrono::milliseconds grace) {
   if (!server_) return;
+  {
+    std::lock_guard<std::mutex> lock(readiness_mu_);
+    stopping_ = true;
+  }
+  readiness_cv_.notify_all();
+  if (readiness_.joinable()) readiness_.join();
   SetServing(false);
   // Stop taking jobs and stop the solvers first (running jobs return to the
   // queue for the next start), then let in-flight calls finish within `grace`.
@@ -190,6 +231,32 @@ void KlsServer::SetServing(bool serving) {
   if (health == nullptr) return;
   health->SetServingStatus("", serving);
   for (const char* name : kServiceNames) health->SetServingStatus(name, serving);
+}
+
+void KlsServer::ReadinessLoop() {
+  // Liveness ("") stays SERVING while the process runs; readiness of the
+  // KLS services follows the store: a database outage makes the replica
+  // not-ready (the orchestrator stops routing to it) but never restarts it;
+  // cached kernels keep answering meanwhile.
+  bool ready = true;
+  std::unique_lock<std::mutex> lock(readiness_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    const Status ping = store_->Ping();
+    if (ping.ok() != ready) {
+      ready = ping.ok();
+      if (ready) {
+        spdlog::info("store reachable again; ready");
+      } else {
+        spdlog::warn("store unreachable ({}); not ready", ping.ToString());
+      }
+      if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+        for (const char* name : kServiceNames) health->SetServingStatus(name, ready);
+      }
+    }
+    lock.lock();
+    readiness_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stopping_; });
+  }
 }
 
 std::string KlsServer::target() const {

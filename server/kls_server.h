@@ -28,8 +28,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <grpcpp/server.h>
 
@@ -91,6 +94,12 @@ class KlsServer {
   ServerConfig config_;
   /// Releases everything Start() created, in reverse order (no gRPC server).
   void ReleaseState();
+  /// Pings the store every 500 ms and sets the KLS services' health.
+  void ReadinessLoop();
+  std::thread readiness_;
+  std::mutex readiness_mu_;
+  std::condition_variable readiness_cv_;
+  bool stopping_ = false;
 
   // Destroyed in reverse order: services before the manager, cache and store
   // they point into, the lock last.

@@ -60,6 +60,40 @@ int CheckDataDir(const std::string& dir) {
   return report->problems.empty() ? 0 : 1;
 }
 
+// --migrate-from DIR --store URI: see the flag's help.
+int MigrateDataDir(const std::string& dir, const kls::server::ServerConfig& config) {
+  if (config.store.empty()) {
+    std::cerr << "kls-server --migrate-from needs --store postgresql://... (the destination)\n";
+    return 2;
+  }
+  const kls::StatusOr<std::unique_ptr<kls::server::DataDir>> lock = kls::server::DataDir::Open(dir);
+  if (!lock.ok()) {
+    std::cerr << "kls-server --migrate-from: " << lock.status() << "\n";
+    return 2;
+  }
+  auto from = kls::store::OpenSqliteStore((*lock)->path());
+  if (!from.ok()) {
+    std::cerr << "kls-server --migrate-from: " << from.status() << "\n";
+    return 1;
+  }
+  kls::store::PostgresStoreOptions pg;
+  pg.uri = config.store;
+  pg.cache_dir = config.cache_dir;
+  auto to = kls::store::OpenPostgresStore(pg);
+  if (!to.ok()) {
+    std::cerr << "kls-server --migrate-from: " << to.status() << "\n";
+    return 1;
+  }
+  const kls::StatusOr<kls::store::MigrationReport> report = kls::store::CopyStore(**from, **to);
+  if (!report.ok()) {
+    std::cerr << "kls-server --migrate-from: " << report.status() << "\n";
+    return 1;
+  }
+  std::cout << "migrated " << report->datasets << " data sets, " << report->kernels << " kernel versions, "
+            << report->aliases << " aliases, " << report->jobs << " jobs\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +128,28 @@ int main(int argc, char** argv) {
       app.add_option("--tls-client-ca", tls_client_ca, "CA (PEM) of client certificates; enables mutual TLS");
   auto* tokens_opt = app.add_option("--tokens-file", tokens_file,
                                     "File of 'TOKEN SCOPES' lines (scopes: read,write,admin); unset = auth off");
+  std::string store_uri, role, cache_dir;
+  int cache_disk_mb = 0, max_attempts = 0;
+  double lease_seconds = 0, checkpoint_seconds = 0;
+  auto* store_opt = app.add_option("--store", store_uri,
+                                   "Shared PostgreSQL store for several replicas (postgresql://USER@HOST:PORT/DB); "
+                                   "unset = the embedded store in --data-dir");
+  auto* role_opt = app.add_option("--role", role, "all (default), api, worker or query (needs --store)");
+  auto* cache_dir_opt =
+      app.add_option("--cache-dir", cache_dir, "Local verified artifact cache of this replica (with --store)");
+  auto* cache_disk_opt = app.add_option("--cache-disk-mb", cache_disk_mb, "Disk budget of --cache-dir, MiB (0 = unbounded)");
+  auto* lease_opt = app.add_option("--lease-seconds", lease_seconds,
+                                   "Job lease: a dead replica's jobs move to another after this long")
+                        ->default_str(std::to_string(defaults.lease_seconds));
+  auto* checkpoint_opt = app.add_option("--checkpoint-seconds", checkpoint_seconds,
+                                        "Solve time between checkpoints of resumable solvers")
+                             ->default_str(std::to_string(defaults.checkpoint_seconds));
+  auto* attempts_opt = app.add_option("--max-attempts", max_attempts,
+                                      "Counted failed attempts (out of memory, deaths without progress) before a job fails")
+                           ->default_str(std::to_string(defaults.max_attempts));
+  std::string migrate_from;
+  app.add_option("--migrate-from", migrate_from,
+                 "Copy every data set, job and kernel of this data directory into --store, then exit");
   bool check = false;
   app.add_flag("--check", check, "Check the data directory's integrity and exit (0 healthy, 1 damaged, 2 cannot check)");
   CLI11_PARSE(app, argc, argv);
@@ -109,6 +165,13 @@ int main(int argc, char** argv) {
   if (tls_key_opt->count() > 0) overrides.tls_key_file = tls_key;
   if (tls_client_ca_opt->count() > 0) overrides.tls_client_ca_file = tls_client_ca;
   if (tokens_opt->count() > 0) overrides.tokens_file = tokens_file;
+  if (store_opt->count() > 0) overrides.store = store_uri;
+  if (role_opt->count() > 0) overrides.role = role;
+  if (cache_dir_opt->count() > 0) overrides.cache_dir = cache_dir;
+  if (cache_disk_opt->count() > 0) overrides.cache_disk_mb = cache_disk_mb;
+  if (lease_opt->count() > 0) overrides.lease_seconds = lease_seconds;
+  if (checkpoint_opt->count() > 0) overrides.checkpoint_seconds = checkpoint_seconds;
+  if (attempts_opt->count() > 0) overrides.max_attempts = max_attempts;
   const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
   if (!loaded.ok()) {
     std::cerr << "kls-server: " << loaded.status() << "\n";
@@ -116,6 +179,7 @@ int main(int argc, char** argv) {
   }
   const ServerConfig& config = *loaded;
   if (check) return CheckDataDir(config.data_dir);
+  if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
   SetUpLogging(config.log_level);
 
   // Block the shutdown signals before gRPC starts its threads (they inherit

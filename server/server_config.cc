@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,7 +15,8 @@ namespace {
 
 constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
-    "tls_client_ca_file, tokens_file";
+    "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
+    "max_attempts";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -39,6 +42,13 @@ bool ParseInt(const std::string& text, int* out) {
   const char* last = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(first, last, *out);
   return ec == std::errc() && ptr == last && !text.empty();
+}
+
+bool ParseDouble(const std::string& text, double* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(*out);
 }
 
 bool IsLogLevel(const std::string& level) {
@@ -86,6 +96,28 @@ Status ServerConfig::Validate() const {
   if (kernel_cache_mb < 1 || kernel_cache_mb > kMaxKernelCacheMb) {
     return InvalidArgumentError("kernel_cache_mb must be in 1.." + std::to_string(kMaxKernelCacheMb) +
                                 ", got " + std::to_string(kernel_cache_mb));
+  }
+  if (role != "all" && role != "api" && role != "worker" && role != "query") {
+    return InvalidArgumentError("role = '" + role + "' is not one of all, api, worker, query");
+  }
+  if (!store.empty() && store.rfind("postgresql://", 0) != 0 && store.rfind("postgres://", 0) != 0 &&
+      store.find('=') == std::string::npos) {
+    return InvalidArgumentError("store = '" + store +
+                                "' is not a PostgreSQL URI (postgresql://USER@HOST:PORT/DB) or libpq key=value string");
+  }
+  if (store.empty() && role != "all") {
+    return InvalidArgumentError("role = '" + role + "' needs a shared store (store = postgresql://...); "
+                                "the embedded store has one server doing everything");
+  }
+  if (cache_disk_mb < 0) return InvalidArgumentError("cache_disk_mb must be >= 0, got " + std::to_string(cache_disk_mb));
+  if (!(lease_seconds >= 0.5 && lease_seconds <= 3600)) {
+    return InvalidArgumentError("lease_seconds must be in 0.5..3600, got " + std::to_string(lease_seconds));
+  }
+  if (!(checkpoint_seconds > 0 && checkpoint_seconds <= 86400)) {
+    return InvalidArgumentError("checkpoint_seconds must be in (0, 86400], got " + std::to_string(checkpoint_seconds));
+  }
+  if (max_attempts < 1 || max_attempts > 100) {
+    return InvalidArgumentError("max_attempts must be in 1..100, got " + std::to_string(max_attempts));
   }
   // The files themselves are read (and their contents checked) by Start().
   if (!tls_key_file.empty() && tls_cert_file.empty()) {
@@ -155,6 +187,21 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->tls_client_ca_file = value;
     } else if (key == "tokens_file") {
       config->tokens_file = value;
+    } else if (key == "store") {
+      config->store = value;
+    } else if (key == "role") {
+      config->role = value;
+    } else if (key == "cache_dir") {
+      config->cache_dir = value;
+    } else if (key == "cache_disk_mb") {
+      KLS_RETURN_IF_ERROR(int_value(&config->cache_disk_mb));
+    } else if (key == "max_attempts") {
+      KLS_RETURN_IF_ERROR(int_value(&config->max_attempts));
+    } else if (key == "lease_seconds" || key == "checkpoint_seconds") {
+      double* out = key == "lease_seconds" ? &config->lease_seconds : &config->checkpoint_seconds;
+      if (!ParseDouble(value, out)) {
+        return InvalidArgumentError(where + "key '" + key + "' needs a number, got '" + value + "'");
+      }
     } else {
       return InvalidArgumentError(where + "unknown key '" + key + "' (known keys: " + kKnownKeys + ")");
     }
@@ -183,6 +230,13 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.tls_key_file) config.tls_key_file = *overrides.tls_key_file;
   if (overrides.tls_client_ca_file) config.tls_client_ca_file = *overrides.tls_client_ca_file;
   if (overrides.tokens_file) config.tokens_file = *overrides.tokens_file;
+  if (overrides.store) config.store = *overrides.store;
+  if (overrides.role) config.role = *overrides.role;
+  if (overrides.cache_dir) config.cache_dir = *overrides.cache_dir;
+  if (overrides.cache_disk_mb) config.cache_disk_mb = *overrides.cache_disk_mb;
+  if (overrides.lease_seconds) config.lease_seconds = *overrides.lease_seconds;
+  if (overrides.checkpoint_seconds) config.checkpoint_seconds = *overrides.checkpoint_seconds;
+  if (overrides.max_attempts) config.max_attempts = *overrides.max_attempts;
   KLS_RETURN_IF_ERROR(config.Validate());
   return config;
 }

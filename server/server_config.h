@@ -14,6 +14,13 @@
 //   tls_key_file = /etc/kls/server.key
 //   tls_client_ca_file = /etc/kls/clients-ca.crt   # mutual TLS: clients need a cert from this CA
 //   tokens_file = /etc/kls/tokens             # bearer tokens with scopes; unset = auth off
+//   store = postgresql://kls@db:5432/kls      # shared store for several replicas; unset = embedded
+//   role = all                                # all | api | worker | query
+//   cache_dir = /var/cache/kls                # replica's verified artifact cache (shared store)
+//   cache_disk_mb = 0                         # its disk budget; 0 = unbounded
+//   lease_seconds = 10                        # job lease; a dead replica's jobs move after it
+//   checkpoint_seconds = 30                   # solve time between checkpoints of resumable solvers
+//   max_attempts = 5                          # counted failed attempts before a job fails
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -52,6 +59,26 @@ struct ServerConfig {
   std::string tls_client_ca_file;
   /// File of "TOKEN SCOPES" lines (server/auth.h); empty = every call allowed.
   std::string tokens_file;
+  /// libpq URI of the shared PostgreSQL store ("postgresql://USER@HOST:PORT/DB");
+  /// empty = the embedded SQLite store in data_dir (one server per directory).
+  std::string store;
+  /// What this replica does: "all" (default), "api" (data sets, jobs,
+  /// kernels, queries; no workers), "worker" (runs jobs; serves health and
+  /// admin only) or "query" (kernels and queries only, read-only).
+  std::string role = "all";
+  /// Local artifact cache of a replica on the shared store; empty = a private
+  /// temporary directory. Unused by the embedded store.
+  std::string cache_dir;
+  /// Disk budget of cache_dir in MiB; 0 = unbounded.
+  int cache_disk_mb = 0;
+  /// Lease of a claimed job, seconds (0.5..3600): after a replica dies its
+  /// jobs move to another replica this long after its last heartbeat.
+  double lease_seconds = 10.0;
+  /// Solve time between checkpoints of resumable solvers, seconds (> 0).
+  double checkpoint_seconds = 30.0;
+  /// Counted failed attempts (solver out of memory, or process deaths with no
+  /// checkpoint progress) after which a job fails; 1..100.
+  int max_attempts = 5;
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
@@ -62,6 +89,11 @@ struct ServerConfig {
   int64_t kernel_cache_bytes() const { return int64_t{kernel_cache_mb} * 1024 * 1024; }
   /// `workers`, with 0 resolved to the number of hardware cores (at least 1).
   int ResolvedWorkers() const;
+  /// Whether this role runs the job workers / serves the Datasets and Jobs
+  /// API / serves Kernels and Queries.
+  bool RunsWorkers() const { return role == "all" || role == "worker"; }
+  bool ServesApi() const { return role == "all" || role == "api"; }
+  bool ServesQueries() const { return role != "worker"; }
 };
 
 /// Applies the settings in `text` on top of `config`. `source_name` (usually
@@ -86,6 +118,13 @@ struct ConfigOverrides {
   std::optional<std::string> tls_key_file;
   std::optional<std::string> tls_client_ca_file;
   std::optional<std::string> tokens_file;
+  std::optional<std::string> store;
+  std::optional<std::string> role;
+  std::optional<std::string> cache_dir;
+  std::optional<int> cache_disk_mb;
+  std::optional<double> lease_seconds;
+  std::optional<double> checkpoint_seconds;
+  std::optional<int> max_attempts;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the

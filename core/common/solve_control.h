@@ -83,6 +83,10 @@ struct SolveControl {
   std::function<void(const Checkpoint&)> checkpoint;
   /// Solve time between checkpoint calls, seconds (> 0).
   double checkpoint_interval_seconds = 30.0;
+  /// Set from another thread to ask for a checkpoint after the current outer
+  /// iteration regardless of the interval (a replica draining before it
+  /// hands the job over); the solver's CheckpointTimer clears it. Null: none.
+  std::shared_ptr<std::atomic<bool>> checkpoint_requested;
   /// Resume from this state (produced by the same solver for the same
   /// problem and options). A checkpoint of another format or shape is
   /// ignored and the solve starts afresh (SolveStats::resumed_from_iteration
@@ -115,6 +119,10 @@ class CheckpointTimer {
   bool Due() {
     if (!control_.checkpoint) return false;
     const auto now = std::chrono::steady_clock::now();
+    if (control_.checkpoint_requested && control_.checkpoint_requested->exchange(false)) {
+      last_ = now;
+      return true;
+    }
     if (std::chrono::duration<double>(now - last_).count() < control_.checkpoint_interval_seconds) return false;
     last_ = now;
     return true;

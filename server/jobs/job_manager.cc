@@ -2,7 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <functional>
+#include <new>
+#include <random>
 #include <utility>
 
 #include "server/jobs/proto_convert.h"
@@ -17,117 +22,129 @@ int64_t NowUnixMs() {
       .count();
 }
 
+std::string DefaultReplicaId() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof(host), "kls");
+  std::mt19937_64 rng(std::random_device{}());
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%s-%d-%04x", host, static_cast<int>(getpid()),
+                static_cast<unsigned>(rng() & 0xffff));
+  return buf;
+}
+
+int64_t Ms(double seconds) { return static_cast<int64_t>(seconds * 1000.0); }
+
+/// A watcher's version for a job known only through the store (queued, or
+/// running on another replica): changes whenever what Watch shows changes.
+uint64_t StoredVersion(const store::JobRecord& j) {
+  const std::string key = std::string(store::JobStateName(j.state)) + "|" + std::to_string(j.attempts) + "|" +
+                          j.progress_json + "|" + j.error;
+  uint64_t h = std::hash<std::string>{}(key) | 1;
+  return h == UINT64_MAX ? h - 2 : h;
+}
+
 }  // namespace
 
 JobManager::JobManager(store::Store* store, JobManagerOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store), options_(std::move(options)),
+      replica_id_(options_.replica_id.empty() ? DefaultReplicaId() : options_.replica_id) {}
 
 JobManager::~JobManager() { Shutdown(); }
 
 // ---- Lifecycle ---------------------------------------------------------------
 
 Status JobManager::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (started_) return FailedPreconditionError("the job manager is already started");
-  if (stopping_) return FailedPreconditionError("the job manager was shut down");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return FailedPreconditionError("the job manager is already started");
+    if (stopping_) return FailedPreconditionError("the job manager was shut down");
+  }
   if (options_.queue_capacity < 1) {
     return InvalidArgumentError("queue_capacity = " + std::to_string(options_.queue_capacity) + " must be >= 1");
   }
   if (options_.max_attempts < 1) {
     return InvalidArgumentError("max_attempts = " + std::to_string(options_.max_attempts) + " must be >= 1");
   }
-  KLS_RETURN_IF_ERROR(RecoverLocked());
+  if (!(options_.lease_seconds > 0.0)) {
+    return InvalidArgumentError("lease_seconds = " + std::to_string(options_.lease_seconds) + " must be > 0");
+  }
+  if (!(options_.poll_seconds > 0.0) || !(options_.checkpoint_interval_seconds > 0.0)) {
+    return InvalidArgumentError("poll_seconds and checkpoint_interval_seconds must be > 0");
+  }
+  // An exclusive store has no other owner: whatever is still running was
+  // left by an earlier process of this data directory.
+  if (options_.exclusive_store) KLS_RETURN_IF_ERROR(RequeueExpired(/*all_running=*/true));
+  std::lock_guard<std::mutex> lock(mu_);
   started_ = true;
   int n = options_.workers;
-  if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (n < 0) n = 0;
+  worker_count_ = n;
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  spdlog::info("job manager: {} workers, {} jobs queued", n, queue_.size());
-  return OkStatus();
-}
-
-Status JobManager::RecoverLocked() {
-  // Running jobs first: re-queueing them keeps their place (creation order)
-  // in the queued listing that follows.
-  store::JobFilter running;
-  running.state = store::JobState::kRunning;
-  running.page_size = 1000;
-  for (;;) {
-    std::string next;
-    KLS_ASSIGN_OR_RETURN(auto page, store_->ListJobs(running, &next));
-    for (store::JobRecord& job : page) {
-      // Killed between storing the kernel and persisting "succeeded": the
-      // result is durable, so the job is finished, not run again (a second
-      // run would store a second version of the same kernel).
-      StatusOr<std::vector<store::KernelRecord>> kernels =
-          store_->ListKernels(job.kernel_name.empty() ? job.id : job.kernel_name);
-      if (!kernels.ok()) return kernels.status().WithContext("recovering job " + job.id);
-      const store::KernelRecord* produced = nullptr;
-      for (const store::KernelRecord& k : *kernels) {
-        if (k.job_id == job.id) produced = &k;  // ascending versions: the last is the newest
-      }
-      if (produced != nullptr) {
-        job.state = store::JobState::kSucceeded;
-        job.error.clear();
-        job.kernel_name = produced->name;
-        job.kernel_version = produced->version;
-        job.finished_unix_ms = NowUnixMs();
-        spdlog::info("job {}: its kernel {} v{} was stored before the server stopped; succeeded", job.id,
-                     produced->name, produced->version);
-      } else if (job.attempts >= options_.max_attempts) {
-        job.state = store::JobState::kFailed;
-        job.error = "interrupted " + std::to_string(job.attempts) + " times by server restarts";
-        job.finished_unix_ms = NowUnixMs();
-        spdlog::warn("job {}: {}; failed", job.id, job.error);
-      } else {
-        job.state = store::JobState::kQueued;
-        job.started_unix_ms = 0;
-        spdlog::info("job {}: was running when the server stopped (attempt {} of {}); re-queued", job.id,
-                     job.attempts, options_.max_attempts);
-      }
-      KLS_RETURN_IF_ERROR(store_->UpdateJob(job).WithContext("recovering job " + job.id));
-    }
-    if (next.empty()) break;
-    running.page_token = next;
-  }
-  store::JobFilter queued;
-  queued.state = store::JobState::kQueued;
-  queued.page_size = 1000;
-  for (;;) {
-    std::string next;
-    KLS_ASSIGN_OR_RETURN(auto page, store_->ListJobs(queued, &next));
-    for (const store::JobRecord& job : page) {
-      if (queued_index_.count(job.id) == 0) EnqueueLocked(job);  // Submit() before Start() already did
-    }
-    if (next.empty()) break;
-    queued.page_token = next;
-  }
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  spdlog::info("job manager: replica {}, {} workers, lease {:.1f} s", replica_id_, n, options_.lease_seconds);
   return OkStatus();
 }
 
 void JobManager::Shutdown() {
-  std::vector<std::thread> workers;
+  std::vector<std::shared_ptr<LiveJob>> running;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && workers_.empty() && !heartbeat_.joinable()) return;
     stopping_ = true;
     for (auto& [id, live] : live_) {
-      if (live->running) live->cancel.Cancel();
+      live->checkpoint_requested->store(true);
+      running.push_back(live);
     }
-    workers.swap(workers_);
   }
   work_cv_.notify_all();
   change_cv_.notify_all();
+  // A final checkpoint of each running solve before it is handed over, so the
+  // replica that takes it continues from here (bounded wait: a solver without
+  // checkpoints, or with a long outer iteration, is stopped anyway).
+  const auto wait_until = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(Ms(options_.drain_checkpoint_wait_seconds));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (const auto& live : running) {
+      const int before = live->checkpoints_written;
+      change_cv_.wait_until(lock, wait_until, [&] {
+        return live->checkpoints_written > before || live->lost || live->cancel.IsCancelled();
+      });
+      live->cancel.Cancel();
+    }
+  }
+  std::vector<std::thread> workers;
+  std::thread heartbeat;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers.swap(workers_);
+    heartbeat.swap(heartbeat_);
+  }
+  heartbeat_cv_.notify_all();
   for (std::thread& t : workers) t.join();
+  if (heartbeat.joinable()) heartbeat.join();
 }
 
-// ---- Queue -------------------------------------------------------------------
+// ---- Events and counters ------------------------------------------------------
 
-void JobManager::EnqueueLocked(const store::JobRecord& job) {
-  QueueEntry e{job.priority, next_sequence_++, job.id};
-  queue_.insert(e);
-  queued_index_[job.id] = e;
-  auto& live = live_[job.id];
-  if (!live) live = std::make_shared<LiveJob>();
-  BumpLocked(live.get());
+void JobManager::OnStoreEvent(const store::StoreEvent& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++events_;
+  if (event.kind == store::StoreEvent::Kind::kJobQueued) {
+    ++work_signals_;
+    work_cv_.notify_all();
+  }
+  if (event.kind == store::StoreEvent::Kind::kJobChanged) {
+    auto it = live_.find(event.name);
+    if (it != live_.end()) {
+      // A job this replica runs was changed elsewhere (e.g. cancelled through
+      // another replica): renew now, which finds out whether it is still ours.
+      heartbeat_now_ = true;
+      heartbeat_cv_.notify_all();
+    }
+  }
+  change_cv_.notify_all();
 }
 
 void JobManager::BumpLocked(LiveJob* live) {
@@ -136,9 +153,19 @@ void JobManager::BumpLocked(LiveJob* live) {
 }
 
 int JobManager::QueuedCount() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(queue_.size());
+  StatusOr<int64_t> n = store_->CountJobs(store::JobState::kQueued);
+  return n.ok() ? static_cast<int>(*n) : 0;
 }
+
+store::JobFence JobManager::FenceOf(const store::JobRecord& job) const {
+  store::JobFence f;
+  f.state = store::JobState::kRunning;
+  f.attempt = job.attempts;
+  f.owner = replica_id_;
+  return f;
+}
+
+// ---- Submit, Get, Cancel, Watch ------------------------------------------------
 
 StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
   {
@@ -165,24 +192,28 @@ StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
 
   job.state = store::JobState::kQueued;
   job.attempts = 0;
+  job.counted_failures = 0;
+  job.owner.clear();
+  job.lease_expires_unix_ms = 0;
   job.error.clear();
   job.kernel_version = 0;
   job.progress_json.clear();
   job.started_unix_ms = job.finished_unix_ms = 0;
 
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return Status(StatusCode::kUnavailable, "the server is shutting down; not accepting jobs");
-  if (static_cast<int>(queue_.size()) >= options_.queue_capacity) {
-    return ResourceExhaustedError("the job queue is full (" + std::to_string(queue_.size()) +
-                                  " jobs queued, capacity " + std::to_string(options_.queue_capacity) +
-                                  "); retry later");
+  KLS_ASSIGN_OR_RETURN(int64_t queued, store_->CountJobs(store::JobState::kQueued));
+  if (queued >= options_.queue_capacity) {
+    return ResourceExhaustedError("the job queue is full (" + std::to_string(queued) + " jobs queued, capacity " +
+                                  std::to_string(options_.queue_capacity) + "); retry later");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Status(StatusCode::kUnavailable, "the server is shutting down; not accepting jobs");
   }
   KLS_ASSIGN_OR_RETURN(store::JobRecord created, store_->CreateJob(std::move(job)));
-  if (created.kernel_name.empty()) {  // default output name: the job id (always unique)
-    created.kernel_name = created.id;
-    KLS_RETURN_IF_ERROR(store_->UpdateJob(created));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++work_signals_;
   }
-  EnqueueLocked(created);
   work_cv_.notify_one();
   spdlog::info("job {}: queued ({} on {}, priority {})", created.id, created.method, created.dataset_id,
                created.priority);
@@ -200,137 +231,286 @@ StatusOr<store::JobRecord> JobManager::Get(const std::string& id) {
 }
 
 StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);  // orders against a worker claiming the job
   KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
   if (store::IsTerminal(job.state)) {
     return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(job.state) +
                                    "; only queued or running jobs can be cancelled");
   }
-  auto live_it = live_.find(id);
-  if (job.state == store::JobState::kRunning && live_it != live_.end()) {
-    // The worker persists "cancelled" when the solver returns (next outer iteration).
-    live_it->second->user_cancelled = true;
-    live_it->second->cancel.Cancel();
-    spdlog::info("job {}: cancellation requested", id);
-    return job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second->attempt == job.attempts && job.state == store::JobState::kRunning) {
+      // Running here: the worker persists "cancelled" when the solver returns
+      // (its next outer iteration).
+      it->second->user_cancelled = true;
+      it->second->cancel.Cancel();
+      spdlog::info("job {}: cancellation requested", id);
+      return job;
+    }
   }
-  // Queued (or a record this process is not running): cancel at once.
-  if (auto q = queued_index_.find(id); q != queued_index_.end()) {
-    queue_.erase(q->second);
-    queued_index_.erase(q);
-  }
+  // Queued, or running on another replica: cancelled in the store, fenced on
+  // the state read, so a concurrent claim or commit wins cleanly (then the
+  // caller retries or sees the terminal state). The owner finds out at its
+  // next lease renewal (at once through the store's events) and stops.
+  store::JobFence fence;
+  fence.state = job.state;
+  fence.attempt = job.attempts;
+  const store::JobState was = job.state;
   job.state = store::JobState::kCancelled;
   job.finished_unix_ms = NowUnixMs();
-  KLS_RETURN_IF_ERROR(store_->UpdateJob(job));
-  if (live_it != live_.end()) {
-    BumpLocked(live_it->second.get());
-    live_.erase(live_it);
+  Status s = store_->UpdateJobFenced(job, fence);
+  if (s.code() == StatusCode::kAborted) {
+    KLS_ASSIGN_OR_RETURN(store::JobRecord now, store_->GetJob(id));
+    if (store::IsTerminal(now.state)) {
+      return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(now.state) +
+                                     "; only queued or running jobs can be cancelled");
+    }
+    return Status(StatusCode::kAborted, "job \"" + id + "\" changed state while being cancelled; retry");
   }
-  spdlog::info("job {}: cancelled while queued", id);
+  KLS_RETURN_IF_ERROR(s);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    BumpLocked(nullptr);
+  }
+  spdlog::info("job {}: cancelled while {}", id, store::JobStateName(was));
   return job;
 }
 
 StatusOr<store::JobRecord> JobManager::WaitForChange(const std::string& id, uint64_t* version,
                                                      std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Remote jobs are re-read at least this often even without an event (a
+  // shared store's events can be lost while its connection is down).
+  const auto poll = std::chrono::milliseconds(250);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     auto it = live_.find(id);
-    if (it == live_.end()) {
-      lock.unlock();
-      KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
-      if (store::IsTerminal(job.state) || *version == 0) {
-        *version = kFinalVersion;
+    if (it != live_.end()) {
+      std::shared_ptr<LiveJob> live = it->second;
+      if (live->version != *version) {
+        const uint64_t seen = live->version;
+        const bool has_progress = live->has_progress;
+        const ProgressEvent progress = live->progress;
+        lock.unlock();
+        KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+        if (store::IsTerminal(job.state)) {
+          *version = kFinalVersion;
+        } else {
+          *version = seen;
+          if (has_progress) job.progress_json = ProgressJson(progress, "");
+        }
         return job;
       }
-      // Known to the store but not tracked here (not started, or shut down):
-      // nothing will change it in this process; wait out the timeout.
-      lock.lock();
-      if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout && live->version == *version) {
         lock.unlock();
-        return store_->GetJob(id);
+        KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+        if (store::IsTerminal(job.state)) *version = kFinalVersion;
+        return job;
       }
       continue;
     }
-    std::shared_ptr<LiveJob> live = it->second;
-    if (live->version != *version) {
-      const uint64_t seen = live->version;
-      const bool has_progress = live->has_progress;
-      const ProgressEvent progress = live->progress;
-      lock.unlock();
-      KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
-      if (store::IsTerminal(job.state)) {
-        *version = kFinalVersion;
-      } else {
-        *version = seen;
-        if (has_progress) job.progress_json = ProgressJson(progress, "");
-      }
+    // Known only through the store: queued, running elsewhere, or finished.
+    const uint64_t events = events_;
+    lock.unlock();
+    KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+    const uint64_t stored = store::IsTerminal(job.state) ? kFinalVersion : StoredVersion(job);
+    if (stored != *version || store::IsTerminal(job.state)) {
+      *version = stored;
       return job;
     }
-    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      if (live->version != *version) continue;  // changed right at the deadline
-      lock.unlock();
-      KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
-      if (store::IsTerminal(job.state)) *version = kFinalVersion;
-      return job;
+    lock.lock();
+    if (std::chrono::steady_clock::now() >= deadline) return job;
+    const auto wake = std::min(deadline, std::chrono::steady_clock::now() + poll);
+    change_cv_.wait_until(lock, wake, [&] { return events_ != events || live_.count(id) > 0; });
+  }
+}
+
+// ---- Heartbeat: leases and dead replicas -----------------------------------------
+
+void JobManager::HeartbeatLoop() {
+  const double period = options_.heartbeat_seconds > 0 ? options_.heartbeat_seconds : options_.lease_seconds / 4;
+  const auto every = std::chrono::milliseconds(std::max<int64_t>(10, Ms(period)));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!(stopping_ && live_.empty())) {
+    heartbeat_cv_.wait_for(lock, every, [this] { return heartbeat_now_ || (stopping_ && live_.empty()); });
+    heartbeat_now_ = false;
+    const bool stopping = stopping_;
+    lock.unlock();
+    RenewLeases();
+    if (!stopping) {
+      if (Status s = RequeueExpired(false); !s.ok()) {
+        spdlog::warn("re-queueing jobs of dead replicas: {}", s.ToString());
+      }
+    }
+    lock.lock();
+  }
+}
+
+void JobManager::RenewLeases() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_.empty()) return;
+  }
+  StatusOr<std::vector<std::string>> held = store_->RenewLeases(replica_id_, Ms(options_.lease_seconds));
+  if (!held.ok()) {
+    // The store is unreachable: keep solving; if it stays away past the
+    // lease, another replica takes the job and this one finds out later.
+    spdlog::warn("renewing leases: {}", held.status().ToString());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, live] : live_) {
+    if (live->lost || std::find(held->begin(), held->end(), id) != held->end()) continue;
+    live->lost = true;
+    live->cancel.Cancel();
+    BumpLocked(live.get());
+    spdlog::warn("job {}: this replica no longer holds its lease (attempt {}); stopping its solver", id,
+                 live->attempt);
+  }
+}
+
+Status JobManager::RequeueExpired(bool all_running) {
+  std::vector<store::JobRecord> jobs;
+  if (all_running) {
+    store::JobFilter running;
+    running.state = store::JobState::kRunning;
+    running.page_size = 1000;
+    for (;;) {
+      std::string next;
+      KLS_ASSIGN_OR_RETURN(auto page, store_->ListJobs(running, &next));
+      jobs.insert(jobs.end(), page.begin(), page.end());
+      if (next.empty()) break;
+      running.page_token = next;
+    }
+  } else {
+    KLS_ASSIGN_OR_RETURN(jobs, store_->ListExpiredLeases());
+  }
+  for (store::JobRecord& job : jobs) {
+    StatusOr<std::optional<store::CheckpointRecord>> cp = store_->GetCheckpoint(job.id);
+    const bool progressed = cp.ok() && cp->has_value() && (*cp)->attempt == job.attempts;
+    store::JobFence fence;
+    fence.state = store::JobState::kRunning;
+    fence.attempt = job.attempts;
+    fence.lease_expired = !all_running;
+    const std::string was_owner = job.owner;
+    if (!progressed) job.counted_failures += 1;
+    if (job.counted_failures >= options_.max_attempts) {
+      job.state = store::JobState::kFailed;
+      job.error = "interrupted " + std::to_string(job.counted_failures) +
+                  " times with no checkpoint progress (the solver may be crashing the process or running out "
+                  "of memory); max_attempts = " + std::to_string(options_.max_attempts);
+      job.finished_unix_ms = NowUnixMs();
+    } else {
+      job.state = store::JobState::kQueued;
+      job.started_unix_ms = 0;
+    }
+    Status s = store_->UpdateJobFenced(job, fence);
+    if (s.code() == StatusCode::kAborted) continue;  // renewed, finished or taken by another replica meanwhile
+    KLS_RETURN_IF_ERROR(s.WithContext("re-queueing job " + job.id));
+    if (job.state == store::JobState::kFailed) {
+      spdlog::warn("job {}: {}; failed", job.id, job.error);
+    } else {
+      spdlog::info("job {}: its lease (replica {}, attempt {}) ran out; re-queued ({})", job.id, was_owner,
+                   job.attempts, progressed ? "it had checkpointed" : "a counted failure");
     }
   }
+  return OkStatus();
 }
 
 // ---- Workers -----------------------------------------------------------------
 
 void JobManager::WorkerLoop() {
+  const auto poll = std::chrono::milliseconds(std::max<int64_t>(10, Ms(options_.poll_seconds)));
   std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    const QueueEntry entry = *queue_.begin();
-    queue_.erase(queue_.begin());
-    queued_index_.erase(entry.id);
-    std::shared_ptr<LiveJob>& slot = live_[entry.id];
-    if (!slot) slot = std::make_shared<LiveJob>();
-    std::shared_ptr<LiveJob> live = slot;
-
-    // Claim: persisted as running, attempt counted, before the solver starts.
-    StatusOr<store::JobRecord> loaded = store_->GetJob(entry.id);
-    if (!loaded.ok() || loaded->state != store::JobState::kQueued) {
-      if (!loaded.ok()) spdlog::error("job {}: cannot load the queued job: {}", entry.id, loaded.status().ToString());
-      live_.erase(entry.id);
-      BumpLocked(nullptr);
+  while (!stopping_) {
+    const uint64_t signals = work_signals_;
+    lock.unlock();
+    StatusOr<std::optional<store::JobRecord>> claimed = store_->ClaimJob(replica_id_, Ms(options_.lease_seconds));
+    lock.lock();
+    if (!claimed.ok()) {
+      spdlog::warn("claiming a job: {}", claimed.status().ToString());
+      work_cv_.wait_for(lock, poll, [this] { return stopping_; });
       continue;
     }
-    store::JobRecord job = std::move(loaded).value();
-    job.state = store::JobState::kRunning;
-    job.attempts += 1;
-    job.started_unix_ms = NowUnixMs();
-    job.finished_unix_ms = 0;
-    job.error.clear();
-    job.progress_json.clear();
-    if (Status s = store_->UpdateJob(job); !s.ok()) {
-      // Left queued in the store; the next start re-queues it.
-      spdlog::error("job {}: cannot mark running: {}", job.id, s.ToString());
-      live_.erase(entry.id);
-      BumpLocked(nullptr);
+    if (!claimed->has_value()) {
+      work_cv_.wait_for(lock, poll, [&] { return stopping_ || work_signals_ != signals; });
       continue;
     }
-    live->running = true;
+    store::JobRecord job = std::move(**claimed);
+    if (stopping_) {
+      // Claimed during the drain: hand it straight back (not a failure).
+      lock.unlock();
+      store::JobRecord back = job;
+      back.state = store::JobState::kQueued;
+      back.started_unix_ms = 0;
+      (void)store_->UpdateJobFenced(back, FenceOf(job));
+      lock.lock();
+      break;
+    }
+    auto live = std::make_shared<LiveJob>();
+    live->attempt = job.attempts;
+    live_[job.id] = live;
     BumpLocked(live.get());
     lock.unlock();
-    spdlog::info("job {}: running (attempt {})", job.id, job.attempts);
+    spdlog::info("job {}: running (attempt {}, replica {})", job.id, job.attempts, replica_id_);
     if (options_.on_job_started) options_.on_job_started(job.id);
-    RunJob(std::move(job), std::move(live));
+    RunJob(std::move(job), live);
     lock.lock();
   }
 }
 
 void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   const Stopwatch watch;
+  const store::JobFence fence = FenceOf(job);
   SolveControl control;
   control.cancel = live->cancel;
   control.SetTimeLimit(job.deadline_seconds);
+  control.checkpoint_interval_seconds = options_.checkpoint_interval_seconds;
+  control.checkpoint_requested = live->checkpoint_requested;
 
-  // Progress: every event to memory (watchers), at most one store write per
-  // interval. Runs on this thread; the store write is the only slow part.
+  auto mark_lost = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!live->lost) spdlog::warn("job {}: fenced out ({}); stopping", job.id, s.message());
+    live->lost = true;
+    live->cancel.Cancel();
+    BumpLocked(live.get());
+  };
+
+  // Resume from the job's last checkpoint, written by any earlier attempt.
+  int resumed_from = 0;
+  if (StatusOr<std::optional<store::CheckpointRecord>> cp = store_->GetCheckpoint(job.id); !cp.ok()) {
+    spdlog::warn("job {}: its checkpoint cannot be read ({}); starting afresh", job.id, cp.status().ToString());
+  } else if (cp->has_value()) {
+    auto c = std::make_shared<Checkpoint>();
+    c->solver = (*cp)->solver;
+    c->iteration = static_cast<int>((*cp)->iteration);
+    c->bytes = std::move((*cp)->bytes);
+    resumed_from = c->iteration;
+    control.resume_from = std::move(c);
+  }
+  control.checkpoint = [&](const Checkpoint& c) {
+    store::CheckpointRecord rec;
+    rec.job_id = job.id;
+    rec.attempt = job.attempts;
+    rec.iteration = c.iteration;
+    rec.solver = c.solver;
+    rec.bytes = c.bytes;
+    const Status s = store_->PutCheckpoint(rec, fence);
+    if (s.code() == StatusCode::kAborted || s.code() == StatusCode::kNotFound) {
+      mark_lost(s);
+      return;
+    }
+    if (!s.ok()) {
+      spdlog::warn("job {}: writing a checkpoint: {}", job.id, s.ToString());
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++live->checkpoints_written;
+    change_cv_.notify_all();
+  };
+
+  // Progress: every event to memory (watchers), at most one fenced store
+  // write per interval. Runs on this thread.
   auto last_persist = std::chrono::steady_clock::now();
   const auto persist_every = std::chrono::duration<double>(options_.progress_persist_interval_seconds);
   store::JobRecord progress_record = job;
@@ -345,51 +525,80 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     if (now - last_persist >= persist_every) {
       last_persist = now;
       progress_record.progress_json = ProgressJson(e, "");
-      if (Status s = store_->UpdateJob(progress_record); !s.ok()) {
+      const Status s = store_->UpdateJobFenced(progress_record, fence);
+      if (s.code() == StatusCode::kAborted || s.code() == StatusCode::kNotFound) {
+        mark_lost(s);
+      } else if (!s.ok()) {
         spdlog::warn("job {}: persisting progress: {}", job.id, s.ToString());
       }
     }
   };
 
-  auto fail = [&](const Status& s) {
-    job.state = store::JobState::kFailed;
-    job.error = s.message();
-    spdlog::warn("job {}: failed: {}", job.id, s.ToString());
-  };
-
+  bool counted_failure = false;
   StatusOr<JobSpec> spec = ParseJobSpec(job.method, job.options_json);
   StatusOr<store::StoredDataset> data = spec.ok() ? store_->LoadDataset(job.dataset_id) : spec.status();
-  StatusOr<JobOutput> result = data.ok() ? RunSolverJob(*spec, *data, store_, control) : data.status();
+  StatusOr<JobOutput> result = data.status();
+  if (data.ok()) {
+    try {
+      result = RunSolverJob(*spec, *data, store_, control);
+    } catch (const std::bad_alloc&) {
+      counted_failure = true;
+      result = ResourceExhaustedError("the solver ran out of memory");
+    }
+  }
+  if (!result.ok() && result.status().code() == StatusCode::kResourceExhausted) counted_failure = true;
 
   ProgressEvent last;
+  bool lost, user_cancelled, stopping;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last = live->progress;
+    lost = live->lost;
+    user_cancelled = live->user_cancelled;
+    stopping = stopping_;
   }
-  if (!result.ok()) {
-    fail(result.status());
+  auto finish = [&](const store::JobRecord& record) {
+    const Status s = store_->UpdateJobFenced(record, fence);
+    if (!s.ok()) {
+      spdlog::warn("job {}: persisting {}: {}", job.id, store::JobStateName(record.state), s.ToString());
+    }
+  };
+  if (lost) {
+    spdlog::info("job {}: attempt {} ended without writing (lease lost)", job.id, job.attempts);
+  } else if (!result.ok()) {
+    if (counted_failure && job.counted_failures + 1 < options_.max_attempts) {
+      job.counted_failures += 1;
+      job.state = store::JobState::kQueued;
+      job.started_unix_ms = 0;
+      job.error = result.status().message();
+      spdlog::warn("job {}: {}; re-queued (counted failure {} of {})", job.id, job.error, job.counted_failures,
+                   options_.max_attempts);
+    } else {
+      if (counted_failure) job.counted_failures += 1;
+      job.state = store::JobState::kFailed;
+      job.error = result.status().message();
+      job.finished_unix_ms = NowUnixMs();
+      spdlog::warn("job {}: failed: {}", job.id, result.status().ToString());
+    }
+    finish(job);
   } else {
     const SolveStats& stats = result->stats;
     last.iteration = stats.iterations;
     last.objective = stats.final_objective;
-    if (stats.termination == Termination::kCancelled) {
-      bool requeue;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        requeue = stopping_ && !live->user_cancelled;
-      }
-      if (requeue) {
-        // Shutdown, not the user: back to queued; this attempt does not count.
-        job.state = store::JobState::kQueued;
-        job.attempts = std::max(0, job.attempts - 1);
-        job.started_unix_ms = 0;
-        job.progress_json.clear();
-        spdlog::info("job {}: interrupted by shutdown; back to queued", job.id);
-      } else {
-        job.state = store::JobState::kCancelled;
-        job.progress_json = ProgressJson(last, TerminationName(stats.termination));
-        spdlog::info("job {}: cancelled after {} iterations", job.id, stats.iterations);
-      }
+    if (stats.termination == Termination::kCancelled && stopping && !user_cancelled) {
+      // Drain, not the user: back to the queue for another replica; the
+      // checkpoint just written lets it continue. Not a counted failure.
+      job.state = store::JobState::kQueued;
+      job.started_unix_ms = 0;
+      job.progress_json = ProgressJson(last, "");
+      spdlog::info("job {}: released by the drain after iteration {}; back to queued", job.id, stats.iterations);
+      finish(job);
+    } else if (stats.termination == Termination::kCancelled) {
+      job.state = store::JobState::kCancelled;
+      job.progress_json = ProgressJson(last, TerminationName(stats.termination));
+      job.finished_unix_ms = NowUnixMs();
+      spdlog::info("job {}: cancelled after {} iterations", job.id, stats.iterations);
+      finish(job);
     } else {
       store::KernelRecord kernel;
       kernel.name = job.kernel_name.empty() ? job.id : job.kernel_name;
@@ -400,35 +609,32 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       kernel.rank = result->kernel.rank();
       kernel.summary_json = KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual,
                                               watch.Seconds());
-      StatusOr<store::KernelRecord> stored = store_->PutKernel(kernel, result->kernel, result->attachments);
-      if (!stored.ok()) {
-        fail(stored.status().WithContext("storing kernel \"" + kernel.name + "\""));
+      job.progress_json = ProgressJson(last, TerminationName(stats.termination));
+      job.finished_unix_ms = NowUnixMs();
+      job.error.clear();
+      StatusOr<store::KernelRecord> stored =
+          store_->CommitJobKernel(job, fence, kernel, result->kernel, result->attachments);
+      if (stored.status().code() == StatusCode::kAborted) {
+        spdlog::warn("job {}: result of attempt {} not committed: {}", job.id, job.attempts,
+                     stored.status().message());
+      } else if (!stored.ok()) {
+        job.state = store::JobState::kFailed;
+        job.error = stored.status().WithContext("storing kernel \"" + kernel.name + "\"").message();
+        spdlog::warn("job {}: failed: {}", job.id, job.error);
+        finish(job);
       } else {
-        job.state = store::JobState::kSucceeded;
-        job.kernel_name = stored->name;
-        job.kernel_version = stored->version;
-        job.progress_json = ProgressJson(last, TerminationName(stats.termination));
-        spdlog::info("job {}: succeeded ({}, {} iterations, {:.3f} s) → kernel {} v{}", job.id,
-                     TerminationName(stats.termination), stats.iterations, watch.Seconds(), stored->name,
-                     stored->version);
+        spdlog::info("job {}: succeeded ({}, {} iterations{}, {:.3f} s) → kernel {} v{}", job.id,
+                     TerminationName(stats.termination), stats.iterations,
+                     resumed_from > 0 ? ", resumed from " + std::to_string(resumed_from) : std::string(),
+                     watch.Seconds(), stored->name, stored->version);
       }
     }
   }
-  if (job.state != store::JobState::kQueued) job.finished_unix_ms = NowUnixMs();
-  FinishJob(job);
-}
-
-void JobManager::FinishJob(const store::JobRecord& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Status s = store_->UpdateJob(job); !s.ok()) {
-    // The record stays "running"; the next start re-queues or fails it.
-    spdlog::error("job {}: persisting the final state {}: {}", job.id, store::JobStateName(job.state), s.ToString());
-  }
   auto it = live_.find(job.id);
-  if (it != live_.end()) {
-    BumpLocked(it->second.get());
-    live_.erase(it);
-  }
+  if (it != live_.end() && it->second == live) live_.erase(it);
+  BumpLocked(live.get());
+  heartbeat_cv_.notify_all();
 }
 
 }  // namespace kls::server

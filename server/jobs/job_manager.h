@@ -1,25 +1,47 @@
-// JobManager: the server's bounded, persistent job queue and its worker pool.
+// JobManager: one replica's share of the job queue, and its worker pool.
 //
-// Every state change (queued → running → succeeded | failed | cancelled) is
-// written to the Store before it is visible to callers, so a crash loses no
-// job: Start() re-queues what was queued, and what was running when the
-// process died is re-queued (attempts < max_attempts) or failed with a reason.
+// The queue lives in the Store (embedded SQLite for one machine, PostgreSQL
+// for several replicas): every replica's workers claim from it atomically
+// (Store::ClaimJob: highest priority, then oldest), so a job runs on one
+// replica at a time. A claim is a lease: state running, attempts + 1 (the
+// attempt number is the fencing token), owner = this replica, expiry =
+// now + lease_seconds. While the solver runs, a heartbeat thread renews the
+// leases of every job this replica owns (Store::RenewLeases); a job missing
+// from the renewal (cancelled elsewhere, or re-queued after this replica was
+// paused past its lease) is lost: its solver is stopped and nothing more is
+// written for it. Every write a worker makes (progress, checkpoint, result)
+// is fenced by its attempt (Store::UpdateJobFenced, PutCheckpoint,
+// CommitJobKernel), so a replica that lost its lease cannot commit late; the
+// kernel and the job's success are one transaction, so a job produces exactly
+// one kernel version.
 //
-// Scheduling: higher `priority` first, FIFO (submission order) within a
-// priority. Workers run one job each; a job's deadline becomes the solver's
-// SolveControl deadline, and Cancel() sets the job's CancellationToken, which
-// the solver reads once per outer iteration.
+// Dead replicas: the same heartbeat thread re-queues running jobs whose lease
+// ran out (Store::ListExpiredLeases, fenced on "the lease expired"). Whether
+// the lost attempt counts against max_attempts is told by the checkpoint: an
+// attempt that wrote a checkpoint made progress and was ended from outside
+// (kill, node loss, eviction) — it does not count; an attempt that died with
+// no checkpoint of its own counts (a solver that crashes the process or is
+// killed for its memory dies the same way every time, before any progress).
+// An attempt whose solver threw std::bad_alloc counts as well. A job with
+// max_attempts counted failures is failed with the reason. A drain (SIGTERM)
+// never counts.
+//
+// Resumable solves: a worker passes the job's last checkpoint (if any) to the
+// solver (SolveControl::resume_from) and stores new ones every
+// checkpoint_interval_seconds of solve time (SolveControl::checkpoint), so a
+// job moved to another replica or re-run after a crash continues where it was.
+//
+// Wake-ups: a submit anywhere reaches idle workers through the store's events
+// (LISTEN/NOTIFY for PostgreSQL); workers also poll every poll_seconds as a
+// fallback.
 //
 // Deadline semantics: deadline_seconds counts from the moment a worker starts
-// the job (loading the data set and building the graph included; queueing
-// time excluded). When the deadline passes the solver returns its best
-// iterate with termination "time_limit"; the job then SUCCEEDS, the kernel is
-// stored, and the termination is recorded in progress_json / the kernel's
-// summary_json. A deadline is a budget, not an error. Likewise a solver that
-// stops with "numerical_issue" returns its last finite iterate, which is
-// stored (succeeded, termination "numerical_issue"); only errors (bad data,
-// no constraints, store failures) make a job FAILED, with the message in
-// `error`. A job cancelled by Cancel() ends CANCELLED with no kernel.
+// the attempt. When the deadline passes the solver returns its best iterate
+// with termination "time_limit"; the job then SUCCEEDS with that kernel. A
+// deadline is a budget, not an error. Likewise "numerical_issue" stores the
+// last finite iterate; only errors (bad data, store failures) make a job
+// FAILED, with the message in `error`. A job cancelled by Cancel() (on any
+// replica) ends CANCELLED with no kernel.
 //
 // Wiring: shut the grpc::Server down before JobManager::Shutdown() /
 // destruction, so no handler is still inside the manager.
@@ -33,7 +55,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -46,10 +68,28 @@
 namespace kls::server {
 
 struct JobManagerOptions {
-  int workers = 0;                 ///< 0 = one per core
+  int workers = 0;                 ///< 0 = one per core; < 0 = no workers (an api-only replica)
   int queue_capacity = 1000;       ///< queued jobs beyond this → RESOURCE_EXHAUSTED
   double progress_persist_interval_seconds = 1.0;  ///< throttle for progress writes to the store
-  int max_attempts = 2;            ///< a job interrupted by a crash is re-queued once, then failed
+  /// Counted failed attempts (see the file comment) after which a job fails.
+  int max_attempts = 5;
+  /// This replica's name in job owners; empty = "<hostname>-<pid>-<random>".
+  std::string replica_id;
+  /// Lease of a claimed job, seconds: a replica that stops renewing loses its
+  /// jobs this long after its last heartbeat.
+  double lease_seconds = 10.0;
+  /// Heartbeat (lease renewal and expired-lease scan) period; 0 = lease / 4.
+  double heartbeat_seconds = 0.0;
+  /// Fallback poll for queued jobs when no event arrives, seconds.
+  double poll_seconds = 2.0;
+  /// Solve time between checkpoints of resumable solvers, seconds.
+  double checkpoint_interval_seconds = 30.0;
+  /// How long a drain waits for a running solver's final checkpoint, seconds.
+  double drain_checkpoint_wait_seconds = 3.0;
+  /// True when no other process can own this store's jobs (the embedded
+  /// store's locked directory): Start() then re-queues jobs left running by
+  /// an earlier process at once instead of waiting for their leases to run out.
+  bool exclusive_store = false;
   /// Called on the worker thread right after a job is marked running (before
   /// the solver starts); for tests and metrics. Must not call back into the
   /// manager's blocking methods for long. Empty = none.
@@ -68,8 +108,10 @@ class JobManager {
   /// Recovery (see the file comment), then starts the workers. Call once.
   Status Start();
 
-  /// Stops accepting jobs, cancels running solvers (their jobs go back to
-  /// queued without counting the attempt), joins the workers. Idempotent.
+  /// Drain: stops claiming and accepting jobs, asks each running solver for
+  /// a checkpoint (waiting up to drain_checkpoint_wait_seconds), stops it and
+  /// releases its job back to the queue (not a counted failure) so that
+  /// another replica takes it over; joins the workers. Idempotent.
   void Shutdown();
 
   /// Validates method and options_json (INVALID_ARGUMENT), checks the data set
@@ -94,62 +136,64 @@ class JobManager {
   StatusOr<store::JobRecord> WaitForChange(const std::string& id, uint64_t* version,
                                            std::chrono::milliseconds timeout);
 
-  /// Number of jobs waiting in the queue (not running).
+  /// Number of jobs waiting in the queue (not running), across replicas.
   int QueuedCount();
 
   /// Worker threads in the pool (after Start()).
-  int worker_count() const { return static_cast<int>(workers_.size()); }
+  int worker_count() const { return worker_count_; }
+  const std::string& replica_id() const { return replica_id_; }
+
+  /// Called by the server for every store event (wakes workers, watchers,
+  /// and the heartbeat for a job this replica runs).
+  void OnStoreEvent(const store::StoreEvent& event);
 
  private:
   /// Version reported for a job that is no longer tracked in memory (terminal).
   static constexpr uint64_t kFinalVersion = UINT64_MAX;
 
-  struct QueueEntry {
-    int priority = 0;
-    uint64_t sequence = 0;  ///< FIFO within a priority
-    std::string id;
-  };
-  struct QueueOrder {  ///< begin() = next to run
-    bool operator()(const QueueEntry& a, const QueueEntry& b) const {
-      if (a.priority != b.priority) return a.priority > b.priority;
-      return a.sequence < b.sequence;
-    }
-  };
-  /// In-memory state of a job that is queued or running. Guarded by mu_.
+  /// In-memory state of a job this replica runs. Guarded by mu_.
   struct LiveJob {
     uint64_t version = 0;        ///< bumped on every state or progress change
     CancellationToken cancel;    ///< shared with the job's SolveControl
-    bool running = false;
+    std::shared_ptr<std::atomic<bool>> checkpoint_requested = std::make_shared<std::atomic<bool>>(false);
+    int attempt = 0;             ///< the fencing token of this run
     bool user_cancelled = false; ///< Cancel() (vs. Shutdown()) stopped it
+    bool lost = false;           ///< the lease was lost: write nothing more
+    int checkpoints_written = 0;
     bool has_progress = false;
     ProgressEvent progress;      ///< latest, every iteration
   };
 
   void WorkerLoop();
-  /// Runs a claimed job (state already running in the store) to its end and
-  /// persists the outcome. Called without mu_.
+  void HeartbeatLoop();
+  /// Renews this replica's leases; marks and stops jobs it no longer owns.
+  void RenewLeases();
+  /// Re-queues (or fails) running jobs whose lease ran out. `all_running`:
+  /// every running job, expired or not (exclusive store at start).
+  Status RequeueExpired(bool all_running);
+  /// Runs a claimed job to its end and persists the outcome (fenced).
   void RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live);
-  /// Persists the terminal (or re-queued) record and drops the job from
-  /// memory. Called without mu_.
-  void FinishJob(const store::JobRecord& job);
   void BumpLocked(LiveJob* live);  ///< requires mu_: new version, wake watchers
-  void EnqueueLocked(const store::JobRecord& job);
-  Status RecoverLocked();
+  store::JobFence FenceOf(const store::JobRecord& job) const;
 
   store::Store* store_;
   const JobManagerOptions options_;
+  std::string replica_id_;
+  int worker_count_ = 0;
 
   std::mutex mu_;
-  std::condition_variable work_cv_;    ///< workers wait for queue entries
-  std::condition_variable change_cv_;  ///< watchers wait for version changes
-  std::set<QueueEntry, QueueOrder> queue_;
-  std::unordered_map<std::string, QueueEntry> queued_index_;  ///< id → its queue entry
+  std::condition_variable work_cv_;       ///< workers wait for queued jobs
+  std::condition_variable change_cv_;     ///< watchers wait for version changes
+  std::condition_variable heartbeat_cv_;  ///< the heartbeat waits for its period or a wake-up
   std::unordered_map<std::string, std::shared_ptr<LiveJob>> live_;
   uint64_t next_version_ = 1;
-  uint64_t next_sequence_ = 0;
+  uint64_t work_signals_ = 0;     ///< bumped by every "job queued" event
+  uint64_t events_ = 0;           ///< bumped by every store event (remote watchers)
+  bool heartbeat_now_ = false;
   bool started_ = false;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+  std::thread heartbeat_;
 };
 
 class JobsService;  // server/jobs_service.h

@@ -18,6 +18,7 @@
 #include "server/store/artifact.h"
 #include "server/store/store.h"
 #include "core/social/social_model.h"
+#include <zlib.h>
 
 
 namespace kls::store {
@@ -76,11 +77,16 @@ class Stmt {
   }
   Stmt& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
   int Step() { return sqlite3_step(stmt_); }
+  sqlite3_stmt* raw() { return stmt_; }
   std::string Text(int c) const {
     const unsigned char* t = sqlite3_column_text(stmt_, c);
     return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, c)) : "";
   }
   int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
+  std::string Blob(int c) const {
+    const void* b = sqlite3_column_blob(stmt_, c);
+    return b ? std::string(static_cast<const char*>(b), sqlite3_column_bytes(stmt_, c)) : "";
+  }
   double Real(int c) const { return sqlite3_column_double(stmt_, c); }
   Status Error(const std::string& what) const {
     return InternalError(what + ": " + sqlite3_errmsg(db_));
@@ -108,7 +114,15 @@ CREATE TABLE IF NOT EXISTS kernels (
   PRIMARY KEY (name, version));
 CREATE TABLE IF NOT EXISTS aliases (
   name TEXT NOT NULL, alias TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (name, alias));
+CREATE TABLE IF NOT EXISTS checkpoints (
+  job_id TEXT PRIMARY KEY, attempt INTEGER, iteration INTEGER, solver TEXT, bytes BLOB, crc32 INTEGER,
+  created_ms INTEGER);
 )sql";
+
+/// Columns added after the first schema (lease, owner, counted failures);
+/// added to an older kls.db at open.
+constexpr const char* kJobLeaseColumns[][2] = {
+    {"owner", "TEXT DEFAULT ''"}, {"lease_expires_ms", "INTEGER DEFAULT 0"}, {"counted_failures", "INTEGER DEFAULT 0"}};
 
 class SqliteStore final : public Store {
  public:
@@ -142,6 +156,7 @@ class SqliteStore final : public Store {
     KLS_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
     KLS_RETURN_IF_ERROR(Exec("PRAGMA integrity_check;"));
     KLS_RETURN_IF_ERROR(Exec(kSchema));
+    KLS_RETURN_IF_ERROR(AddMissingJobColumns());
     // Crash leftovers (see OpenSqliteStore): only now, before any write of
     // this process, can a file no record names not be a write in progress.
     for (const std::string& f : Leftovers()) {
@@ -374,12 +389,14 @@ class SqliteStore final : public Store {
   StatusOr<JobRecord> CreateJob(JobRecord job) override {
     job.id = NewId("job");
     job.created_unix_ms = NowMs();
+    if (job.kernel_name.empty()) job.kernel_name = job.id;
     Stmt s(db_,
            "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, "
            "deadline_seconds, error, kernel_name, kernel_version, progress_json, created_ms, started_ms, "
-           "finished_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "finished_ms, owner, lease_expires_ms, counted_failures) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     BindJob(s, job);
     if (s.Step() != SQLITE_DONE) return s.Error("inserting job");
+    if (job.state == JobState::kQueued) Notify(StoreEvent::Kind::kJobQueued, job.id);
     return job;
   }
 
@@ -391,14 +408,164 @@ class SqliteStore final : public Store {
   }
 
   Status UpdateJob(const JobRecord& job) override {
-    Stmt s(db_,
-           "UPDATE jobs SET id=?, dataset_id=?, method=?, options_json=?, state=?, priority=?, attempts=?, "
-           "deadline_seconds=?, error=?, kernel_name=?, kernel_version=?, progress_json=?, created_ms=?, "
-           "started_ms=?, finished_ms=? WHERE id=?");
-    BindJob(s, job);
-    s.Bind(16, job.id);
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    JobRecord j = job;
+    ClearLeaseUnlessRunning(&j);
+    Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
+    BindJob(s, j);
+    s.Bind(19, j.id);
     if (s.Step() != SQLITE_DONE) return s.Error("updating job");
     if (sqlite3_changes(db_) == 0) return NotFoundError("job \"" + job.id + "\" does not exist");
+    KLS_RETURN_IF_ERROR(AfterJobWrite(j));
+    return OkStatus();
+  }
+
+  StatusOr<int64_t> CountJobs(JobState state) override {
+    Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state = ?");
+    s.Bind(1, std::string(JobStateName(state)));
+    if (s.Step() != SQLITE_ROW) return s.Error("counting jobs");
+    return s.Int(0);
+  }
+
+  // ---- shared queue (one process here: the data directory is locked) -------
+  StatusOr<std::optional<JobRecord>> ClaimJob(const std::string& replica_id, int64_t lease_ms) override {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    std::string id;
+    {
+      Stmt q(db_, "SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, seq LIMIT 1");
+      const int rc = q.Step();
+      if (rc == SQLITE_DONE) return std::optional<JobRecord>();
+      if (rc != SQLITE_ROW) return q.Error("claiming a job");
+      id = q.Text(0);
+    }
+    KLS_ASSIGN_OR_RETURN(JobRecord job, GetJob(id));
+    const int64_t now = NowMs();
+    job.state = JobState::kRunning;
+    job.attempts += 1;
+    job.owner = replica_id;
+    job.lease_expires_unix_ms = now + lease_ms;
+    job.started_unix_ms = now;
+    job.finished_unix_ms = 0;
+    job.error.clear();
+    job.progress_json.clear();
+    Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=? AND state='queued'").c_str());
+    BindJob(s, job);
+    s.Bind(19, job.id);
+    if (s.Step() != SQLITE_DONE) return s.Error("claiming job " + id);
+    Notify(StoreEvent::Kind::kJobChanged, job.id);
+    return std::optional<JobRecord>(std::move(job));
+  }
+
+  StatusOr<std::vector<std::string>> RenewLeases(const std::string& replica_id, int64_t lease_ms) override {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    {
+      Stmt u(db_, "UPDATE jobs SET lease_expires_ms = ? WHERE state = 'running' AND owner = ?");
+      u.Bind(1, NowMs() + lease_ms).Bind(2, replica_id);
+      if (u.Step() != SQLITE_DONE) return u.Error("renewing leases");
+    }
+    Stmt q(db_, "SELECT id FROM jobs WHERE state = 'running' AND owner = ? ORDER BY seq");
+    q.Bind(1, replica_id);
+    std::vector<std::string> out;
+    while (q.Step() == SQLITE_ROW) out.push_back(q.Text(0));
+    return out;
+  }
+
+  Status UpdateJobFenced(const JobRecord& job, const JobFence& fence) override {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    KLS_RETURN_IF_ERROR(CheckFenceLocked(job.id, fence));
+    JobRecord j = job;
+    ClearLeaseUnlessRunning(&j);
+    Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
+    BindJob(s, j);
+    s.Bind(19, j.id);
+    if (s.Step() != SQLITE_DONE) return s.Error("updating job");
+    return AfterJobWrite(j);
+  }
+
+  StatusOr<KernelRecord> CommitJobKernel(JobRecord job, const JobFence& fence, KernelRecord record,
+                                         const LearnedKernel& kernel,
+                                         const std::vector<Attachment>& attachments) override {
+    {
+      std::lock_guard<std::mutex> lock(tx_mu_);
+      KLS_RETURN_IF_ERROR(CheckFenceLocked(job.id, fence));
+    }
+    std::lock_guard<std::mutex> klock(kernel_mu_);
+    KLS_ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareKernel(std::move(record), kernel, attachments));
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    auto discard = [&](Status s) {
+      std::error_code ec;
+      fs::remove(ArtifactPath(prepared.artifact), ec);
+      return s;
+    };
+    if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return discard(s);
+    Status s = CheckFenceLocked(job.id, fence);
+    if (s.ok()) s = InsertKernelRow(prepared);
+    if (s.ok()) {
+      job.state = JobState::kSucceeded;
+      job.kernel_name = prepared.record.name;
+      job.kernel_version = prepared.record.version;
+      ClearLeaseUnlessRunning(&job);
+      Stmt u(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
+      BindJob(u, job);
+      u.Bind(19, job.id);
+      if (u.Step() != SQLITE_DONE) s = u.Error("updating job");
+    }
+    if (s.ok()) s = DeleteCheckpointLocked(job.id);
+    if (s.ok()) s = Exec("COMMIT");
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return discard(s);
+    }
+    Notify(StoreEvent::Kind::kKernelChanged, prepared.record.name);
+    Notify(StoreEvent::Kind::kJobChanged, job.id);
+    return prepared.record;
+  }
+
+  StatusOr<std::vector<JobRecord>> ListExpiredLeases() override {
+    Stmt s(db_, (std::string(kJobColumnsNoFrom) +
+                 " FROM jobs WHERE state = 'running' AND lease_expires_ms < ? ORDER BY seq").c_str());
+    s.Bind(1, NowMs());
+    std::vector<JobRecord> out;
+    while (s.Step() == SQLITE_ROW) out.push_back(ReadJob(s));
+    return out;
+  }
+
+  Status PutCheckpoint(const CheckpointRecord& c, const JobFence& fence) override {
+    std::lock_guard<std::mutex> lock(tx_mu_);
+    KLS_RETURN_IF_ERROR(CheckFenceLocked(c.job_id, fence));
+    Stmt s(db_, "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?,?,?,?)");
+    s.Bind(1, c.job_id).Bind(2, c.attempt).Bind(3, c.iteration).Bind(4, c.solver);
+    sqlite3_bind_blob(s.raw(), 5, c.bytes.data(), static_cast<int>(c.bytes.size()), SQLITE_TRANSIENT);
+    s.Bind(6, static_cast<int64_t>(Crc(c.bytes))).Bind(7, NowMs());
+    if (s.Step() != SQLITE_DONE) return s.Error("writing checkpoint of job " + c.job_id);
+    return OkStatus();
+  }
+
+  StatusOr<std::optional<CheckpointRecord>> GetCheckpoint(const std::string& job_id) override {
+    Stmt s(db_, "SELECT job_id, attempt, iteration, solver, bytes, crc32, created_ms FROM checkpoints WHERE job_id = ?");
+    s.Bind(1, job_id);
+    if (s.Step() != SQLITE_ROW) return std::optional<CheckpointRecord>();
+    CheckpointRecord c;
+    c.job_id = s.Text(0);
+    c.attempt = static_cast<int>(s.Int(1));
+    c.iteration = s.Int(2);
+    c.solver = s.Text(3);
+    c.bytes = s.Blob(4);
+    c.created_unix_ms = s.Int(6);
+    if (static_cast<int64_t>(Crc(c.bytes)) != s.Int(5)) {
+      return DataLossError("checkpoint of job " + job_id + " fails its CRC-32");
+    }
+    return std::optional<CheckpointRecord>(std::move(c));
+  }
+
+  void SetListener(std::function<void(const StoreEvent&)> listener) override {
+    std::lock_guard<std::mutex> lock(listener_mu_);
+    listener_ = std::move(listener);
+  }
+
+  Status Ping() override {
+    Stmt s(db_, "SELECT 1");
+    if (s.Step() != SQLITE_ROW) return Status(StatusCode::kUnavailable, "the embedded store does not answer");
     return OkStatus();
   }
 
@@ -431,7 +598,7 @@ class SqliteStore final : public Store {
         break;
       }
       out.push_back(ReadJob(s));
-      last_seq = s.Int(16);
+      last_seq = s.Int(kJobSeqColumn);
     }
     if (next_token) *next_token = more ? std::to_string(last_seq) : "";
     return out;
@@ -440,36 +607,16 @@ class SqliteStore final : public Store {
   // ---- kernels -------------------------------------------------------------
   StatusOr<KernelRecord> PutKernel(KernelRecord r, const LearnedKernel& kernel,
                                    const std::vector<Attachment>& attachments) override {
-    if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
-    for (const auto& a : attachments) {
-      if (a.name.empty() || a.name.size() > 40) {
-        return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
-      }
-    }
     std::lock_guard<std::mutex> lock(kernel_mu_);  // version numbering is read-then-write
-    {
-      Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
-      s.Bind(1, r.name);
-      if (s.Step() != SQLITE_ROW) return s.Error("reading kernel versions");
-      r.version = s.Int(0) + 1;
+    KLS_ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareKernel(std::move(r), kernel, attachments));
+    std::lock_guard<std::mutex> tx(tx_mu_);
+    if (Status s = InsertKernelRow(prepared); !s.ok()) {
+      std::error_code ec;
+      fs::remove(ArtifactPath(prepared.artifact), ec);
+      return s;
     }
-    r.num_points = kernel.num_points();
-    r.rank = kernel.rank();
-    r.created_unix_ms = NowMs();
-    const std::string artifact = NewId("k") + ".art";
-    const auto& v = kernel.embedding();  // row-major n × r
-    std::vector<SectionView> sections = {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
-                                          static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}};
-    for (const auto& a : attachments) {
-      sections.push_back({kAttachmentPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
-                          a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
-    }
-    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
-    Stmt s(db_, "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?)");
-    s.Bind(1, r.name).Bind(2, r.version).Bind(3, r.job_id).Bind(4, r.dataset_id).Bind(5, r.method)
-        .Bind(6, r.num_points).Bind(7, r.rank).Bind(8, r.summary_json).Bind(9, artifact).Bind(10, r.created_unix_ms);
-    if (s.Step() != SQLITE_DONE) return s.Error("inserting kernel");
-    return r;
+    Notify(StoreEvent::Kind::kKernelChanged, prepared.record.name);
+    return prepared.record;
   }
 
   StatusOr<KernelRecord> GetKernelRecord(const std::string& name, int64_t version,
@@ -545,6 +692,7 @@ class SqliteStore final : public Store {
       std::error_code ec;
       fs::remove(ArtifactPath(f), ec);
     }
+    Notify(StoreEvent::Kind::kKernelChanged, name);
     return OkStatus();
   }
 
@@ -554,8 +702,19 @@ class SqliteStore final : public Store {
     Stmt s(db_, "INSERT OR REPLACE INTO aliases VALUES (?,?,?)");
     s.Bind(1, name).Bind(2, alias).Bind(3, version);
     if (s.Step() != SQLITE_DONE) return s.Error("setting alias");
+    Notify(StoreEvent::Kind::kKernelChanged, name);
     return OkStatus();
   }
+
+  StatusOr<std::vector<AliasRecord>> ListAliases() override {
+    Stmt s(db_, "SELECT name, alias, version FROM aliases ORDER BY name, alias");
+    std::vector<AliasRecord> out;
+    while (s.Step() == SQLITE_ROW) out.push_back({s.Text(0), s.Text(1), s.Int(2)});
+    return out;
+  }
+  Status ImportDataset(const DatasetRecord&, const StoredDataset&) override { return NotAShared("ImportDataset"); }
+  Status ImportKernel(const KernelRecord&, const StoredModel&) override { return NotAShared("ImportKernel"); }
+  Status ImportJob(const JobRecord&) override { return NotAShared("ImportJob"); }
 
   StatusOr<std::vector<std::string>> CheckIntegrity() override {
     std::vector<std::string> problems;
@@ -582,7 +741,135 @@ class SqliteStore final : public Store {
  private:
   static constexpr const char* kJobColumnsNoFrom =
       "SELECT id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, "
-      "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, 0";
+      "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, "
+      "lease_expires_ms, counted_failures";
+  static constexpr int kJobSeqColumn = 18;  ///< ListJobs appends seq after the job columns
+  static constexpr const char* kUpdateJobSql =
+      "UPDATE jobs SET id=?, dataset_id=?, method=?, options_json=?, state=?, priority=?, attempts=?, "
+      "deadline_seconds=?, error=?, kernel_name=?, kernel_version=?, progress_json=?, created_ms=?, "
+      "started_ms=?, finished_ms=?, owner=?, lease_expires_ms=?, counted_failures=?";
+
+  struct PreparedKernel {
+    KernelRecord record;
+    std::string artifact;
+  };
+
+  /// Numbers the version and writes the artifact file. Requires kernel_mu_.
+  StatusOr<PreparedKernel> PrepareKernel(KernelRecord r, const LearnedKernel& kernel,
+                                         const std::vector<Attachment>& attachments) {
+    if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
+    for (const auto& a : attachments) {
+      if (a.name.empty() || a.name.size() > 40) {
+        return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
+      }
+    }
+    {
+      Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
+      s.Bind(1, r.name);
+      if (s.Step() != SQLITE_ROW) return s.Error("reading kernel versions");
+      r.version = s.Int(0) + 1;
+    }
+    r.num_points = kernel.num_points();
+    r.rank = kernel.rank();
+    r.created_unix_ms = NowMs();
+    PreparedKernel out;
+    out.artifact = NewId("k") + ".art";
+    const auto& v = kernel.embedding();  // row-major n × r
+    std::vector<SectionView> sections = {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
+                                          static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}};
+    for (const auto& a : attachments) {
+      sections.push_back({kAttachmentPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
+                          a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
+    }
+    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(out.artifact), sections));
+    out.record = std::move(r);
+    return out;
+  }
+
+  Status InsertKernelRow(const PreparedKernel& p) {
+    const KernelRecord& r = p.record;
+    Stmt s(db_, "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?)");
+    s.Bind(1, r.name).Bind(2, r.version).Bind(3, r.job_id).Bind(4, r.dataset_id).Bind(5, r.method)
+        .Bind(6, r.num_points).Bind(7, r.rank).Bind(8, r.summary_json).Bind(9, p.artifact).Bind(10, r.created_unix_ms);
+    if (s.Step() != SQLITE_DONE) return s.Error("inserting kernel");
+    return OkStatus();
+  }
+
+  Status AddMissingJobColumns() {
+    std::set<std::string> have;
+    {
+      Stmt s(db_, "PRAGMA table_info(jobs)");
+      while (s.Step() == SQLITE_ROW) have.insert(s.Text(1));
+    }
+    for (const auto& [name, type] : kJobLeaseColumns) {
+      if (have.count(name)) continue;
+      KLS_RETURN_IF_ERROR(Exec(("ALTER TABLE jobs ADD COLUMN " + std::string(name) + " " + type).c_str()));
+    }
+    return OkStatus();
+  }
+
+  /// ABORTED unless the stored job satisfies `fence`. Requires tx_mu_.
+  Status CheckFenceLocked(const std::string& job_id, const JobFence& fence) {
+    Stmt s(db_, "SELECT state, attempts, owner, lease_expires_ms FROM jobs WHERE id = ?");
+    s.Bind(1, job_id);
+    if (s.Step() != SQLITE_ROW) return NotFoundError("job \"" + job_id + "\" does not exist");
+    const std::string state = s.Text(0);
+    const int attempts = static_cast<int>(s.Int(1));
+    if (state != JobStateName(fence.state) || attempts != fence.attempt) {
+      return Status(StatusCode::kAborted, "job \"" + job_id + "\" is " + state + " at attempt " +
+                                              std::to_string(attempts) + ", not " + JobStateName(fence.state) +
+                                              " at attempt " + std::to_string(fence.attempt));
+    }
+    if (!fence.owner.empty() && s.Text(2) != fence.owner) {
+      return Status(StatusCode::kAborted, "job \"" + job_id + "\" is owned by " + s.Text(2) + ", not " + fence.owner);
+    }
+    if (fence.lease_expired && s.Int(3) >= NowMs()) {
+      return Status(StatusCode::kAborted, "the lease of job \"" + job_id + "\" has not expired");
+    }
+    return OkStatus();
+  }
+
+  static Status NotAShared(const char* what) {
+    return Status(StatusCode::kUnimplemented, std::string(what) +
+                                                  ": the embedded store is a migration source only; migrate into a "
+                                                  "shared store (--store postgresql://...)");
+  }
+
+  static void ClearLeaseUnlessRunning(JobRecord* j) {
+    if (j->state != JobState::kRunning) {
+      j->owner.clear();
+      j->lease_expires_unix_ms = 0;
+    }
+  }
+
+  Status DeleteCheckpointLocked(const std::string& job_id) {
+    Stmt d(db_, "DELETE FROM checkpoints WHERE job_id = ?");
+    d.Bind(1, job_id);
+    if (d.Step() != SQLITE_DONE) return d.Error("deleting the checkpoint of job " + job_id);
+    return OkStatus();
+  }
+
+  /// Checkpoint clean-up and events after a job row was written. Requires tx_mu_.
+  Status AfterJobWrite(const JobRecord& j) {
+    if (IsTerminal(j.state)) KLS_RETURN_IF_ERROR(DeleteCheckpointLocked(j.id));
+    Notify(StoreEvent::Kind::kJobChanged, j.id);
+    if (j.state == JobState::kQueued) Notify(StoreEvent::Kind::kJobQueued, j.id);
+    return OkStatus();
+  }
+
+  void Notify(StoreEvent::Kind kind, const std::string& name) {
+    std::function<void(const StoreEvent&)> listener;
+    {
+      std::lock_guard<std::mutex> lock(listener_mu_);
+      listener = listener_;
+    }
+    if (listener) listener(StoreEvent{kind, name});
+  }
+
+  static uint32_t Crc(const std::string& bytes) {
+    return static_cast<uint32_t>(
+        crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  }
 
   Status Exec(const char* sql) {
     char* err = nullptr;
@@ -609,7 +896,8 @@ class SqliteStore final : public Store {
     s.Bind(1, j.id).Bind(2, j.dataset_id).Bind(3, j.method).Bind(4, j.options_json)
         .Bind(5, std::string(JobStateName(j.state))).Bind(6, j.priority).Bind(7, j.attempts)
         .Bind(8, j.deadline_seconds).Bind(9, j.error).Bind(10, j.kernel_name).Bind(11, j.kernel_version)
-        .Bind(12, j.progress_json).Bind(13, j.created_unix_ms).Bind(14, j.started_unix_ms).Bind(15, j.finished_unix_ms);
+        .Bind(12, j.progress_json).Bind(13, j.created_unix_ms).Bind(14, j.started_unix_ms).Bind(15, j.finished_unix_ms)
+        .Bind(16, j.owner).Bind(17, j.lease_expires_unix_ms).Bind(18, j.counted_failures);
   }
 
   static JobRecord ReadJob(const Stmt& s) {
@@ -630,6 +918,9 @@ class SqliteStore final : public Store {
     j.created_unix_ms = s.Int(12);
     j.started_unix_ms = s.Int(13);
     j.finished_unix_ms = s.Int(14);
+    j.owner = s.Text(15);
+    j.lease_expires_unix_ms = s.Int(16);
+    j.counted_failures = static_cast<int>(s.Int(17));
     return j;
   }
 
@@ -687,7 +978,12 @@ class SqliteStore final : public Store {
 
   std::string dir_, artifacts_;
   sqlite3* db_ = nullptr;
-  std::mutex kernel_mu_;
+  std::mutex kernel_mu_;  ///< kernel version numbering (taken before tx_mu_)
+  /// Multi-statement writes and fenced checks share one connection; this
+  /// keeps them from interleaving.
+  std::mutex tx_mu_;
+  std::mutex listener_mu_;
+  std::function<void(const StoreEvent&)> listener_;
 };
 
 }  // namespace

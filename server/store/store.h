@@ -64,7 +64,8 @@ struct JobRecord {
 /// replica that lost its lease (killed, paused, partitioned) is kept from
 /// committing late: it still names its old attempt, which no longer matches.
 struct JobFence {
-  int attempt = 0;                      ///< the stored job is running with attempts == attempt
+  JobState state = JobState::kRunning;  ///< the stored job is in this state ...
+  int attempt = 0;                      ///< ... with attempts == attempt
   std::string owner;                    ///< non-empty: the stored owner equals it
   bool lease_expired = false;           ///< the stored lease has run out by the store's clock (re-queue of a dead owner)
 };
@@ -151,11 +152,16 @@ class Store {
   virtual Status DeleteDataset(const std::string& id) = 0;
 
   // Jobs.
-  virtual StatusOr<JobRecord> CreateJob(JobRecord job) = 0;  ///< assigns id and created time
+  /// Assigns id and created time; an empty kernel_name becomes the job id
+  /// (in the same write, so a replica that claims the job at once sees it).
+  virtual StatusOr<JobRecord> CreateJob(JobRecord job) = 0;
   virtual StatusOr<JobRecord> GetJob(const std::string& id) = 0;
   virtual Status UpdateJob(const JobRecord& job) = 0;
   /// Jobs matching the filter, oldest first; *next_token empty on the last page.
   virtual StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, std::string* next_token) = 0;
+
+  /// Number of jobs in `state` (the queue capacity check).
+  virtual StatusOr<int64_t> CountJobs(JobState state) = 0;
 
   // Shared job queue with leases (server/jobs/job_manager.h). Every replica
   // claims from the same queue; a claim is atomic, so a job runs on one
@@ -193,7 +199,10 @@ class Store {
   /// `listener` is called (on a store thread or the writer's thread; it must
   /// be quick and must not call back into the store synchronously) for every
   /// StoreEvent, including this process's own writes. One listener; set it
-  /// before serving. Shared stores also deliver other replicas' events.
+  /// before serving. Shared stores also deliver other replicas' events, and
+  /// after (re)establishing their event connection deliver
+  /// {kKernelChanged, ""} and {kJobQueued, ""} ("anything may have changed":
+  /// events sent while disconnected are lost).
   virtual void SetListener(std::function<void(const StoreEvent&)> listener) = 0;
 
   /// OK when the store is reachable and its schema current (readiness);
@@ -214,6 +223,20 @@ class Store {
   virtual StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name = "") = 0;
   virtual Status DeleteKernel(const std::string& name, int64_t version) = 0;  ///< 0 = all versions
   virtual Status SetAlias(const std::string& name, const std::string& alias, int64_t version) = 0;
+
+  // Migration (kls-server --migrate-from DIR --store URI): records are
+  // written as they are — ids, versions, states and times kept — so every
+  // kernel answers identically afterwards. A shared store implements the
+  // Import* methods; the embedded store is only a source (UNIMPLEMENTED).
+  struct AliasRecord {
+    std::string name, alias;
+    int64_t version = 0;
+  };
+  virtual StatusOr<std::vector<AliasRecord>> ListAliases() = 0;
+  /// ALREADY_EXISTS when a record with that id (name and version) exists.
+  virtual Status ImportDataset(const DatasetRecord& record, const StoredDataset& data) = 0;
+  virtual Status ImportKernel(const KernelRecord& record, const StoredModel& model) = 0;
+  virtual Status ImportJob(const JobRecord& job) = 0;
 
   /// Checks every artifact's checksum and every record's artifact. Returns the
   /// list of problems (empty = healthy).
@@ -253,6 +276,19 @@ struct PostgresStoreOptions {
 /// FAILED_PRECONDITION), and starts the LISTEN connection that delivers other
 /// replicas' StoreEvents. UNAVAILABLE when the server cannot be reached.
 StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const PostgresStoreOptions& options);
+
+/// What CopyStore copied.
+struct MigrationReport {
+  int64_t datasets = 0, kernels = 0, aliases = 0, jobs = 0;
+  int64_t skipped_existing = 0;  ///< records the destination already had (a re-run)
+};
+
+/// Copies every data set, kernel version (with attachments), alias and job
+/// of `from` into `to` (server/store/migrate.cc). Re-running after an
+/// interruption skips what was already copied. Queued and running jobs are
+/// copied as queued (they run again on the new store; running ones resume
+/// nothing, as checkpoints are not copied).
+StatusOr<MigrationReport> CopyStore(Store& from, Store& to);
 
 /// Result of CheckDataDirectory.
 struct IntegrityReport {

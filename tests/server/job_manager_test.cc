@@ -48,6 +48,7 @@ JobManagerOptions Opts(int workers, int queue_capacity = 1000, int max_attempts 
   o.workers = workers;
   o.queue_capacity = queue_capacity;
   o.max_attempts = max_attempts;
+  o.exclusive_store = true;  // one process owns the embedded store
   return o;
 }
 
@@ -259,7 +260,7 @@ TEST_F(JobManagerTest, DeadlineEndsTheJobWithTheBestIterateAndTimeLimit) {
   EXPECT_THAT(kernel->summary_json, HasSubstr("time_limit"));
 }
 
-TEST_F(JobManagerTest, ShutdownPutsRunningJobsBackToQueuedWithoutCountingTheAttempt) {
+TEST_F(JobManagerTest, ShutdownReleasesRunningJobsWithoutACountedFailure) {
   std::string id;
   {
     JobManager m(store_.get(), Opts(1));
@@ -274,7 +275,9 @@ TEST_F(JobManagerTest, ShutdownPutsRunningJobsBackToQueuedWithoutCountingTheAtte
   auto rec = store_->GetJob(id);
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->state, store::JobState::kQueued);
-  EXPECT_EQ(rec->attempts, 0);
+  EXPECT_EQ(rec->attempts, 1);  // the fencing token only grows
+  EXPECT_EQ(rec->counted_failures, 0);
+  EXPECT_TRUE(rec->owner.empty());
 
   // The next manager picks it up again.
   JobManager m2(store_.get(), Opts(1));
@@ -302,6 +305,7 @@ TEST_F(JobManagerTest, RestartFailsAJobInterruptedMaxAttemptsTimes) {
   store::JobRecord rec = KlAdmmJob(small_id_, 50);
   rec.state = store::JobState::kRunning;
   rec.attempts = 2;
+  rec.counted_failures = 1;  // the earlier interruption had counted too
   auto created = store_->CreateJob(rec);
   ASSERT_TRUE(created.ok()) << created.status();
 
@@ -310,7 +314,8 @@ TEST_F(JobManagerTest, RestartFailsAJobInterruptedMaxAttemptsTimes) {
   auto done = m.Get(created->id);
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state, store::JobState::kFailed);
-  EXPECT_EQ(done->error, "interrupted 2 times by server restarts");
+  EXPECT_THAT(done->error, HasSubstr("interrupted 2 times with no checkpoint progress"));
+  EXPECT_EQ(done->counted_failures, 2);
   EXPECT_EQ(m.QueuedCount(), 0);
 }
 
