@@ -14,6 +14,7 @@ BUILD_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # service
   libspdlog-dev        # server logging
   libsqlite3-dev zlib1g-dev  # metadata store; artifact checksums (crc32)
+  libpq-dev postgresql # shared store for several replicas (libpq); tests start a throwaway server
   libcli11-dev         # command-line parsing (kls, kls-server, kls-bench)
   nlohmann-json3-dev   # JSON output (kls --json, kls-bench --json)
   libgtest-dev libgmock-dev  # tests
@@ -32,7 +33,7 @@ BUILD_PACKAGES=(
 if ! command -v kubectl >/dev/null 2>&1; then
   BUILD_PACKAGES+=(kubernetes-client)
 fi
-RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
+RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 libpq5 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")

@@ -33,8 +33,8 @@ uint32_t Crc32(const uint8_t* data, uint64_t n) {
 }
 
 template <typename T>
-void Put(std::vector<uint8_t>& buf, uint64_t at, T v) {
-  std::memcpy(buf.data() + at, &v, sizeof(T));
+void Put(uint8_t* buf, uint64_t at, T v) {
+  std::memcpy(buf + at, &v, sizeof(T));
 }
 template <typename T>
 T Get(const uint8_t* p) {
@@ -58,10 +58,41 @@ Status WriteAll(int fd, const uint8_t* data, uint64_t n, const std::string& path
 
 uint64_t ElementBytes(DType t) { return t == DType::kFloat64 ? 8 : t == DType::kInt32 ? 4 : 1; }
 
+// Checks the header, section table and CRC-32 of a complete artifact image
+// and lists its sections (pointing into `p`). `what` names it in errors.
+Status ParseImage(const uint8_t* p, uint64_t size, const std::string& what,
+                  std::vector<MappedArtifact::Section>* sections) {
+  if (size < kHeaderBytes) return DataLossError(what + " is truncated (" + std::to_string(size) + " bytes)");
+  auto corrupt = [&](const std::string& why) { return DataLossError(what + " is corrupted: " + why); };
+  if (std::memcmp(p, kMagic, 8) != 0) return corrupt("bad magic");
+  const uint32_t count = Get<uint32_t>(p + 8);
+  const uint64_t body = Get<uint64_t>(p + 16);
+  if (body != size - kHeaderBytes) {
+    return corrupt("body length " + std::to_string(body) + " but the file has " +
+                   std::to_string(size - kHeaderBytes) + " bytes after the header");
+  }
+  if (kHeaderBytes + kEntryBytes * static_cast<uint64_t>(count) > size) return corrupt("section table overruns the file");
+  if (Crc32(p + kHeaderBytes, body) != Get<uint32_t>(p + 24)) return corrupt("checksum mismatch");
+  for (uint32_t k = 0; k < count; ++k) {
+    const uint8_t* e = p + kHeaderBytes + kEntryBytes * k;
+    MappedArtifact::Section s;
+    s.name.assign(reinterpret_cast<const char*>(e), strnlen(reinterpret_cast<const char*>(e), kNameBytes));
+    s.dtype = static_cast<DType>(Get<uint32_t>(e + 48));
+    s.rows = Get<uint64_t>(e + 56);
+    s.cols = Get<uint64_t>(e + 64);
+    const uint64_t off = Get<uint64_t>(e + 72);
+    s.bytes = Get<uint64_t>(e + 80);
+    if (off > size || s.bytes > size - off) return corrupt("section \"" + s.name + "\" overruns the file");
+    s.data = p + off;
+    sections->push_back(std::move(s));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
-Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections) {
-  // Layout the file in memory (header + table + aligned payloads), then one write.
+StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
+  // Header + table + aligned payloads in one buffer; the CRC covers all but the header.
   uint64_t offset = AlignUp(kHeaderBytes + kEntryBytes * sections.size());
   std::vector<uint64_t> offsets;
   for (const SectionView& s : sections) {
@@ -77,27 +108,31 @@ Status WriteArtifact(const std::string& path, const std::vector<SectionView>& se
     offset = AlignUp(offset + s.bytes);
   }
   const uint64_t total = offset;
-  std::vector<uint8_t> buf(total, 0);
-  std::memcpy(buf.data(), kMagic, 8);
+  std::string out(total, '\0');
+  uint8_t* buf = reinterpret_cast<uint8_t*>(out.data());
+  std::memcpy(buf, kMagic, 8);
   Put<uint32_t>(buf, 8, static_cast<uint32_t>(sections.size()));
   Put<uint64_t>(buf, 16, total - kHeaderBytes);
   for (size_t k = 0; k < sections.size(); ++k) {
     const SectionView& s = sections[k];
     const uint64_t e = kHeaderBytes + kEntryBytes * k;
-    std::memcpy(buf.data() + e, s.name.data(), s.name.size());
+    std::memcpy(buf + e, s.name.data(), s.name.size());
     Put<uint32_t>(buf, e + 48, static_cast<uint32_t>(s.dtype));
     Put<uint64_t>(buf, e + 56, s.rows);
     Put<uint64_t>(buf, e + 64, s.cols);
     Put<uint64_t>(buf, e + 72, offsets[k]);
     Put<uint64_t>(buf, e + 80, s.bytes);
-    if (s.bytes) std::memcpy(buf.data() + offsets[k], s.data, s.bytes);
+    if (s.bytes) std::memcpy(buf + offsets[k], s.data, s.bytes);
   }
-  Put<uint32_t>(buf, 24, Crc32(buf.data() + kHeaderBytes, total - kHeaderBytes));
+  Put<uint32_t>(buf, 24, Crc32(buf + kHeaderBytes, total - kHeaderBytes));
+  return out;
+}
 
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return InternalError("creating \"" + tmp + "\": " + std::strerror(errno));
-  Status st = WriteAll(fd, buf.data(), total, tmp);
+  Status st = WriteAll(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), tmp);
   if (st.ok() && ::fsync(fd) != 0) st = InternalError("fsync \"" + tmp + "\": " + std::strerror(errno));
   ::close(fd);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -115,6 +150,11 @@ Status WriteArtifact(const std::string& path, const std::vector<SectionView>& se
     ::close(dfd);
   }
   return OkStatus();
+}
+
+Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections) {
+  KLS_ASSIGN_OR_RETURN(std::string bytes, EncodeArtifact(sections));
+  return WriteFileAtomically(path, bytes);
 }
 
 StatusOr<std::shared_ptr<MappedArtifact>> MappedArtifact::Open(const std::string& path) {
@@ -140,32 +180,7 @@ StatusOr<std::shared_ptr<MappedArtifact>> MappedArtifact::Open(const std::string
   a->path_ = path;
   a->base_ = base;
   a->size_ = size;
-  const uint8_t* p = static_cast<const uint8_t*>(base);
-  auto corrupt = [&](const std::string& why) {
-    return DataLossError("artifact \"" + path + "\" is corrupted: " + why);
-  };
-  if (std::memcmp(p, kMagic, 8) != 0) return corrupt("bad magic");
-  const uint32_t count = Get<uint32_t>(p + 8);
-  const uint64_t body = Get<uint64_t>(p + 16);
-  if (body != size - kHeaderBytes) {
-    return corrupt("body length " + std::to_string(body) + " but the file has " +
-                   std::to_string(size - kHeaderBytes) + " bytes after the header");
-  }
-  if (kHeaderBytes + kEntryBytes * static_cast<uint64_t>(count) > size) return corrupt("section table overruns the file");
-  if (Crc32(p + kHeaderBytes, body) != Get<uint32_t>(p + 24)) return corrupt("checksum mismatch");
-  for (uint32_t k = 0; k < count; ++k) {
-    const uint8_t* e = p + kHeaderBytes + kEntryBytes * k;
-    Section s;
-    s.name.assign(reinterpret_cast<const char*>(e), strnlen(reinterpret_cast<const char*>(e), kNameBytes));
-    s.dtype = static_cast<DType>(Get<uint32_t>(e + 48));
-    s.rows = Get<uint64_t>(e + 56);
-    s.cols = Get<uint64_t>(e + 64);
-    const uint64_t off = Get<uint64_t>(e + 72);
-    s.bytes = Get<uint64_t>(e + 80);
-    if (off > size || s.bytes > size - off) return corrupt("section \"" + s.name + "\" overruns the file");
-    s.data = p + off;
-    a->sections_.push_back(std::move(s));
-  }
+  KLS_RETURN_IF_ERROR(ParseImage(static_cast<const uint8_t*>(base), size, "artifact \"" + path + "\"", &a->sections_));
   return a;
 }
 
@@ -180,5 +195,10 @@ const MappedArtifact::Section* MappedArtifact::Find(const std::string& name) con
 }
 
 Status VerifyArtifact(const std::string& path) { return MappedArtifact::Open(path).status(); }
+
+Status VerifyArtifactBytes(const std::string& bytes, const std::string& what) {
+  std::vector<MappedArtifact::Section> sections;
+  return ParseImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what, &sections);
+}
 
 }  // namespace kls::store

@@ -37,7 +37,18 @@ struct SectionView {
   uint64_t bytes = 0;  ///< rows·cols·sizeof(element) for numeric types
 };
 
-/// Writes `sections` atomically to `path` (temp + fsync + rename + dir fsync).
+/// The complete artifact image of `sections` (header, table, 64-byte aligned
+/// payloads, CRC-32 of the body): the bytes WriteArtifact puts in a file and
+/// a networked store keeps in its database. INVALID_ARGUMENT for a bad name
+/// or a size that does not match the shape.
+StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections);
+
+/// Writes `bytes` atomically to `path`: a temporary `path.tmp.<pid>`,
+/// fsync, rename into place, fsync of the directory. A crash leaves the old
+/// file (or none) and at most the temporary, never a torn `path`.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+/// Writes `sections` atomically to `path`: EncodeArtifact + WriteFileAtomically.
 Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections);
 
 /// A read-only, checksum-verified, memory-mapped artifact.
@@ -73,5 +84,9 @@ class MappedArtifact {
 
 /// Verifies an artifact without keeping it mapped (integrity checks).
 Status VerifyArtifact(const std::string& path);
+
+/// Verifies an artifact image held in memory (header, table, CRC-32);
+/// DATA_LOSS "<what> is truncated / is corrupted: ..." otherwise.
+Status VerifyArtifactBytes(const std::string& bytes, const std::string& what);
 
 }  // namespace kls::store

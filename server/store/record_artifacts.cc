@@ -1,0 +1,122 @@
+#include "server/store/record_artifacts.h"
+
+#include <cstring>
+
+#include "core/social/social_model.h"
+
+namespace kls::store {
+
+StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d) {
+  KLS_RETURN_IF_ERROR(d.data.Validate());
+  KLS_RETURN_IF_ERROR(d.constraints.Validate(d.data.num_points()));
+  const uint64_t n = static_cast<uint64_t>(d.data.num_points());
+  std::vector<SectionView> sections;
+  sections.push_back({"features", DType::kFloat64, n, static_cast<uint64_t>(d.data.dim()), d.data.features.data(),
+                      static_cast<uint64_t>(d.data.features.size()) * 8});
+  if (d.data.has_labels()) {
+    sections.push_back({"labels", DType::kInt32, n, 1, d.data.labels.data(), d.data.labels.size() * 4});
+  }
+  std::string keys;
+  if (!d.data.item_keys.empty()) {
+    for (const auto& k : d.data.item_keys) keys.append(k).push_back('\0');
+    sections.push_back({"item_keys", DType::kBytes, n, 1, keys.data(), keys.size()});
+  }
+  std::vector<int32_t> pairs;
+  for (const Pair& p : d.constraints.pairs) {
+    pairs.push_back(p.i);
+    pairs.push_back(p.j);
+    pairs.push_back(static_cast<int32_t>(p.kind));
+  }
+  if (!pairs.empty()) {
+    sections.push_back({"constraints", DType::kInt32, static_cast<uint64_t>(d.constraints.size()), 3, pairs.data(),
+                        pairs.size() * 4});
+  }
+  std::string social;
+  if (d.social) {
+    social = SerializeCommunityRelations(*d.social);
+    sections.push_back({"social", DType::kBytes, static_cast<uint64_t>(social.size()), 1, social.data(), social.size()});
+  }
+  return EncodeArtifact(sections);
+}
+
+StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const std::vector<Attachment>& attachments) {
+  for (const auto& a : attachments) {
+    if (a.name.empty() || a.name.size() > 40) {
+      return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
+    }
+  }
+  const auto& v = kernel.embedding();  // row-major n × r
+  std::vector<SectionView> sections = {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
+                                        static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}};
+  for (const auto& a : attachments) {
+    sections.push_back({kAttachmentSectionPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
+                        a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
+  }
+  return EncodeArtifact(sections);
+}
+
+StatusOr<StoredDataset> DecodeDatasetArtifact(const MappedArtifact& a, const DatasetRecord& r) {
+  StoredDataset out;
+  const auto* f = a.Find("features");
+  if (!f || f->dtype != DType::kFloat64 || f->rows != static_cast<uint64_t>(r.num_points) ||
+      f->cols != static_cast<uint64_t>(r.dim) || f->bytes != f->rows * f->cols * 8) {
+    return DataLossError("data set " + r.id + ": features section missing or mis-sized");
+  }
+  out.data.features.resize(r.num_points, r.dim);
+  if (f->bytes) std::memcpy(out.data.features.data(), f->data, f->bytes);
+  if (const auto* l = a.Find("labels")) {
+    if (l->dtype != DType::kInt32 || l->bytes != l->rows * 4) {
+      return DataLossError("data set " + r.id + ": labels section mis-sized");
+    }
+    out.data.labels.resize(l->rows);
+    if (l->bytes) std::memcpy(out.data.labels.data(), l->data, l->bytes);
+  }
+  if (const auto* k = a.Find("item_keys")) {
+    const char* p = reinterpret_cast<const char*>(k->data);
+    const char* end = p + k->bytes;
+    while (p < end) {
+      const size_t len = strnlen(p, end - p);
+      out.data.item_keys.emplace_back(p, len);
+      p += len + 1;
+    }
+  }
+  if (const auto* c = a.Find("constraints")) {
+    if (c->dtype != DType::kInt32 || c->cols != 3 || c->bytes != c->rows * 12) {
+      return DataLossError("data set " + r.id + ": constraints section mis-sized");
+    }
+    std::vector<int32_t> v(c->rows * 3);
+    if (c->bytes) std::memcpy(v.data(), c->data, c->bytes);
+    for (uint64_t t = 0; t < c->rows; ++t) {
+      out.constraints.pairs.push_back({v[3 * t], v[3 * t + 1], static_cast<PairKind>(v[3 * t + 2])});
+    }
+  }
+  if (const auto* so = a.Find("social")) {
+    StatusOr<Community> social = ParseCommunityRelations(
+        std::string(reinterpret_cast<const char*>(so->data), so->bytes), out.data.features);
+    if (!social.ok()) return DataLossError("data set " + r.id + ": " + social.status().message());
+    out.social = std::move(social).value();
+  }
+  return out;
+}
+
+StatusOr<StoredModel> DecodeKernelArtifact(const MappedArtifact& a, const KernelRecord& r) {
+  const auto* e = a.Find("embedding");
+  if (!e || e->dtype != DType::kFloat64 || e->rows != static_cast<uint64_t>(r.num_points) ||
+      e->cols != static_cast<uint64_t>(r.rank) || e->bytes != e->rows * e->cols * 8) {
+    return DataLossError("kernel " + r.name + " v" + std::to_string(r.version) +
+                         ": embedding section missing or mis-sized");
+  }
+  LearnedKernel::Embedding v(r.num_points, r.rank);
+  if (e->bytes) std::memcpy(v.data(), e->data, e->bytes);
+  StoredModel model;
+  KLS_ASSIGN_OR_RETURN(model.kernel, LearnedKernel::FromEmbedding(std::move(v)));
+  const std::string prefix = kAttachmentSectionPrefix;
+  for (const auto& sec : a.sections()) {
+    if (sec.name.compare(0, prefix.size(), prefix) != 0) continue;
+    model.attachments.push_back(
+        {sec.name.substr(prefix.size()), std::string(reinterpret_cast<const char*>(sec.data), sec.bytes)});
+  }
+  return model;
+}
+
+}  // namespace kls::store
