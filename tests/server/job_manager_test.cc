@@ -287,6 +287,89 @@ TEST_F(JobManagerTest, ShutdownReleasesRunningJobsWithoutACountedFailure) {
   EXPECT_EQ(WaitTerminal(m2, id).state, store::JobState::kCancelled);
 }
 
+// Two managers on one store stand for two replicas. The first loses its
+// lease (the job is re-queued as if its lease had run out while it was
+// paused): it must stop its solver and write nothing, and the second runs the
+// job to the one kernel version it produces.
+TEST_F(JobManagerTest, AReplicaThatLostItsLeaseIsFencedOut) {
+  JobManagerOptions o1 = Opts(1);
+  o1.exclusive_store = false;
+  o1.replica_id = "replica-1";
+  o1.lease_seconds = 30;
+  o1.heartbeat_seconds = 0.05;
+  auto m1 = std::make_unique<JobManager>(store_.get(), o1);
+  ASSERT_TRUE(m1->Start().ok());
+  auto job = m1->Submit(KlAdmmJob(large_id_, 400, /*tolerance=*/0.0));
+  ASSERT_TRUE(job.ok()) << job.status();
+  WaitRunningWithProgress(*m1, job->id);
+  auto running = store_->GetJob(job->id);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->owner, "replica-1");
+  EXPECT_EQ(running->attempts, 1);
+
+  // "Its lease ran out": another replica re-queues it (fenced on attempt 1).
+  store::JobRecord requeued = *running;
+  requeued.state = store::JobState::kQueued;
+  store::JobFence fence;
+  fence.attempt = 1;
+  ASSERT_TRUE(store_->UpdateJobFenced(requeued, fence).ok());
+  // A write in the name of attempt 1 is refused from now on.
+  EXPECT_EQ(store_->UpdateJobFenced(*running, fence).code(), StatusCode::kAborted);
+
+  JobManagerOptions o2 = o1;
+  o2.replica_id = "replica-2";
+  JobManager m2(store_.get(), o2);
+  ASSERT_TRUE(m2.Start().ok());
+  const store::JobRecord done = WaitTerminal(m2, job->id, std::chrono::seconds(60));
+  EXPECT_EQ(done.state, store::JobState::kSucceeded) << done.error;
+  EXPECT_EQ(done.attempts, 2);
+  m1.reset();  // its solver was stopped by the lost renewal; nothing more is written
+  auto after = store_->GetJob(job->id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, store::JobState::kSucceeded);
+  EXPECT_EQ(after->attempts, 2);
+  auto versions = store_->ListKernels("k");
+  ASSERT_TRUE(versions.ok());
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_EQ((*versions)[0].job_id, job->id);
+}
+
+// A cancel through one replica stops the job another replica runs.
+TEST_F(JobManagerTest, CancelThroughAnotherReplicaStopsTheOwner) {
+  JobManagerOptions o1 = Opts(1);
+  o1.exclusive_store = false;
+  o1.replica_id = "owner";
+  o1.heartbeat_seconds = 0.05;
+  JobManager owner(store_.get(), o1);
+  ASSERT_TRUE(owner.Start().ok());
+  JobManagerOptions o2 = o1;
+  o2.replica_id = "api";
+  o2.workers = -1;  // an api-only replica
+  JobManager api(store_.get(), o2);
+  ASSERT_TRUE(api.Start().ok());
+  EXPECT_EQ(api.worker_count(), 0);
+  auto job = api.Submit(EndlessJob());
+  ASSERT_TRUE(job.ok());
+  WaitRunningWithProgress(owner, job->id);
+  const auto t0 = Clock::now();
+  auto cancelled = api.Cancel(job->id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state, store::JobState::kCancelled);
+  // The owner stops its solver (no more progress writes succeed) within a second.
+  uint64_t v = 0;
+  store::JobRecord last;
+  while (Clock::now() - t0 < std::chrono::seconds(5)) {
+    auto r = owner.WaitForChange(job->id, &v, std::chrono::milliseconds(100));
+    ASSERT_TRUE(r.ok());
+    last = *r;
+    if (owner.Get(job->id).ok() && store::IsTerminal(last.state)) break;
+  }
+  EXPECT_EQ(last.state, store::JobState::kCancelled);
+  owner.Shutdown();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(store_->GetJob(job->id)->state, store::JobState::kCancelled);
+}
+
 TEST_F(JobManagerTest, RestartRequeuesAnInterruptedJobOnce) {
   store::JobRecord rec = KlAdmmJob(small_id_, 50);
   rec.state = store::JobState::kRunning;  // as if the process died mid-run
