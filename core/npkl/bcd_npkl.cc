@@ -1,6 +1,7 @@
 #include "core/npkl/bcd_npkl.h"
 
 #include "core/npkl/reduced_laplacian.h"
+#include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
 
 #include <Spectra/SymEigsSolver.h>
@@ -292,6 +293,10 @@ class ColumnUpdater {
     y_.resize(r, std::max(cols.max_size, 1));
     b_.resize(r);
   }
+
+  /// α per (column, constraint) entry: the dual QPs' warm starts, which a
+  /// checkpoint carries so that a resumed sweep repeats the same arithmetic.
+  Eigen::VectorXd& duals() { return duals_; }
 
   void Sweep(Eigen::MatrixXd* v, bool resync) {
     const int l = static_cast<int>(v->cols());
@@ -598,6 +603,117 @@ LearnedKernel::Embedding Extend(const ReducedLaplacian& red, const Eigen::Matrix
   return phi;
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after a sweep that did not end its stage, and after an escalation
+// (rows appended to V, the next stage not yet begun: stage sweeps 0, zero
+// duals, no Z). After the common prefix (core/common/checkpoint_codec.h): the
+// last ‖V^{t+1} − V^t‖_F, the sweeps of the current stage, V (r × l, r the
+// current rank of the escalation), the dual QPs' warm starts α, the factored
+// form's carried Z = V Bᵀ (empty in the dense form), and the escalation's
+// bookkeeping (BcdNpklDiagnostics).
+constexpr char kCheckpointTag[] = "bcd_npkl/1";
+constexpr uint32_t kCheckpointMagic = 0x4243444e;  // "BCDN"
+constexpr uint32_t kCheckpointVersion = 1;
+
+struct ResumeState {
+  std::vector<double> objective_history;
+  double primal_residual = 0.0;
+  int stage_iter = 0;
+  Eigen::MatrixXd v, z;
+  Eigen::VectorXd duals;
+  BcdNpklDiagnostics diag;
+};
+
+// The problem and every option that shapes the iterates; not tolerance,
+// max_iterations or num_threads (bit-identity also needs the same thread
+// count, see BcdNpklOptions::num_threads).
+uint64_t CheckpointFingerprint(const NpklProblem& problem, const BcdNpklOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag).AddSparse(problem.laplacian).AddInt(problem.constraints.size());
+  for (const Pair& p : problem.constraints.pairs) fp.AddInt(p.i).AddInt(p.j).AddInt(static_cast<int>(p.kind));
+  fp.AddInt(static_cast<int>(o.loss)).AddDouble(o.c).AddInt(o.rank).AddDouble(o.over_relaxation).Add(o.seed);
+  fp.AddInt(o.rank_escalation).AddInt(o.initial_rank).AddInt(o.escalation_step).AddDouble(o.certificate_tolerance);
+  return fp.value();
+}
+
+std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const NpklResult& result, int stage_iter,
+                             const Eigen::MatrixXd& v, const Eigen::VectorXd& duals, const Eigen::MatrixXd& z,
+                             const BcdNpklDiagnostics& d) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration,
+                      result.stats.objective_history);
+  w.Put<double>(result.primal_residual);
+  w.Put<int32_t>(stage_iter);
+  w.PutMatrix(v);
+  w.PutVector(duals);
+  w.PutMatrix(z);
+  w.PutInts(d.rank_history);
+  w.PutInts(d.stage_sweeps);
+  w.Put<int32_t>(d.numerical_rank);
+  w.Put<int32_t>(d.certificate_checks);
+  w.Put<double>(d.min_eigenvalue);
+  w.Put<double>(d.inner_product);
+  w.Put<double>(d.relative_gap_bound);
+  w.Put<uint8_t>(d.certified ? 1 : 0);
+  w.Put<int64_t>(d.lanczos_operations);
+  w.Put<double>(d.certificate_seconds);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r_max, const ReducedLaplacian& reduced,
+                        int num_duals, ResumeState* s) {
+  ByteReader in(c.bytes, "bcd_npkl checkpoint");
+  KLS_RETURN_IF_ERROR(
+      GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, &s->objective_history));
+  KLS_RETURN_IF_ERROR(in.Get(&s->primal_residual));
+  int32_t stage_iter = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&stage_iter));
+  s->stage_iter = stage_iter;
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->v));
+  const int r = static_cast<int>(s->v.rows());
+  if (r < 1 || r > r_max || s->v.cols() != reduced.l() || !s->v.allFinite()) {
+    return FailedPreconditionError(in.what() + ": V does not fit this problem");
+  }
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->duals));
+  if (s->duals.size() != num_duals) return FailedPreconditionError(in.what() + ": wrong number of duals");
+  const bool carried = stage_iter > 0 && reduced.factored();
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, carried ? r : 0, carried ? reduced.u() : 0, &s->z));
+  BcdNpklDiagnostics& d = s->diag;
+  KLS_RETURN_IF_ERROR(in.GetInts(&d.rank_history));
+  KLS_RETURN_IF_ERROR(in.GetInts(&d.stage_sweeps));
+  int32_t numerical_rank = 0, checks = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&numerical_rank));
+  KLS_RETURN_IF_ERROR(in.Get(&checks));
+  d.numerical_rank = numerical_rank;
+  d.certificate_checks = checks;
+  KLS_RETURN_IF_ERROR(in.Get(&d.min_eigenvalue));
+  KLS_RETURN_IF_ERROR(in.Get(&d.inner_product));
+  KLS_RETURN_IF_ERROR(in.Get(&d.relative_gap_bound));
+  uint8_t certified = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&certified));
+  d.certified = certified != 0;
+  int64_t operations = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&operations));
+  d.lanczos_operations = operations;
+  KLS_RETURN_IF_ERROR(in.Get(&d.certificate_seconds));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  // The bookkeeping must describe this V and this iteration count.
+  long long sweeps = 0;
+  for (int k : d.stage_sweeps) sweeps += k;
+  // stage_iter = 0: taken after an escalation, so V has more rows than the
+  // last stage.
+  const bool consistent =
+      !d.rank_history.empty() && d.stage_sweeps.size() == d.rank_history.size() && sweeps == c.iteration &&
+      (stage_iter == 0 ? d.rank_history.back() < r
+                       : stage_iter >= 1 && d.rank_history.back() == r && stage_iter == d.stage_sweeps.back());
+  if (!consistent) {
+    return FailedPreconditionError(in.what() + ": inconsistent stage bookkeeping");
+  }
+  return OkStatus();
+}
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control,
                            BcdNpklDiagnostics* diagnostics) {
   Stopwatch setup_clock;
@@ -632,18 +748,45 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
 
   NpklResult result;
   SolveStats& stats = result.stats;
+  int iter = 0;
+  // The fingerprint costs O(nnz(Δ) + m): only computed when checkpoints are used.
+  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
+  ResumeState resume;  // resume.stage_iter > 0: the first stage continues a checkpoint's
+  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+    const int num_duals = static_cast<int>(cols.neighbor.size());
+    if (DecodeCheckpoint(*c, fingerprint, r_max, reduced, num_duals, &resume).ok()) {
+      iter = c->iteration;
+      stats.iterations = iter;
+      stats.resumed_from_iteration = iter;
+      stats.objective_history = std::move(resume.objective_history);
+      result.primal_residual = resume.primal_residual;
+      v = std::move(resume.v);
+      r = static_cast<int>(v.rows());
+      diag = std::move(resume.diag);
+    } else {
+      resume.stage_iter = 0;  // not this run's checkpoint: start afresh
+    }
+  }
   stats.setup_seconds = setup_clock.Seconds();
   Stopwatch clock;
+  CheckpointTimer checkpoints(control);
   stats.termination = Termination::kIterationLimit;
-  int iter = 0;
   bool stopped = false;  // by the control, a numerical issue or the iteration cap
   while (!stopped) {
     // One stage: Algorithm 1 at the current r until the stopping test.
     ColumnUpdater updater(reduced, cols, options.loss, options.c, r, omega);
-    diag.rank_history.push_back(r);
-    diag.stage_sweeps.push_back(0);
-    bool converged = false;
     int stage_iter = 0;
+    if (resume.stage_iter > 0) {  // the stage a checkpoint was taken in
+      stage_iter = resume.stage_iter;
+      updater.duals() = std::move(resume.duals);
+      reduced.RestoreCarriedProduct(std::move(resume.z));
+      resume.stage_iter = 0;
+    } else {
+      diag.rank_history.push_back(r);
+      diag.stage_sweeps.push_back(0);
+    }
+    bool converged = false;
     while (true) {
       if (iter >= options.max_iterations) {
         stats.termination = Termination::kIterationLimit;
@@ -685,6 +828,10 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
         converged = true;
         break;
       }
+      checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
+        return EncodeCheckpoint(fingerprint, iter, result, stage_iter, v, updater.duals(),
+                                reduced.CarriedProduct(), diag);
+      });
     }
     if (!converged) break;
     stats.termination = Termination::kConverged;
@@ -706,6 +853,13 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
     const int added = AppendDirections(cert, cols, options.c, r_max - r, &v);
     if (added == 0) break;  // no negative direction to follow (bound from ⟨S, Z⟩ alone)
     r += added;
+    // Checkpoint at the stage boundary, so the certificate's Lanczos work is
+    // not lost: the next stage starts with zero duals and recomputes Z.
+    checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
+      return EncodeCheckpoint(fingerprint, iter, result, /*stage_iter=*/0, v,
+                              Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols.neighbor.size())),
+                              Eigen::MatrixXd(), diag);
+    });
   }
   diag.final_rank = static_cast<int>(v.rows());
   result.duality_gap = diag.certificate_checks > 0 ? diag.relative_gap_bound : std::numeric_limits<double>::quiet_NaN();

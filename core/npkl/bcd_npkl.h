@@ -207,6 +207,25 @@ struct BcdNpklDiagnostics {
 /// result.duality_gap: for the smooth losses, the certificate's relative gap
 /// bound (see BcdNpklDiagnostics) when one was computed; NaN otherwise.
 ///
+/// Checkpoints (format "bcd_npkl/1"). With control.checkpoint set, the state
+/// is handed to it (CheckpointTimer) after a sweep that does not end its stage
+/// once control.checkpoint_interval_seconds of solve time have passed since
+/// the start or the last checkpoint: V (r × l at the current rank of the
+/// escalation), the dual QPs' warm starts (one double per constraint end),
+/// the factored Δ̃'s carried V Bᵀ (r × u), the sweeps of the current stage, the
+/// escalation's bookkeeping and the objective history. With
+/// control.ResumeFrom("bcd_npkl/1") set and matching, the run continues from
+/// it: stats.iterations, objective_history and the ProgressEvent numbering go
+/// on from checkpoint.iteration, stats.resumed_from_iteration =
+/// checkpoint.iteration, diagnostics cover the whole run, and the result is
+/// bit-identical to the uninterrupted run's (at the same num_threads). A
+/// checkpoint matches when it was taken for the same Δ, T and the options that
+/// shape the iterates (loss, c, rank, over_relaxation, seed, rank_escalation,
+/// initial_rank, escalation_step, certificate_tolerance — a fingerprint);
+/// tolerance, max_iterations and num_threads may differ. Any other checkpoint
+/// — another format, problem or shape, damaged or truncated bytes — is
+/// ignored and the solve starts afresh (resumed_from_iteration = 0).
+///
 /// Errors (INVALID_ARGUMENT): problem.Validate() fails; the Laplacian is not
 /// symmetric; a self pair (i, i) (eq. (6) assumes j ≠ i); options invalid or
 /// loss = kLinear; Δ_UU not positive definite (message suggests δ > 0); some

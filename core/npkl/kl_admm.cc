@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
 #include "core/npkl/blocked_laplacian.h"
 
@@ -338,6 +339,137 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   return OkStatus();
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// After the common prefix (core/common/checkpoint_codec.h): the phase, the
+// last iteration's residuals, then
+//   ADMM    ρ (the value for the next iteration), V, U, Λ
+//   polish  V, V·L (kept current incrementally, so re-forming it would not be
+//           bit-identical), and the L-BFGS pairs (s, y, sᵀy), oldest first.
+// Everything else (d, ∇f, f) is recomputed from V and V·L exactly as the
+// uninterrupted run computes it, so a resumed run is bit-identical.
+constexpr char kCheckpointTag[] = "kl_admm/1";
+constexpr uint32_t kCheckpointMagic = 0x4b4c4144;  // "KLAD"
+constexpr uint32_t kCheckpointVersion = 1;
+
+enum class Phase : uint8_t { kAdmm = 0, kPolish = 1 };
+
+struct LbfgsMemory {
+  std::deque<Eigen::MatrixXd> s, y;
+  std::deque<double> sy;
+  void Clear() {
+    s.clear();
+    y.clear();
+    sy.clear();
+  }
+};
+
+struct ResumeState {
+  Phase phase = Phase::kAdmm;
+  int iteration = 0;
+  std::vector<double> objective_history;
+  double primal_residual = 0.0, dual_residual = 0.0;
+  double rho = 0.0;            // ADMM
+  Eigen::MatrixXd v, u, lambda;  // ADMM: V, U, Λ; polish: V
+  Eigen::MatrixXd vl;          // polish
+  LbfgsMemory memory;          // polish
+};
+
+// Ties a checkpoint to the problem (L, T) and to every option that changes
+// the iterates (not tolerance, max_iterations, certify or num_threads, which
+// may differ between the interrupted and the resumed call).
+uint64_t CheckpointFingerprint(const NpklProblem& problem, const KlAdmmOptions& o, int r) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag).AddInt(r).AddSparse(problem.laplacian);
+  fp.AddInt(problem.constraints.size());
+  for (const Pair& p : problem.constraints.pairs) fp.AddInt(p.i).AddInt(p.j).AddInt(static_cast<int>(p.kind));
+  fp.AddDouble(o.gamma).AddDouble(o.rho_initial).AddDouble(o.rho_min).AddInt(o.adaptive_rho);
+  fp.Add(o.seed).AddInt(static_cast<int>(o.polish)).AddDouble(o.polish_switch_tolerance);
+  fp.AddInt(o.lbfgs_memory).AddInt(o.lbfgs_precondition);
+  return fp.value();
+}
+
+std::string EncodeAdmm(uint64_t fingerprint, int iteration, const NpklResult& result, double rho,
+                       const Eigen::MatrixXd& v, const Eigen::MatrixXd& u, const Eigen::MatrixXd& lambda) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration,
+                      result.stats.objective_history);
+  w.Put<uint8_t>(static_cast<uint8_t>(Phase::kAdmm));
+  w.Put<double>(result.primal_residual);
+  w.Put<double>(result.dual_residual);
+  w.Put<double>(rho);
+  w.PutMatrix(v);
+  w.PutMatrix(u);
+  w.PutMatrix(lambda);
+  return w.Take();
+}
+
+std::string EncodePolish(uint64_t fingerprint, int iteration, const NpklResult& result, const Eigen::MatrixXd& v,
+                         const Eigen::MatrixXd& vl, const LbfgsMemory& memory) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration,
+                      result.stats.objective_history);
+  w.Put<uint8_t>(static_cast<uint8_t>(Phase::kPolish));
+  w.Put<double>(result.primal_residual);
+  w.Put<double>(result.dual_residual);
+  w.PutMatrix(v);
+  w.PutMatrix(vl);
+  w.Put<uint32_t>(static_cast<uint32_t>(memory.s.size()));
+  for (size_t k = 0; k < memory.s.size(); ++k) {
+    w.PutMatrix(memory.s[k]);
+    w.PutMatrix(memory.y[k]);
+    w.Put<double>(memory.sy[k]);
+  }
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int n, const KlAdmmOptions& options,
+                        ResumeState* state) {
+  ByteReader in(c.bytes, "kl_admm checkpoint");
+  KLS_RETURN_IF_ERROR(
+      GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, &state->objective_history));
+  state->iteration = c.iteration;
+  uint8_t phase = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&phase));
+  KLS_RETURN_IF_ERROR(in.Get(&state->primal_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&state->dual_residual));
+  if (phase == static_cast<uint8_t>(Phase::kAdmm)) {
+    state->phase = Phase::kAdmm;
+    KLS_RETURN_IF_ERROR(in.Get(&state->rho));
+    if (!(state->rho > 0.0) || !std::isfinite(state->rho)) return DataLossError(in.what() + ": bad ρ");
+    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->v));
+    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->u));
+    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->lambda));
+  } else if (phase == static_cast<uint8_t>(Phase::kPolish) &&
+             options.polish == KlAdmmOptions::Polish::kLbfgs) {
+    state->phase = Phase::kPolish;
+    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->v));
+    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->vl));
+    uint32_t m = 0;
+    KLS_RETURN_IF_ERROR(in.Get(&m));
+    if (m > static_cast<uint32_t>(options.lbfgs_memory)) return DataLossError(in.what() + ": too many L-BFGS pairs");
+    for (uint32_t k = 0; k < m; ++k) {
+      Eigen::MatrixXd s, y;
+      double sy = 0.0;
+      KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &s));
+      KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &y));
+      KLS_RETURN_IF_ERROR(in.Get(&sy));
+      if (!(sy > 0.0)) return DataLossError(in.what() + ": L-BFGS pair with sᵀy ≤ 0");
+      state->memory.s.push_back(std::move(s));
+      state->memory.y.push_back(std::move(y));
+      state->memory.sy.push_back(sy);
+    }
+  } else {
+    return DataLossError(in.what() + ": unknown phase " + std::to_string(phase));
+  }
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  if (!state->v.allFinite() || !state->u.allFinite() || !state->lambda.allFinite() || !state->vl.allFinite()) {
+    return DataLossError(in.what() + ": non-finite iterate");
+  }
+  return OkStatus();
+}
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& options,
                            const SolveControl& control) {
   Stopwatch setup_clock;
@@ -366,10 +498,36 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
 
   NpklResult result;
   SolveStats& stats = result.stats;
+  LbfgsMemory memory;
+  Eigen::MatrixXd resumed_vl;  // V·L of a polish-phase checkpoint
+  // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
+  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options, r) : 0;
+  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+    ResumeState state;
+    if (DecodeCheckpoint(*c, fingerprint, r, n, options, &state).ok()) {
+      stats.iterations = state.iteration;
+      stats.resumed_from_iteration = state.iteration;
+      stats.objective_history = std::move(state.objective_history);
+      result.primal_residual = state.primal_residual;
+      result.dual_residual = state.dual_residual;
+      v = std::move(state.v);
+      if (state.phase == Phase::kAdmm) {
+        u = std::move(state.u);
+        lambda = std::move(state.lambda);
+        rho = state.rho;
+      } else {
+        switched = true;
+        resumed_vl = std::move(state.vl);
+        memory = std::move(state.memory);
+      }
+    }  // otherwise not this run's checkpoint: start afresh
+  }
   stats.setup_seconds = setup_clock.Seconds();
   Stopwatch clock;
+  CheckpointTimer checkpoints(control);
   stats.termination = Termination::kIterationLimit;
-  for (int iter = 1; iter <= options.max_iterations; ++iter) {
+  for (int iter = stats.iterations + 1; !switched && iter <= options.max_iterations; ++iter) {
     Termination why;
     if (control.ShouldStop(&why)) {
       stats.termination = why;
@@ -416,7 +574,9 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     }
     if (polish && primal_rel <= options.polish_switch_tolerance &&
         dual_rel <= options.polish_switch_tolerance) {
-      switched = true;
+      switched = true;  // `work` = V·L: the polish's starting point
+      checkpoints.MaybeSave(kCheckpointTag, iter,
+                            [&] { return EncodePolish(fingerprint, iter, result, v, work, memory); });
       break;
     }
     if (options.adaptive_rho) {  // eq. (15)
@@ -426,6 +586,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
         rho = std::max(rho / 2.0, options.rho_min);
       }
     }
+    checkpoints.MaybeSave(kCheckpointTag, iter,
+                          [&] { return EncodeAdmm(fingerprint, iter, result, rho, v, u, lambda); });
   }
   std::vector<double> d(rows.num_entries());
   Eigen::MatrixXd g(r, n);
@@ -433,11 +595,13 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     // L-BFGS on f(V) from V (= U to polish_switch_tolerance). `work` holds
     // V·L, kept current by work += α P·L (re-formed at the end).
     Eigen::MatrixXd& vl = work;
+    if (stats.resumed_from_iteration > 0 && resumed_vl.size() > 0) vl = std::move(resumed_vl);
     Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
     FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
     double f = FactoredObjective(v, vl, gamma, d);
-    std::deque<Eigen::MatrixXd> s_hist, y_hist;
-    std::deque<double> sy_hist;
+    std::deque<Eigen::MatrixXd>& s_hist = memory.s;
+    std::deque<Eigen::MatrixXd>& y_hist = memory.y;
+    std::deque<double>& sy_hist = memory.sy;
     std::vector<double> alpha_hist;
     const Eigen::VectorXd l_diag = l.diagonal();
     stats.termination = Termination::kIterationLimit;
@@ -526,6 +690,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
         stats.termination = Termination::kConverged;
         break;
       }
+      checkpoints.MaybeSave(kCheckpointTag, iter,
+                            [&] { return EncodePolish(fingerprint, iter, result, v, vl, memory); });
     }
   }
   stats.solve_seconds = clock.Seconds();

@@ -155,6 +155,27 @@ struct KlAdmmOptions {
 /// result.duality_gap: with Polish::kLbfgs and certify, the bound of the
 /// certify option (computed after solve_seconds stops); NaN otherwise.
 ///
+/// Checkpoints (format "kl_admm/1"). With control.checkpoint set, the state
+/// is handed to it (CheckpointTimer) after a completed iteration once
+/// control.checkpoint_interval_seconds of solve time have passed since the
+/// start or the last checkpoint — after the ρ update in the ADMM phase (V, U,
+/// Λ, ρ; 3rn doubles), after each polish iteration and at the hand-over
+/// (V, V·L and the L-BFGS pairs; (2 + 2·lbfgs_memory) rn doubles at most),
+/// always with the objective history so far; not after the iteration that
+/// ends the run. With control.ResumeFrom("kl_admm/1") set and matching, the
+/// run continues from it: stats.iterations, objective_history and the
+/// ProgressEvent numbering go on from checkpoint.iteration,
+/// stats.resumed_from_iteration = checkpoint.iteration, and the result is
+/// bit-identical to the uninterrupted run's (doubles are stored exactly; the
+/// L-BFGS memory is kept). A checkpoint matches when it was taken for the same
+/// L, T, rank r and the options that shape the iterates (γ, ρ⁰, ρ_min,
+/// adaptive_rho, seed, polish, polish_switch_tolerance, lbfgs_memory,
+/// lbfgs_precondition — a fingerprint); tolerance, max_iterations, certify and
+/// num_threads may differ. Any other checkpoint — another format, problem or
+/// shape, damaged or truncated bytes — is ignored and the solve starts afresh
+/// (resumed_from_iteration = 0). Cancellation and the deadline act as usual
+/// on a resumed run.
+///
 /// Errors (INVALID_ARGUMENT): problem.Validate() fails, the Laplacian is not
 /// symmetric, options.Validate() fails, options.rank > n. RESOURCE_EXHAUSTED
 /// on allocation failure, INTERNAL for any other exception.

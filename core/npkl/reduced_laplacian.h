@@ -26,6 +26,7 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/common/status.h"
@@ -91,6 +92,14 @@ class ReducedLaplacian {
   void ColumnChanged(int i, const Eigen::VectorXd& delta);
   /// Closes the open block (folds its changes into Z).
   void EndBlock();
+  /// The Z = V Bᵀ carried between sweeps (empty in the dense form or before
+  /// the first sweep), so that a checkpoint can restore it bit for bit.
+  const Eigen::MatrixXd& CarriedProduct() const { return z_; }
+  /// Restores a CarriedProduct() saved after a sweep at the same V. Ignored in
+  /// the dense form; a Z of the wrong shape is recomputed by BeginSweep.
+  void RestoreCarriedProduct(Eigen::MatrixXd z) {
+    if (factored_) z_ = std::move(z);
+  }
 
  private:
   ReducedLaplacian() = default;

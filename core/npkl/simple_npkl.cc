@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
 #include "core/npkl/block_spectrum.h"
 #include "core/npkl/blocked_laplacian.h"
@@ -81,6 +82,32 @@ class Evaluator {
 
   const Terms& terms() const { return terms_; }
 
+  /// What the evaluator carries from one evaluation to the next (Lanczos
+  /// start and rank hint, the block solver's Ritz block and its seed count,
+  /// and the column count the cache-blocked L was built for, −1 = not yet):
+  /// a checkpoint saves it so that a resumed run repeats the same arithmetic.
+  struct WarmState {
+    int rank_hint = 1;
+    Eigen::VectorXd warm;
+    Eigen::MatrixXd block;
+    int last_rank = 0;
+    uint64_t block_calls = 0;
+    int blocked_columns = -1;
+  };
+  WarmState SaveWarmState() const {
+    return {rank_hint_, warm_, block_, last_rank_, block_calls_, blocked_columns_};
+  }
+  void RestoreWarmState(WarmState s) {
+    rank_hint_ = s.rank_hint;
+    warm_ = std::move(s.warm);
+    block_ = std::move(s.block);
+    last_rank_ = s.last_rank;
+    block_calls_ = s.block_calls;
+    blocked_columns_ = s.blocked_columns;
+    blocked_.reset();
+    if (blocked_columns_ >= 0) MakeBlocked();
+  }
+
   /// Lanczos relative tolerance of the following evaluations.
   void set_lanczos_tolerance(double tol) { spectrum_.lanczos_tolerance = tol; }
   double lanczos_tolerance() const { return spectrum_.lanczos_tolerance; }
@@ -120,9 +147,8 @@ class Evaluator {
       // certified gap is recomputed by Lanczos (Evaluate(…, exact = true)).
       a_.set_weights(w);
       if (!blocked_) {
-        blocked_ = std::make_unique<BlockedLaplacian>(
-            problem_.laplacian, BlockedLaplacian::CacheBlockColumns(static_cast<int>(block_.cols()) + 8,
-                                                                    static_cast<int>(problem_.laplacian.rows())));
+        blocked_columns_ = static_cast<int>(block_.cols()) + 8;
+        MakeBlocked();
       }
       BlockSpectrumOptions bo;
       bo.tolerance = options_.block_tolerance;
@@ -170,6 +196,12 @@ class Evaluator {
   }
 
  private:
+  void MakeBlocked() {
+    const int n = static_cast<int>(problem_.laplacian.rows());
+    blocked_ = std::make_unique<BlockedLaplacian>(problem_.laplacian,
+                                                  BlockedLaplacian::CacheBlockColumns(blocked_columns_, n));
+  }
+
   // Closed form (3.8) / (3.14) for K from A₊, then J, P and ∇J.
   void FillFromSpectrum(const Eigen::VectorXd& alpha, const Eigen::MatrixXd& u, const Eigen::VectorXd& sigma,
                         Iterate* out) const {
@@ -250,6 +282,7 @@ class Evaluator {
   Eigen::MatrixXd block_;
   int last_rank_ = 0;
   std::unique_ptr<BlockedLaplacian> blocked_;
+  int blocked_columns_ = -1;  // the column count blocked_ was built for
   uint64_t block_calls_ = 0;
 
  public:
@@ -274,6 +307,112 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   const double scale = std::max(1.0, l.norm());
   if (!(diff <= 1e-10 * scale)) {
     return InvalidArgumentError("laplacian: not symmetric (‖L − Lᵀ‖_F = " + FormatNumber(diff) + ")");
+  }
+  return OkStatus();
+}
+
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after an iteration that did not end the run. After the common prefix
+// (core/common/checkpoint_codec.h; the history has iteration + 1 entries, the
+// first for α_0): the step state (η, whether the last step backtracked,
+// whether the Lanczos tolerance is tight), the current iterate in full (α,
+// the n × r factor of K(α), z, ∇J, G, J, P, rank, from_block) and the
+// evaluator's warm state, so that nothing is recomputed on resume.
+constexpr char kCheckpointTag[] = "simple_npkl/1";
+constexpr uint32_t kCheckpointMagic = 0x534e504b;  // "SNPK"
+constexpr uint32_t kCheckpointVersion = 1;
+
+struct ResumeState {
+  std::vector<double> objective_history;
+  double eta = 0.0;
+  bool backtracked = true;
+  bool tight = true;
+  Iterate cur;
+  Evaluator::WarmState warm;
+};
+
+// The problem and every option that shapes the iterates; not tolerance,
+// max_iterations or num_threads.
+uint64_t CheckpointFingerprint(const NpklProblem& problem, const SimpleNpklOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag).AddSparse(problem.laplacian).AddInt(problem.constraints.size());
+  for (const Pair& p : problem.constraints.pairs) fp.AddInt(p.i).AddInt(p.j).AddInt(static_cast<int>(p.kind));
+  fp.AddInt(static_cast<int>(o.loss)).AddDouble(o.c).AddDouble(o.b).AddDouble(o.g).AddDouble(o.p);
+  fp.AddInt(static_cast<int>(o.capacity)).AddDouble(o.step).AddInt(static_cast<int>(o.lipschitz_bound));
+  fp.AddInt(o.adaptive_step).AddInt(o.active_set).AddDouble(o.active_point_fraction).AddInt(o.low_rank);
+  fp.AddInt(o.dense_threshold).AddDouble(o.lanczos_tolerance).AddDouble(o.early_lanczos_tolerance);
+  fp.AddDouble(o.tighten_factor).AddInt(o.block_warm_start).AddDouble(o.block_tolerance);
+  fp.AddInt(o.block_points_per_column).AddInt(o.max_backtracks);
+  return fp.value();
+}
+
+std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveStats& stats, double eta,
+                             bool backtracked, bool tight, const Iterate& cur, const Evaluator::WarmState& warm) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, stats.objective_history);
+  w.Put<double>(eta);
+  w.Put<uint8_t>(backtracked ? 1 : 0);
+  w.Put<uint8_t>(tight ? 1 : 0);
+  w.PutVector(cur.alpha);
+  w.PutMatrix(cur.v);
+  w.PutVector(cur.z);
+  w.PutVector(cur.grad);
+  w.Put<double>(cur.g_eff);
+  w.Put<double>(cur.dual);
+  w.Put<double>(cur.primal);
+  w.Put<int32_t>(cur.rank);
+  w.Put<uint8_t>(cur.from_block ? 1 : 0);
+  w.Put<int32_t>(warm.rank_hint);
+  w.PutVector(warm.warm);
+  w.PutMatrix(warm.block);
+  w.Put<int32_t>(warm.last_rank);
+  w.Put<uint64_t>(warm.block_calls);
+  w.Put<int32_t>(warm.blocked_columns);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int n, int m, ResumeState* s) {
+  ByteReader in(c.bytes, "simple_npkl checkpoint");
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint,
+                                          &s->objective_history, /*extra_history_entries=*/1));
+  uint8_t backtracked = 0, tight = 0, from_block = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&s->eta));
+  KLS_RETURN_IF_ERROR(in.Get(&backtracked));
+  KLS_RETURN_IF_ERROR(in.Get(&tight));
+  s->backtracked = backtracked != 0;
+  s->tight = tight != 0;
+  Iterate& x = s->cur;
+  KLS_RETURN_IF_ERROR(in.GetVector(&x.alpha));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&x.v));
+  KLS_RETURN_IF_ERROR(in.GetVector(&x.z));
+  KLS_RETURN_IF_ERROR(in.GetVector(&x.grad));
+  KLS_RETURN_IF_ERROR(in.Get(&x.g_eff));
+  KLS_RETURN_IF_ERROR(in.Get(&x.dual));
+  KLS_RETURN_IF_ERROR(in.Get(&x.primal));
+  int32_t rank = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&rank));
+  x.rank = rank;
+  KLS_RETURN_IF_ERROR(in.Get(&from_block));
+  x.from_block = from_block != 0;
+  Evaluator::WarmState& w = s->warm;
+  int32_t rank_hint = 0, last_rank = 0, blocked_columns = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&rank_hint));
+  KLS_RETURN_IF_ERROR(in.GetVector(&w.warm));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&w.block));
+  KLS_RETURN_IF_ERROR(in.Get(&last_rank));
+  KLS_RETURN_IF_ERROR(in.Get(&w.block_calls));
+  KLS_RETURN_IF_ERROR(in.Get(&blocked_columns));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  w.rank_hint = rank_hint;
+  w.last_rank = last_rank;
+  w.blocked_columns = blocked_columns;
+  if (x.alpha.size() != m || x.z.size() != m || x.grad.size() != m || x.v.rows() != n || x.v.cols() != x.rank ||
+      x.rank < 0 || !x.Finite() || !(s->eta >= 0.0) || !std::isfinite(s->eta) ||
+      (w.warm.size() != 0 && w.warm.size() != n) || (w.block.size() != 0 && w.block.rows() != n) ||
+      rank_hint < 1 || last_rank < 0 || blocked_columns < -1 || blocked_columns > n + 8) {
+    return FailedPreconditionError(in.what() + ": does not fit this problem");
   }
   return OkStatus();
 }
@@ -332,7 +471,29 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   bool tight = !may_loosen;
   if (!tight) eval.set_lanczos_tolerance(options.early_lanczos_tolerance);
   Iterate cur;
-  KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
+  NpklResult result;
+  SolveStats& stats = result.stats;
+  double eta = 0.0;
+  bool backtracked = true;
+  // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
+  const bool use_checkpoints = !linear && (control.checkpoint || control.ResumeFrom(kCheckpointTag));
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
+  if (const Checkpoint* c = linear ? nullptr : control.ResumeFrom(kCheckpointTag)) {
+    ResumeState state;
+    if (DecodeCheckpoint(*c, fingerprint, n, m, &state).ok()) {
+      stats.iterations = c->iteration;
+      stats.resumed_from_iteration = c->iteration;
+      stats.objective_history = std::move(state.objective_history);
+      eta = state.eta;
+      backtracked = state.backtracked;
+      tight = state.tight;
+      eval.set_lanczos_tolerance(tight ? options.lanczos_tolerance : options.early_lanczos_tolerance);
+      eval.RestoreWarmState(std::move(state.warm));
+      cur = std::move(state.cur);
+    }  // otherwise not this run's checkpoint: start afresh
+  }
+  const bool resumed = stats.resumed_from_iteration > 0;
+  if (!resumed) KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
   // Switches to the tight tolerance for good and re-evaluates the current
   // iterate there, so that its gap is certified to lanczos_tolerance.
   // Also re-evaluates an iterate whose A₊ came from the block solver, with
@@ -347,15 +508,14 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     return OkStatus();
   };
   const double tf = options.tighten_factor;
-  if (!tight && cur.Finite() && RelativeGap(cur) <= tf * options.tolerance) {
+  if (!resumed && !tight && cur.Finite() && RelativeGap(cur) <= tf * options.tolerance) {
     KLS_RETURN_IF_ERROR(tighten());
   }
 
-  NpklResult result;
   result.stats.setup_seconds = setup_watch.Seconds();
   Stopwatch solve_watch;
-  SolveStats& stats = result.stats;
-  stats.objective_history.push_back(cur.primal);
+  CheckpointTimer checkpoints(control);
+  if (!resumed) stats.objective_history.push_back(cur.primal);
 
   // η bound of Lemma 3.4 at the current iterate (see the header).
   const bool has_diagonal_pair = [&] {
@@ -380,9 +540,12 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   } else if (linear || RelativeGap(cur) <= options.tolerance) {
     termination = Termination::kConverged;
   } else {
-    double eta = 0.0;
-    bool backtracked = true;
-    for (int it = 1; it <= max_iterations; ++it) {
+    auto save = [&](int it) {
+      checkpoints.MaybeSave(kCheckpointTag, it, [&] {
+        return EncodeCheckpoint(fingerprint, it, stats, eta, backtracked, tight, cur, eval.SaveWarmState());
+      });
+    };
+    for (int it = stats.iterations + 1; it <= max_iterations; ++it) {
       Termination why;
       if (control.ShouldStop(&why)) {
         termination = why;
@@ -450,6 +613,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       if (step_inf == 0.0 && (!tight || cur.from_block)) {
         // The loose eigenpairs may be what stalls the step: tighten and go on.
         KLS_RETURN_IF_ERROR(tighten());
+        save(it);
         continue;
       }
       if (step_inf == 0.0) {
@@ -459,6 +623,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
         termination = Termination::kNumericalIssue;
         break;
       }
+      save(it);
     }
   }
   if (linear) stats.iterations = 1;

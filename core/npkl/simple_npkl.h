@@ -203,6 +203,24 @@ struct SimpleNpklOptions {
 /// the last finite iterate is returned).
 /// Progress: one event per iteration with objective = P, primal_residual =
 /// relative gap, dual_residual = ‖α_t − α_{t−1}‖∞.
+/// Checkpoints (format "simple_npkl/1"; not for the linear loss, which has no
+/// iterations). With control.checkpoint set, the state is handed to it
+/// (CheckpointTimer) after an iteration that does not end the run once
+/// control.checkpoint_interval_seconds of solve time have passed since the
+/// start or the last checkpoint: α, the step state (η, backtracking, whether
+/// Lanczos is at the tight tolerance), the current iterate in full (its n × r
+/// factor of K(α) included, so nothing is re-decomposed on resume), the
+/// evaluator's warm starts (Lanczos start vector and rank hint, the block
+/// solver's n × p Ritz block) and the objective history. With
+/// control.ResumeFrom("simple_npkl/1") set and matching, the run continues
+/// from it: stats.iterations, objective_history and the ProgressEvent
+/// numbering go on from checkpoint.iteration, stats.resumed_from_iteration =
+/// checkpoint.iteration, and the result is bit-identical to the uninterrupted
+/// run's. A checkpoint matches when it was taken for the same L, T and the
+/// options that shape the iterates (all but tolerance, max_iterations and
+/// num_threads — a fingerprint). Any other checkpoint — another format,
+/// problem or shape, damaged or truncated bytes — is ignored and the solve
+/// starts afresh (resumed_from_iteration = 0).
 /// Errors: INVALID_ARGUMENT for an invalid problem (NpklProblem::Validate, a
 /// non-symmetric Laplacian) or options (also low_rank > n); RESOURCE_EXHAUSTED
 /// on allocation failure; INTERNAL for eigensolver failures and any other

@@ -182,7 +182,10 @@ Conn Connect(const std::string& uri) {
   const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
                         "keepalives_count", "dbname", nullptr};
   const char* values[] = {kDefaultConnectTimeoutSeconds, "1", "10", "5", "3", uri.c_str(), nullptr};
-  return Conn(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  Conn c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
+  // Server notices ("relation already exists, skipping") are not errors; libpq would print them to stderr.
+  if (c) PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);
+  return c;
 }
 
 std::string ConnError(PGconn* c) {
@@ -257,6 +260,14 @@ JobRecord ReadJob(const PGresult* r, int row) {
   return j;
 }
 
+/// Parameters as BindJob orders them; a job inserted running gets a lease
+/// that has already run out (its owner, if any, must renew it).
+constexpr const char* kInsertJobSql =
+    "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, "
+    "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, counted_failures, "
+    "lease_expires) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17, "
+    "CASE WHEN $5 = 'running' THEN clock_timestamp() END)";
+
 constexpr const char* kKernelColumns =
     "name, version, job_id, dataset_id, method, num_points, rank, summary_json, artifact, created_ms";
 
@@ -293,20 +304,15 @@ DatasetRecord ReadDataset(const PGresult* r, int row, std::string* artifact) {
 
 /// The fence as SQL conditions on jobs, appended to `sql`, parameters added to `p`.
 void AppendFence(const JobFence& fence, std::string* sql, Params* p) {
-  *sql += " AND state = 'running' AND attempts = $" + std::to_string(p->size() + 1);
+  p->Text(JobStateName(fence.state));
+  *sql += " AND state = $" + std::to_string(p->size());
   p->Int(fence.attempt);
+  *sql += " AND attempts = $" + std::to_string(p->size());
   if (!fence.owner.empty()) {
     *sql += " AND owner = $" + std::to_string(p->size() + 1);
     p->Text(fence.owner);
   }
   if (fence.lease_expired) *sql += " AND lease_expires < clock_timestamp()";
-}
-
-std::string DescribeFence(const JobFence& f) {
-  std::string s = "attempt " + std::to_string(f.attempt);
-  if (!f.owner.empty()) s += " of owner \"" + f.owner + "\"";
-  if (f.lease_expired) s += " with an expired lease";
-  return s;
 }
 
 char KindChar(StoreEvent::Kind k) {
@@ -345,6 +351,12 @@ class PooledConn {
     return Error(r.get());
   }
   Status Run(const std::string& sql, const Params& p = Params()) { return Exec(sql, p).status(); }
+  /// Several statements without parameters (schema scripts).
+  Status RunScript(const char* sql) {
+    Result r(PQexec(conn_, sql));
+    if (r && PQresultStatus(r.get()) == PGRES_COMMAND_OK) return OkStatus();
+    return Error(r.get());
+  }
 
   /// Emits `event` (NOTIFY, sent at commit) and remembers it for local delivery.
   Status Notify(StoreEvent::Kind kind, const std::string& name);
@@ -557,17 +569,13 @@ class PostgresStore final : public Store {
   StatusOr<JobRecord> CreateJob(JobRecord job) override {
     job.id = NewId("job");
     job.created_unix_ms = NowMs();
+    if (job.kernel_name.empty()) job.kernel_name = job.id;
     KLS_ASSIGN_OR_RETURN(auto c, Acquire("CreateJob"));
     Transaction tx(*c);
     KLS_RETURN_IF_ERROR(tx.Begin());
     Params p;
     BindJob(job, &p);
-    KLS_RETURN_IF_ERROR(c->Run(
-        "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, "
-        "error, kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, "
-        "counted_failures, lease_expires) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17, "
-        "CASE WHEN $5 = 'running' THEN clock_timestamp() END)",
-        p));
+    KLS_RETURN_IF_ERROR(c->Run(kInsertJobSql, p));
     KLS_RETURN_IF_ERROR(NotifyJobWrite(*c, job.id, job.state));
     KLS_RETURN_IF_ERROR(tx.Commit());
     return job;
@@ -622,6 +630,12 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  StatusOr<int64_t> CountJobs(JobState state) override {
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("CountJobs"));
+    KLS_ASSIGN_OR_RETURN(Result r, c->Exec("SELECT COUNT(*) FROM jobs WHERE state = $1", Params().Text(JobStateName(state))));
+    return GetInt(r.get(), 0, 0);
+  }
+
   // ---- shared queue ----------------------------------------------------------------
   StatusOr<std::optional<JobRecord>> ClaimJob(const std::string& replica_id, int64_t lease_ms) override {
     if (lease_ms <= 0) return InvalidArgumentError("lease_ms = " + std::to_string(lease_ms) + " must be > 0");
@@ -634,9 +648,9 @@ class PostgresStore final : public Store {
     KLS_ASSIGN_OR_RETURN(
         Result r,
         c->Exec(std::string("UPDATE jobs SET state = 'running', attempts = attempts + 1, owner = $1, "
-                            "lease_expires = clock_timestamp() + $2 * interval '1 millisecond', started_ms = ") +
+                            "lease_expires = clock_timestamp() + $2::float8 * interval '1 millisecond', started_ms = ") +
                     kDbNowMs +
-                    ", error = '', progress_json = '' WHERE id = (SELECT id FROM jobs WHERE state = 'queued' "
+                    ", finished_ms = 0, error = '', progress_json = '' WHERE id = (SELECT id FROM jobs WHERE state = 'queued' "
                     "ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING " +
                     kJobColumns,
                 Params().Text(replica_id).Int(lease_ms)));
@@ -650,7 +664,7 @@ class PostgresStore final : public Store {
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& replica_id, int64_t lease_ms) override {
     if (lease_ms <= 0) return InvalidArgumentError("lease_ms = " + std::to_string(lease_ms) + " must be > 0");
     KLS_ASSIGN_OR_RETURN(auto c, Acquire("RenewLeases"));
-    KLS_ASSIGN_OR_RETURN(Result r, c->Exec("UPDATE jobs SET lease_expires = clock_timestamp() + $2 * interval "
+    KLS_ASSIGN_OR_RETURN(Result r, c->Exec("UPDATE jobs SET lease_expires = clock_timestamp() + $2::float8 * interval "
                                            "'1 millisecond' WHERE state = 'running' AND owner = $1 RETURNING id",
                                            Params().Text(replica_id).Int(lease_ms)));
     std::vector<std::string> ids;
@@ -710,7 +724,7 @@ class PostgresStore final : public Store {
     // FOR SHARE: a concurrent terminal write (which deletes the checkpoint)
     // waits for this one, or this one sees the job no longer running.
     std::string sql = std::string("INSERT INTO checkpoints (job_id, attempt, iteration, solver, bytes, crc32, "
-                                  "created_ms) SELECT $1, $2, $3, $4, $5, $6, ") +
+                                  "created_ms) SELECT $1::text, $2::int, $3::bigint, $4::text, $5::bytea, $6::bigint, ") +
                       kDbNowMs + " FROM jobs WHERE id = $1";
     AppendFence(fence, &sql, &p);
     sql += " FOR SHARE ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt, iteration = "
@@ -736,8 +750,7 @@ class PostgresStore final : public Store {
     const uint32_t crc = static_cast<uint32_t>(GetBinaryInt8(r.get(), 0, 4));
     cp.created_unix_ms = GetBinaryInt8(r.get(), 0, 5);
     if (Crc32Of(cp.bytes) != crc) {
-      return DataLossError("checkpoint of job \"" + job_id + "\" fails its checksum (" +
-                           std::to_string(cp.bytes.size()) + " bytes)");
+      return DataLossError("checkpoint of job " + job_id + " fails its CRC-32");
     }
     return std::optional<CheckpointRecord>(std::move(cp));
   }
@@ -856,6 +869,77 @@ class PostgresStore final : public Store {
     return OkStatus();
   }
 
+  // ---- migration (CopyStore): records keep their ids, versions and times -----------
+  StatusOr<std::vector<AliasRecord>> ListAliases() override {
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("ListAliases"));
+    KLS_ASSIGN_OR_RETURN(Result r, c->Exec("SELECT name, alias, version FROM aliases ORDER BY name, alias"));
+    std::vector<AliasRecord> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back({GetText(r.get(), i, 0), GetText(r.get(), i, 1), GetInt(r.get(), i, 2)});
+    }
+    return out;
+  }
+
+  Status ImportDataset(const DatasetRecord& r, const StoredDataset& data) override {
+    KLS_ASSIGN_OR_RETURN(std::string image, EncodeDatasetArtifact(data));
+    const std::string artifact = NewId("a");
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("ImportDataset"));
+    Transaction tx(*c);
+    KLS_RETURN_IF_ERROR(tx.Begin());
+    KLS_RETURN_IF_ERROR(InsertArtifact(*c, artifact, image));
+    KLS_ASSIGN_OR_RETURN(
+        Result ins, c->Exec("INSERT INTO datasets (id, name, num_points, dim, num_classes, num_constraints, artifact, "
+                            "created_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO NOTHING",
+                            Params().Text(r.id).Text(r.name).Int(data.data.num_points()).Int(data.data.dim())
+                                .Int(data.data.num_classes()).Int(data.constraints.size()).Text(artifact)
+                                .Int(r.created_unix_ms)));
+    if (std::strcmp(PQcmdTuples(ins.get()), "0") == 0) {
+      return Status(StatusCode::kAlreadyExists, "data set \"" + r.id + "\" already exists");
+    }
+    return tx.Commit();
+  }
+
+  Status ImportKernel(const KernelRecord& r, const StoredModel& model) override {
+    if (r.name.empty() || r.version < 1) {
+      return InvalidArgumentError("kernel \"" + r.name + "\" version " + std::to_string(r.version) +
+                                  ": a name and a version >= 1 are needed");
+    }
+    KLS_ASSIGN_OR_RETURN(std::string image, EncodeKernelArtifact(model.kernel, model.attachments));
+    const std::string artifact = NewId("a");
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("ImportKernel"));
+    Transaction tx(*c);
+    KLS_RETURN_IF_ERROR(tx.Begin());
+    KLS_RETURN_IF_ERROR(LockKernelName(*c, r.name));
+    KLS_RETURN_IF_ERROR(InsertArtifact(*c, artifact, image));
+    KLS_ASSIGN_OR_RETURN(
+        Result ins,
+        c->Exec("INSERT INTO kernels (name, version, job_id, dataset_id, method, num_points, rank, summary_json, "
+                "artifact, created_ms) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (name, version) DO NOTHING",
+                Params().Text(r.name).Int(r.version).Text(r.job_id).Text(r.dataset_id).Text(r.method)
+                    .Int(model.kernel.num_points()).Int(model.kernel.rank()).Text(r.summary_json).Text(artifact)
+                    .Int(r.created_unix_ms)));
+    if (std::strcmp(PQcmdTuples(ins.get()), "0") == 0) {
+      return Status(StatusCode::kAlreadyExists,
+                    "kernel \"" + r.name + "\" version " + std::to_string(r.version) + " already exists");
+    }
+    KLS_RETURN_IF_ERROR(c->Notify(StoreEvent::Kind::kKernelChanged, r.name));
+    return tx.Commit();
+  }
+
+  Status ImportJob(const JobRecord& job) override {
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("ImportJob"));
+    Transaction tx(*c);
+    KLS_RETURN_IF_ERROR(tx.Begin());
+    Params p;
+    BindJob(job, &p);
+    KLS_ASSIGN_OR_RETURN(Result ins, c->Exec(std::string(kInsertJobSql) + " ON CONFLICT (id) DO NOTHING", p));
+    if (std::strcmp(PQcmdTuples(ins.get()), "0") == 0) {
+      return Status(StatusCode::kAlreadyExists, "job \"" + job.id + "\" already exists");
+    }
+    KLS_RETURN_IF_ERROR(NotifyJobWrite(*c, job.id, job.state));
+    return tx.Commit();
+  }
+
   StatusOr<std::vector<std::string>> CheckIntegrity() override {
     KLS_ASSIGN_OR_RETURN(auto c, Acquire("CheckIntegrity"));
     std::vector<std::string> problems;
@@ -904,7 +988,6 @@ class PostgresStore final : public Store {
     // Replicas starting together: the first creates, the others wait here and
     // then find the current version.
     KLS_RETURN_IF_ERROR(c->Run("SELECT pg_advisory_xact_lock($1)", Params().Int(kSchemaLockKey)));
-    KLS_RETURN_IF_ERROR(c->Run("SET LOCAL client_min_messages = warning"));
     KLS_RETURN_IF_ERROR(c->Run("CREATE TABLE IF NOT EXISTS kls_schema (version integer NOT NULL)"));
     KLS_ASSIGN_OR_RETURN(Result r, c->Exec("SELECT version FROM kls_schema"));
     if (PQntuples(r.get()) > 1) {
@@ -917,7 +1000,7 @@ class PostgresStore final : public Store {
                                      "); upgrade kls-server");
     }
     if (version == 0) {
-      KLS_RETURN_IF_ERROR(c->Run(kSchemaV1));
+      KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
       KLS_RETURN_IF_ERROR(c->Run("INSERT INTO kls_schema (version) VALUES ($1)", Params().Int(kSchemaVersion)));
     }
     // Future: `if (version < 2) { ALTER ...; }` steps, then UPDATE kls_schema.
@@ -1070,17 +1153,27 @@ class PostgresStore final : public Store {
   }
 
   /// After a fenced write matched no row: NOT_FOUND for an unknown job,
-  /// ABORTED (saying what the job is now) otherwise.
+  /// ABORTED saying which condition failed (the SQLite store's messages).
   Status FenceError(PooledConn& c, const std::string& id, const JobFence& fence) {
-    KLS_ASSIGN_OR_RETURN(Result r, c.Exec("SELECT state, attempts, owner, lease_expires < clock_timestamp() FROM "
-                                          "jobs WHERE id = $1",
+    KLS_ASSIGN_OR_RETURN(Result r, c.Exec("SELECT state, attempts, owner, COALESCE(lease_expires < "
+                                          "clock_timestamp(), true) FROM jobs WHERE id = $1",
                                           Params().Text(id)));
     if (PQntuples(r.get()) == 0) return NotFoundError("job \"" + id + "\" does not exist");
-    std::string now = GetText(r.get(), 0, 0) + " attempt " + GetText(r.get(), 0, 1);
-    if (!GetText(r.get(), 0, 2).empty()) now += " owned by \"" + GetText(r.get(), 0, 2) + "\"";
-    if (GetText(r.get(), 0, 3) == "f") now += " with an unexpired lease";
-    return AbortedError("job \"" + id + "\": write fenced out: expected running " + DescribeFence(fence) +
-                        ", the job is " + now);
+    const std::string state = GetText(r.get(), 0, 0);
+    const int64_t attempts = GetInt(r.get(), 0, 1);
+    const std::string owner = GetText(r.get(), 0, 2);
+    if (state != JobStateName(fence.state) || attempts != fence.attempt) {
+      return AbortedError("job \"" + id + "\" is " + state + " at attempt " + std::to_string(attempts) + ", not " +
+                          JobStateName(fence.state) + " at attempt " + std::to_string(fence.attempt));
+    }
+    if (!fence.owner.empty() && owner != fence.owner) {
+      return AbortedError("job \"" + id + "\" is owned by " + owner + ", not " + fence.owner);
+    }
+    if (fence.lease_expired && GetText(r.get(), 0, 3) == "f") {
+      return AbortedError("the lease of job \"" + id + "\" has not expired");
+    }
+    // The row changed between the write and this read: report it as a lost race.
+    return AbortedError("job \"" + id + "\" changed concurrently; fenced write refused");
   }
 
   // ---- local artifact cache ------------------------------------------------------------
@@ -1231,7 +1324,6 @@ class PostgresStore final : public Store {
 
   void ListenLoop() {
     auto backoff = std::chrono::milliseconds(100);
-    bool first = true;
     while (!Stopping()) {
       Conn conn = Connect(options_.uri);
       if (PQstatus(conn.get()) == CONNECTION_OK) {
@@ -1239,9 +1331,8 @@ class PostgresStore final : public Store {
         if (r && PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
           backoff = std::chrono::milliseconds(100);
           // Events sent while this replica was not listening are lost:
-          // tell the listener to look at the queue again.
-          if (!first) Deliver({StoreEvent{StoreEvent::Kind::kJobQueued, ""}});
-          first = false;
+          // "anything may have changed" (store.h, SetListener).
+          Deliver({StoreEvent{StoreEvent::Kind::kKernelChanged, ""}, StoreEvent{StoreEvent::Kind::kJobQueued, ""}});
           PollNotifications(conn.get());
           continue;
         }

@@ -460,7 +460,7 @@ TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
 TEST_F(ReplicasTest, APausedReplicaPastItsLeaseCannotCommit) {
   ASSERT_NO_FATAL_FAILURE(LearnQueryKernel("q"));
   QueryLoad load(&servers_, "q");
-  auto [job, owner] = StartLongJob("fenced", 600);
+  auto [job, owner] = StartLongJob("fenced", kLongIterations);
   ASSERT_GE(owner, 0) << job.owner();
   load.SetDown(owner, true);
   ASSERT_EQ(kill(servers_[owner].pid, SIGSTOP), 0);

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "server/store/artifact.h"
 #include "store_backend.h"
 
 namespace kls::store {
@@ -69,7 +70,14 @@ class StoreContractTest : public StoreBackendTest {
     EXPECT_TRUE(c.ok() && c->has_value());
     return c.ok() && c->has_value() ? **c : JobRecord();
   }
-  static JobFence FenceOf(const JobRecord& j) { return {j.attempts, j.owner, false}; }
+  static JobFence Fence(int attempt, const std::string& owner = "", bool lease_expired = false) {
+    JobFence f;
+    f.attempt = attempt;
+    f.owner = owner;
+    f.lease_expired = lease_expired;
+    return f;
+  }
+  static JobFence FenceOf(const JobRecord& j) { return Fence(j.attempts, j.owner); }
   static LearnedKernel Kernel(int n = 6, int r = 2) {
     return *LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(n, r));
   }
@@ -100,9 +108,15 @@ TEST_P(StoreContractTest, ClaimsByPriorityThenFifo) {
 TEST_P(StoreContractTest, ConcurrentClaimersNeverClaimAJobTwice) {
   constexpr int kJobs = 120;
   for (int t = 0; t < kJobs; ++t) NewJob(t % 3);
-  auto other = Open("cache-b");
-  ASSERT_TRUE(other.ok()) << other.status();
-  std::vector<Store*> stores = {store_.get(), other->get()};
+  // Two replicas for PostgreSQL; the embedded store is one process's (its
+  // data directory is locked), so its claimers share one instance.
+  std::unique_ptr<Store> other;
+  if (postgres()) {
+    auto o = Open("cache-b");
+    ASSERT_TRUE(o.ok()) << o.status();
+    other = std::move(o).value();
+  }
+  std::vector<Store*> stores = {store_.get(), other ? other.get() : store_.get()};
   std::mutex mu;
   std::vector<std::string> claimed;
   std::vector<std::string> errors;
@@ -147,9 +161,9 @@ TEST_P(StoreContractTest, FencingRefusesStaleAttemptWrongOwnerAndUnexpiredLease)
   const JobRecord claimed = Claim("r1");
   JobRecord w = claimed;
   w.progress_json = "{\"iteration\":3}";
-  const JobFence stale{claimed.attempts - 1, "", false};
-  const JobFence wrong_owner{claimed.attempts, "r2", false};
-  const JobFence not_expired{claimed.attempts, "", true};
+  const JobFence stale = Fence(claimed.attempts - 1);
+  const JobFence wrong_owner = Fence(claimed.attempts, "r2");
+  const JobFence not_expired = Fence(claimed.attempts, "", true);
   for (const JobFence& f : {stale, wrong_owner, not_expired}) {
     Status st = store_->UpdateJobFenced(w, f);
     EXPECT_EQ(st.code(), StatusCode::kAborted) << st;
@@ -190,7 +204,7 @@ TEST_P(StoreContractTest, CommitJobKernelStoresOneVersionAndNothingWhenFencedOut
   // A stale attempt of another job stores nothing either.
   NewJob();
   const JobRecord j2 = Claim("r1");
-  auto stale = store_->CommitJobKernel(j2, {j2.attempts + 1, "", false}, r, k);
+  auto stale = store_->CommitJobKernel(j2, Fence(j2.attempts + 1), r, k);
   EXPECT_EQ(stale.status().code(), StatusCode::kAborted);
   EXPECT_EQ(store_->ListKernels("iris")->size(), 1u);
   EXPECT_EQ(store_->GetJob(j2.id)->state, JobState::kRunning);
@@ -215,10 +229,10 @@ TEST_P(StoreContractTest, ExpiredLeasesAreListedAndRequeuedOnce) {
   // Re-queue fenced on the expired lease; the live one cannot be taken.
   JobRecord requeue = (*expired)[0];
   requeue.state = JobState::kQueued;
-  ASSERT_TRUE(store_->UpdateJobFenced(requeue, {requeue.attempts, "", true}).ok());
+  ASSERT_TRUE(store_->UpdateJobFenced(requeue, Fence(requeue.attempts, "", true)).ok());
   JobRecord steal = long_lease;
   steal.state = JobState::kQueued;
-  EXPECT_EQ(store_->UpdateJobFenced(steal, {steal.attempts, "", true}).code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->UpdateJobFenced(steal, Fence(steal.attempts, "", true)).code(), StatusCode::kAborted);
   auto q = store_->GetJob(short_lease.id);
   EXPECT_EQ(q->state, JobState::kQueued);
   EXPECT_TRUE(q->owner.empty());
@@ -251,8 +265,8 @@ TEST_P(StoreContractTest, CheckpointsPutGetReplaceFenceAndRemoveAtTerminalState)
   EXPECT_EQ((*store_->GetCheckpoint(j.id))->bytes.size(), 100000u);
   CheckpointRecord stale = cp;
   stale.iteration = 99;
-  EXPECT_EQ(store_->PutCheckpoint(stale, {j.attempts + 1, "", false}).code(), StatusCode::kAborted);
-  EXPECT_EQ(store_->PutCheckpoint(stale, {j.attempts, "r2", false}).code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->PutCheckpoint(stale, Fence(j.attempts + 1)).code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->PutCheckpoint(stale, Fence(j.attempts, "r2")).code(), StatusCode::kAborted);
   EXPECT_EQ((*store_->GetCheckpoint(j.id))->iteration, 20);
   stale.job_id = "job-missing";
   EXPECT_EQ(store_->PutCheckpoint(stale, FenceOf(j)).code(), StatusCode::kNotFound);
@@ -305,7 +319,7 @@ TEST_P(PostgresReplicaTest, ArtifactsLoadIdenticallyOnAnotherReplica) {
   StoredDataset d;
   d.data.features = Eigen::MatrixXd::Random(300, 7);
   d.data.labels.assign(300, 1);
-  d.data.item_keys.assign(300, "key");
+  for (int i = 0; i < 300; ++i) d.data.item_keys.push_back("key" + std::to_string(i));
   d.constraints.pairs = {{0, 2, PairKind::kMustLink}, {1, 4, PairKind::kCannotLink}};
   auto ds = store_->PutDataset("big", d);
   ASSERT_TRUE(ds.ok()) << ds.status();
@@ -313,7 +327,8 @@ TEST_P(PostgresReplicaTest, ArtifactsLoadIdenticallyOnAnotherReplica) {
   const LearnedKernel k = Kernel(1500, 200);
   KernelRecord r;
   r.name = "big";
-  ASSERT_TRUE(store_->PutKernel(r, k, {{"social_graph", std::string(5000, 's')}}).ok());
+  auto put = store_->PutKernel(r, k, {{"social_graph", std::string(5000, 's')}});
+  ASSERT_TRUE(put.ok()) << put.status();
   auto other = Open("cache-b");
   ASSERT_TRUE(other.ok()) << other.status();
   auto back = (*other)->LoadDataset(ds->id);

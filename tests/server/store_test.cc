@@ -1,4 +1,4 @@
-// The embedded store: round trips, versions, aliases, paging, corruption detection.
+// Both stores: round trips, versions, aliases, paging; the embedded store's corruption detection; artifacts.
 #include "server/store/store.h"
 
 #include <gmock/gmock.h>
@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "server/store/artifact.h"
+#include "store_backend.h"
 
 namespace kls::store {
 namespace {
@@ -15,7 +16,20 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class StoreTest : public ::testing::Test {
+StoredDataset Sample() {
+  StoredDataset d;
+  d.data.features = Eigen::MatrixXd::Random(6, 3);
+  d.data.labels = {0, 1, 0, 1, 2, 2};
+  d.data.item_keys = {"a", "b", "c", "d", "e", "f"};
+  d.constraints.pairs = {{0, 2, PairKind::kMustLink}, {1, 4, PairKind::kCannotLink}};
+  return d;
+}
+
+/// Backend-neutral cases: SQLite and PostgreSQL (store_backend.h).
+class StoreTest : public StoreBackendTest {};
+
+/// The embedded store's files (artifacts/ under the data directory).
+class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) / ("kls-store-" + std::to_string(::getpid()) + "-" +
@@ -29,26 +43,18 @@ class StoreTest : public ::testing::Test {
     store_.reset();
     fs::remove_all(dir_);
   }
-  StoredDataset Sample() {
-    StoredDataset d;
-    d.data.features = Eigen::MatrixXd::Random(6, 3);
-    d.data.labels = {0, 1, 0, 1, 2, 2};
-    d.data.item_keys = {"a", "b", "c", "d", "e", "f"};
-    d.constraints.pairs = {{0, 2, PairKind::kMustLink}, {1, 4, PairKind::kCannotLink}};
-    return d;
-  }
   fs::path dir_;
   std::unique_ptr<Store> store_;
 };
 
-TEST_F(StoreTest, DatasetRoundTripAndReopen) {
+TEST_P(StoreTest, DatasetRoundTripAndReopen) {
   const StoredDataset d = Sample();
   auto rec = store_->PutDataset("toy", d);
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->num_points, 6);
   EXPECT_EQ(rec->num_classes, 3);
   store_.reset();
-  auto reopened = OpenSqliteStore(dir_.string());
+  auto reopened = Open("cache-b");
   ASSERT_TRUE(reopened.ok());
   auto back = (*reopened)->LoadDataset(rec->id);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -65,16 +71,18 @@ TEST_F(StoreTest, DatasetRoundTripAndReopen) {
   EXPECT_EQ((*reopened)->LoadDataset(rec->id).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(StoreTest, InvalidDatasetIsRejectedAndNothingIsWritten) {
+TEST_P(StoreTest, InvalidDatasetIsRejectedAndNothingIsWritten) {
   StoredDataset d = Sample();
   d.constraints.pairs.push_back({0, 99, PairKind::kMustLink});
   auto rec = store_->PutDataset("bad", d);
   ASSERT_FALSE(rec.ok());
   EXPECT_THAT(rec.status().message(), HasSubstr("j = 99 is out of range"));
-  EXPECT_TRUE(fs::is_empty(dir_ / "artifacts"));
+  EXPECT_TRUE(store_->ListDatasets()->empty());
+  EXPECT_THAT(*store_->CheckIntegrity(), ::testing::IsEmpty());
+  if (!postgres()) EXPECT_TRUE(fs::is_empty(fs::path(dir_.Sub("data")) / "artifacts"));
 }
 
-TEST_F(StoreTest, KernelVersionsAliasesAndDelete) {
+TEST_P(StoreTest, KernelVersionsAliasesAndDelete) {
   auto k1 = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(5, 2));
   auto k2 = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(5, 3));
   ASSERT_TRUE(k1.ok() && k2.ok());
@@ -99,7 +107,7 @@ TEST_F(StoreTest, KernelVersionsAliasesAndDelete) {
   EXPECT_THAT(store_->DeleteKernel("nope", 0).message(), HasSubstr("kernel \"nope\" does not exist"));
 }
 
-TEST_F(StoreTest, JobsUpdateFilterAndPage) {
+TEST_P(StoreTest, JobsUpdateFilterAndPage) {
   for (int t = 0; t < 5; ++t) {
     JobRecord j;
     j.method = "kl_admm";
@@ -139,7 +147,7 @@ TEST_F(StoreTest, JobsUpdateFilterAndPage) {
   EXPECT_EQ(store_->GetJob("job-missing").status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(StoreTest, CorruptedArtifactIsDetectedNotServed) {
+TEST_F(SqliteStoreTest, CorruptedArtifactIsDetectedNotServed) {
   auto k = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(50, 4));
   KernelRecord r;
   r.name = "victim";
@@ -167,6 +175,8 @@ TEST_F(StoreTest, CorruptedArtifactIsDetectedNotServed) {
   fs::resize_file(file, 20);
   EXPECT_THAT(store_->LoadKernel("victim", 1).status().message(), HasSubstr("truncated"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
 
 TEST(Artifact, WriteIsAtomicAndSectionsRoundTrip) {
   const std::string path = ::testing::TempDir() + "/a.art";
