@@ -1,4 +1,4 @@
-// The shared solver contract (../shared/STYLE.md habit 4, DESIGN.md "Layers").
+// The shared solver contract every core solver follows (docs/ARCHITECTURE.md "Layers").
 //
 // Every solver has the shape
 //     StatusOr<XResult> SolveX(const XProblem&, const XOptions&, const SolveControl&);

@@ -110,7 +110,7 @@ Status CheckPositiveOption(const char* field, double v);
 /// Runs `body` (returning StatusOr<T> or Status) and turns exceptions from
 /// Eigen, Spectra or allocation into RESOURCE_EXHAUSTED / INTERNAL statuses
 /// prefixed with `what` — the guard every core public entry point uses
-/// (../shared/STYLE.md habit 3).
+/// (errors as Status; outcomes in Result.termination).
 template <typename F>
 auto GuardExceptions(const char* what, F&& body) -> decltype(body()) {
   try {
