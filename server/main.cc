@@ -90,7 +90,8 @@ int MigrateDataDir(const std::string& dir, const kls::server::ServerConfig& conf
     return 1;
   }
   std::cout << "migrated " << report->datasets << " data sets, " << report->kernels << " kernel versions, "
-            << report->aliases << " aliases, " << report->jobs << " jobs\n";
+            << report->aliases << " aliases, " << report->jobs << " jobs (" << report->skipped_existing
+            << " already in the destination, skipped)\n";
   return 0;
 }
 

@@ -360,7 +360,7 @@ void JobManager::RenewLeases() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, live] : live_) {
-    if (live->lost || std::find(held->begin(), held->end(), id) != held->end()) continue;
+    if (live->lost || live->finishing || std::find(held->begin(), held->end(), id) != held->end()) continue;
     live->lost = true;
     live->cancel.Cancel();
     BumpLocked(live.get());
@@ -553,6 +553,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last = live->progress;
+    live->finishing = true;  // from here the fenced write, not the heartbeat, tells a lost lease
     lost = live->lost;
     user_cancelled = live->user_cancelled;
     stopping = stopping_;

@@ -159,6 +159,7 @@ class JobManager {
     int attempt = 0;             ///< the fencing token of this run
     bool user_cancelled = false; ///< Cancel() (vs. Shutdown()) stopped it
     bool lost = false;           ///< the lease was lost: write nothing more
+    bool finishing = false;      ///< the solver returned; the outcome's fenced write decides
     int checkpoints_written = 0;
     bool has_progress = false;
     ProgressEvent progress;      ///< latest, every iteration

@@ -447,6 +447,12 @@ class PostgresStore final : public Store {
     KLS_RETURN_IF_ERROR(OpenCache());
     KLS_RETURN_IF_ERROR(Migrate());
     listener_thread_ = std::thread([this] { ListenLoop(); });
+    // Events committed after Open returns must reach SetListener's callback:
+    // wait (bounded) until the LISTEN is in place. Past the bound the store
+    // still opens; the listener's first connection delivers "anything may
+    // have changed" when it comes up.
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    stop_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return listening_ || stop_; });
     return OkStatus();
   }
 
@@ -1330,6 +1336,11 @@ class PostgresStore final : public Store {
         Result r(PQexec(conn.get(), (std::string("LISTEN ") + kChannel).c_str()));
         if (r && PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
           backoff = std::chrono::milliseconds(100);
+          {
+            std::lock_guard<std::mutex> lock(stop_mu_);
+            listening_ = true;
+          }
+          stop_cv_.notify_all();
           // Events sent while this replica was not listening are lost:
           // "anything may have changed" (store.h, SetListener).
           Deliver({StoreEvent{StoreEvent::Kind::kKernelChanged, ""}, StoreEvent{StoreEvent::Kind::kJobQueued, ""}});
@@ -1396,6 +1407,7 @@ class PostgresStore final : public Store {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
+  bool listening_ = false;  ///< the listener's first LISTEN succeeded (guarded by stop_mu_)
   std::thread listener_thread_;
 
   std::string cache_dir_;

@@ -44,53 +44,20 @@
 #include "core/data/constraint_generators.h"
 #include "core/data/synthetic.h"
 #include "core/model/learned_kernel.h"
-
-extern char** environ;
+#include "tests/e2e/process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
+using kls::e2e::ReadFile;
+using kls::e2e::Spawn;
+using kls::e2e::WaitFor;
 
 constexpr int kKills = 22;
 constexpr int kImportN = 400;
 constexpr int kImportDim = 16;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-pid_t Spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err, bool append_err) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
-                                   O_WRONLY | O_CREAT | (append_err ? O_APPEND : O_TRUNC), 0644);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
-// Exit status if `pid` ends within `timeout`; -1 if still running; 128+signal.
-int WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (Clock::now() > deadline) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
 
 // The embedding of import number `seed`, regenerated on demand to compare.
 kls::LearnedKernel::Embedding ImportEmbedding(uint64_t seed) {

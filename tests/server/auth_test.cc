@@ -26,6 +26,7 @@
 #include "kls/v1/service.grpc.pb.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "test_server.h"
 
 namespace kls::server {
 namespace {
@@ -180,6 +181,7 @@ class AuthServerTest : public ::testing::Test {
     config.workers = 1;
     config.log_level = "warn";
     config.tokens_file = tokens;
+    kls::testing::UseTestStore(dir_, &config);
     server_ = std::make_unique<KlsServer>(config);
     const Status started = server_->Start();
     ASSERT_TRUE(started.ok()) << started;

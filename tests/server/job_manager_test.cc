@@ -17,6 +17,7 @@
 #include "core/data/csv_reader.h"
 #include "server/jobs/proto_convert.h"
 #include "temp_dir.h"
+#include "test_store.h"
 
 namespace kls::server {
 namespace {
@@ -55,7 +56,7 @@ JobManagerOptions Opts(int workers, int queue_capacity = 1000, int max_attempts 
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = store::OpenSqliteStore(dir_.Sub("data"));
+    auto s = kls::testing::OpenTestStore(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
     auto small = store_->PutDataset("iris60", IrisSubset(60));

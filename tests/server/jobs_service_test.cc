@@ -20,6 +20,7 @@
 #include "server/admin_service.h"
 #include "server/jobs/proto_convert.h"
 #include "temp_dir.h"
+#include "test_store.h"
 
 namespace kls::server {
 namespace {
@@ -47,7 +48,7 @@ store::StoredDataset Iris(int n) {
 class JobsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = store::OpenSqliteStore(dir_.Sub("data"));
+    auto s = kls::testing::OpenTestStore(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
     auto small = store_->PutDataset("iris60", Iris(60));

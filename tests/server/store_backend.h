@@ -13,6 +13,7 @@
 
 #include "server/store/store.h"
 #include "temp_dir.h"
+#include "test_store.h"
 #include "tests/test_util/postgres_server.h"
 
 namespace kls::store {
@@ -27,20 +28,7 @@ class StoreBackendTest : public ::testing::TestWithParam<Backend> {
  protected:
   /// The process's PostgreSQL server, started on first use (nullptr and a
   /// test failure when it cannot start).
-  static kls::testing::PostgresServer* Server() {
-    static std::unique_ptr<kls::testing::PostgresServer> server;
-    static std::string failure;
-    if (!server && failure.empty()) {
-      auto s = std::make_unique<kls::testing::PostgresServer>();
-      if (s->Init()) {
-        server = std::move(s);
-      } else {
-        failure = s->error();
-      }
-    }
-    if (!server) ADD_FAILURE() << "cannot start PostgreSQL: " << failure;
-    return server.get();
-  }
+  static kls::testing::PostgresServer* Server() { return kls::testing::TestPostgresServer(); }
 
   bool postgres() const { return GetParam() == Backend::kPostgres; }
 
