@@ -24,6 +24,10 @@
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/simple_npkl.h"
+#include "core/qsdp/qsdp_ipm.h"
+#include "core/qsdp/qsdp_solver.h"
+#include "core/qsdp/qsdp_subspace.h"
+#include "core/qsdp/reg_problems.h"
 
 namespace kls {
 namespace {
@@ -375,6 +379,146 @@ TEST(CheckpointResumeTest, SimpleNpkl) {
     c.expect_same_solution = ExpectSameNpkl;
     CheckResumable(c);
   }
+}
+
+
+// ---------------------------------------------------------------------------
+// The QSDP solvers (core/qsdp): first-order (FISTA + face polish), the
+// interior-point method and the face rounds of the subspace driver.
+
+QsdpProblem RegPcpIris(int m, uint64_t seed = 7) {
+  const Dataset iris = LoadIris();
+  auto cons = GeneratePerClassConstraints(iris.labels, 5, 5, seed);
+  EXPECT_TRUE(cons.ok()) << cons.status();
+  RegPcpOptions o;
+  o.m = m;
+  auto built = BuildRegPcp(iris.features, *cons, o);
+  EXPECT_TRUE(built.ok()) << built.status();
+  return built->problem;
+}
+
+template <typename R>
+void ExpectSameQsdp(const R& a, const R& b, double tolerance) {
+  ExpectSameMatrix(a.y, b.y, tolerance, "Y");
+  ExpectSameScalar(a.objective, b.objective, tolerance, "objective");
+  ExpectSameScalar(a.lower_bound, b.lower_bound, tolerance, "lower_bound");
+  ExpectSameScalar(a.relative_gap, b.relative_gap, tolerance, "relative_gap");
+  ExpectSameScalar(a.kkt_residual, b.kkt_residual, tolerance, "kkt_residual");
+  if (tolerance == 0.0) EXPECT_EQ(a.rank, b.rank);
+}
+
+TEST(CheckpointResumeTest, QsdpFirstOrder) {
+  const QsdpProblem p = RegPcpIris(8);
+  for (double polish : {1e-2, 0.0}) {
+    SCOPED_TRACE("polish_threshold " + std::to_string(polish));
+    QsdpOptions o;
+    o.gap_tolerance = 1e-7;
+    o.polish_threshold = polish;
+    o.check_every = 5;
+    o.max_iterations = polish > 0.0 ? 2000 : 150;
+    Case<QsdpResult> c;
+    c.tag = "qsdp_fista/1";
+    c.solve = [&](const SolveControl& control) { return SolveQsdp(p, o, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      QsdpOptions other = o;
+      other.lipschitz_safety = 1.2;
+      return SolveQsdp(p, other, control);
+    };
+    c.expect_same_solution = [](const QsdpResult& a, const QsdpResult& b, double tol) {
+      ExpectSameQsdp(a, b, tol);
+      EXPECT_EQ(a.polishes, b.polishes);
+      EXPECT_EQ(a.cg_iterations, b.cg_iterations);
+      EXPECT_EQ(a.lipschitz, b.lipschitz);
+    };
+    c.positions = {0, 3, -2, -1};
+    CheckResumable(c);
+  }
+}
+
+TEST(CheckpointResumeTest, QsdpInteriorPoint) {
+  const QsdpProblem p = RegPcpIris(10);
+  for (QsdpNewtonSystem system : {QsdpNewtonSystem::kDense, QsdpNewtonSystem::kLowRank}) {
+    SCOPED_TRACE(system == QsdpNewtonSystem::kDense ? "dense Newton system" : "low-rank Newton system");
+    QsdpIpmOptions o;
+    o.newton_system = system;
+    o.gap_tolerance = 1e-9;
+    Case<QsdpIpmResult> c;
+    c.tag = "qsdp_ipm/1";
+    c.solve = [&](const SolveControl& control) { return SolveQsdpInteriorPoint(p, o, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      // Another problem of the same size: other constraints.
+      static const QsdpProblem other = RegPcpIris(10, 8);
+      return SolveQsdpInteriorPoint(other, o, control);
+    };
+    c.expect_same_solution = [](const QsdpIpmResult& a, const QsdpIpmResult& b, double tol) {
+      ExpectSameQsdp(a, b, tol);
+      ExpectSameScalar(a.mu, b.mu, tol, "mu");
+    };
+    CheckResumable(c);
+  }
+}
+
+void ExpectSameSubspace(const QsdpSubspaceResult& a, const QsdpSubspaceResult& b, double tol) {
+  ExpectSameQsdp(a, b, tol);
+  EXPECT_EQ(a.ipm_iterations, b.ipm_iterations);
+  ASSERT_EQ(a.rounds.size(), b.rounds.size());
+  for (size_t i = 0; i < a.rounds.size(); ++i) {
+    EXPECT_EQ(a.rounds[i].dimension, b.rounds[i].dimension);
+    EXPECT_EQ(a.rounds[i].ipm_iterations, b.rounds[i].ipm_iterations);
+    EXPECT_EQ(a.rounds[i].relative_gap, b.rounds[i].relative_gap);
+  }
+}
+
+TEST(CheckpointResumeTest, QsdpSubspaceFaceRounds) {
+  const QsdpProblem p = RegPcpIris(12);
+  QsdpSubspaceOptions o;
+  o.full_system_size = 10;  // force the face rounds on a small problem
+  o.initial_dimension = 3;
+  o.margin = 2;
+  o.growth = 1.0;
+  o.gap_tolerance = 1e-10;
+  Case<QsdpSubspaceResult> c;
+  c.tag = "qsdp_subspace/1";
+  c.solve = [&](const SolveControl& control) { return SolveQsdpSubspace(p, o, control); };
+  c.solve_other = [&](const SolveControl& control) {
+    QsdpSubspaceOptions other = o;
+    other.margin = 3;
+    return SolveQsdpSubspace(p, other, control);
+  };
+  c.expect_same_solution = ExpectSameSubspace;
+  c.positions = {0, -1};
+  c.min_checkpoints = 2;
+  CheckResumable(c);
+}
+
+// Small problems go to one full-space IPM solve, with the caller's control:
+// its "qsdp_ipm/1" checkpoints resume the subspace driver bit-identically.
+TEST(CheckpointResumeTest, QsdpSubspaceDirectIpmPassesCheckpointsThrough) {
+  const QsdpProblem p = RegPcpIris(8);
+  QsdpSubspaceOptions o;
+  o.gap_tolerance = 1e-10;
+  auto fresh = SolveQsdpSubspace(p, o);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->rounds.size(), 1u);
+  std::vector<Checkpoint> recorded;
+  auto with_sink = SolveQsdpSubspace(p, o, Recording(&recorded));
+  ASSERT_TRUE(with_sink.ok());
+  ExpectSameSubspace(*fresh, *with_sink, 0.0);
+  ASSERT_GE(recorded.size(), 3u);
+  for (const Checkpoint& k : recorded) EXPECT_EQ(k.solver, "qsdp_ipm/1");
+  const Checkpoint& mid = recorded[recorded.size() / 2];
+  auto resumed = SolveQsdpSubspace(p, o, ResumingFrom(mid));
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->stats.resumed_from_iteration, mid.iteration);
+  EXPECT_EQ(resumed->stats.objective_history, fresh->stats.objective_history);
+  ExpectSameSubspace(*fresh, *resumed, 0.0);
+  // The same state through SolveQsdpInteriorPoint with the driver's IPM options.
+  QsdpIpmOptions ipm = o.ipm;
+  ipm.gap_tolerance = o.gap_tolerance;
+  auto direct = SolveQsdpInteriorPoint(p, ipm, ResumingFrom(mid));
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(direct->stats.resumed_from_iteration, mid.iteration);
+  EXPECT_TRUE(direct->y == fresh->y);
 }
 
 
