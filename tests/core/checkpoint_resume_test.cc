@@ -21,6 +21,8 @@
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
 #include "core/graph/laplacian.h"
+#include "core/mkl/kernel_bank.h"
+#include "core/mkl/onk.h"
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/simple_npkl.h"
@@ -519,6 +521,79 @@ TEST(CheckpointResumeTest, QsdpSubspaceDirectIpmPassesCheckpointsThrough) {
   ASSERT_TRUE(direct.ok());
   EXPECT_EQ(direct->stats.resumed_from_iteration, mid.iteration);
   EXPECT_TRUE(direct->y == fresh->y);
+}
+
+
+// ---------------------------------------------------------------------------
+// ONK (core/mkl/onk.h): the gradient, accelerated and level methods.
+
+struct OnkData {
+  Eigen::MatrixXd kernel;
+  Eigen::VectorXd y;
+};
+
+// The first n rows of ionosphere with the paper's kernel exp(−‖x − z‖²/σ_k).
+OnkData IonosphereOnk(int n, int sigma_k) {
+  auto data = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/ionosphere.csv");
+  EXPECT_TRUE(data.ok()) << data.status();
+  OnkData d;
+  const Eigen::MatrixXd x = data->features.topRows(n);
+  d.y.resize(n);
+  for (int i = 0; i < n; ++i) d.y[i] = data->labels[i] == 1 ? 1.0 : -1.0;
+  BaseKernelSpec spec;
+  spec.gamma = 1.0 / OnkSigma(x, sigma_k);
+  d.kernel = EvaluateKernel(spec, x, x);
+  return d;
+}
+
+void ExpectSameOnk(const OnkResult& a, const OnkResult& b, double tol) {
+  ExpectSameMatrix(a.alpha, b.alpha, tol == 0.0 ? 0.0 : std::sqrt(tol), "alpha");
+  ExpectSameScalar(a.objective, b.objective, tol, "objective");
+  ExpectSameScalar(a.lower_bound, b.lower_bound, tol, "lower_bound");
+  if (tol == 0.0) {
+    EXPECT_EQ(a.function_evaluations, b.function_evaluations);
+    EXPECT_EQ(a.last_gamma, b.last_gamma);
+  }
+}
+
+TEST(CheckpointResumeTest, OnkGradientMethods) {
+  const OnkData d = IonosphereOnk(50, 2);
+  for (OnkMethod method : {OnkMethod::kGradient, OnkMethod::kAccelerated}) {
+    SCOPED_TRACE(OnkMethodName(method));
+    OnkOptions o;
+    o.method = method;
+    o.rho = 1.0;
+    o.tolerance = 1e-9;
+    Case<OnkResult> c;
+    c.tag = "onk/1";
+    c.solve = [&](const SolveControl& control) { return SolveOnk(d.kernel, d.y, o, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      OnkOptions other = o;
+      other.rho = 2.0;
+      return SolveOnk(d.kernel, d.y, other, control);
+    };
+    c.expect_same_solution = ExpectSameOnk;
+    CheckResumable(c);
+  }
+}
+
+TEST(CheckpointResumeTest, OnkLevelMethod) {
+  const OnkData d = IonosphereOnk(40, 2);
+  OnkOptions o;
+  o.method = OnkMethod::kLevel;
+  o.rho = 1.0;
+  o.tolerance = 1e-6;
+  o.max_iterations = 2000;
+  Case<OnkResult> c;
+  c.tag = "onk/1";
+  c.solve = [&](const SolveControl& control) { return SolveOnk(d.kernel, d.y, o, control); };
+  c.solve_other = [&](const SolveControl& control) {
+    OnkOptions other = o;
+    other.level_tau = 0.6;
+    return SolveOnk(d.kernel, d.y, other, control);
+  };
+  c.expect_same_solution = ExpectSameOnk;
+  CheckResumable(c);
 }
 
 
