@@ -21,6 +21,7 @@
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
 #include "core/graph/laplacian.h"
+#include "core/embed/embedding.h"
 #include "core/mkl/kernel_bank.h"
 #include "core/mkl/onk.h"
 #include "core/npkl/bcd_npkl.h"
@@ -596,6 +597,109 @@ TEST(CheckpointResumeTest, OnkLevelMethod) {
   CheckResumable(c);
 }
 
+
+// ---------------------------------------------------------------------------
+// MVE (core/embed/embedding.h): the outer minorize–maximize loop over K₀.
+
+NeighborhoodGraph WineGraph(int n, Eigen::MatrixXd* x) {
+  auto wine = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/wine.csv");
+  EXPECT_TRUE(wine.ok()) << wine.status();
+  Eigen::MatrixXd f = wine->features.topRows(n);
+  const Eigen::RowVectorXd mean = f.colwise().mean();
+  f.rowwise() -= mean;
+  for (int j = 0; j < f.cols(); ++j) {
+    const double sd = std::sqrt(f.col(j).squaredNorm() / n);
+    if (sd > 0) f.col(j) /= sd;
+  }
+  *x = ScaledToUnitInputGram(f);
+  auto graph = BuildNeighborhood(*x, 4);
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  return *graph;
+}
+
+void ExpectSameEmbedding(const EmbeddingResult& a, const EmbeddingResult& b, double tol) {
+  if (tol == 0.0) {
+    ExpectSameMatrix(a.kernel.embedding(), b.kernel.embedding(), 0.0, "embedding V");
+  } else {
+    ExpectSameMatrix(a.kernel.Dense(), b.kernel.Dense(), tol, "kernel K");
+  }
+  ExpectSameScalar(a.duality_gap, b.duality_gap, tol, "duality_gap");
+  ExpectSameScalar(a.stationarity, b.stationarity, tol, "stationarity");
+  ExpectSameMatrix(a.dual, b.dual, tol, "dual");
+  if (tol == 0.0) {
+    EXPECT_EQ(a.quasi_newton_iterations, b.quasi_newton_iterations);
+    EXPECT_EQ(a.newton_steps, b.newton_steps);
+    EXPECT_EQ(a.cg_products, b.cg_products);
+    EXPECT_EQ(a.outer_iterations, b.outer_iterations);
+    EXPECT_EQ(a.mve_objective, b.mve_objective);
+    EXPECT_EQ(a.mve_ascent_slack, b.mve_ascent_slack);
+    EXPECT_EQ(a.mve_change, b.mve_change);
+    EXPECT_EQ(a.mve_ascent_stopped, b.mve_ascent_stopped);
+    ExpectSameMatrix(a.mve_basis, b.mve_basis, 0.0, "mve_basis");
+  }
+}
+
+TEST(CheckpointResumeTest, MveOuterLoop) {
+  Eigen::MatrixXd x;
+  const NeighborhoodGraph graph = WineGraph(40, &x);
+  const MveProblem problem{graph, LearnedKernel::Embedding(x)};
+  struct Setting {
+    const char* name;
+    EmbeddingMinimaxOptions::Method method;
+    double inexact_factor;
+  };
+  for (const Setting& setting : {Setting{"newton", EmbeddingMinimaxOptions::Method::kNewton, 0.0},
+                                 Setting{"lbfgs, curvature memory, inexact", EmbeddingMinimaxOptions::Method::kLbfgs,
+                                         0.1}}) {
+    SCOPED_TRACE(setting.name);
+    MveOptions o;
+    o.inner.b = 40.0;
+    o.inner.tolerance = 1e-8;
+    o.inner.max_iterations = 5000;
+    o.inner.method = setting.method;
+    o.inexact_factor = setting.inexact_factor;
+    o.outer_tolerance = 0.0;
+    o.objective_tolerance = 1e-6;
+    o.max_outer_iterations = 40;
+    Case<EmbeddingResult> c;
+    c.tag = "mve/1";
+    c.solve = [&](const SolveControl& control) { return SolveMve(problem, o, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      MveOptions other = o;
+      other.inner.c = 2.0;
+      return SolveMve(problem, other, control);
+    };
+    c.expect_same_solution = ExpectSameEmbedding;
+    CheckResumable(c);
+  }
+}
+
+
+// SPE (and any projected-gradient SimpleNPKL-scheme embedding): the dual
+// iterate of the one SolveEmbeddingMinimax loop.
+TEST(CheckpointResumeTest, SpeProjectedGradient) {
+  Eigen::MatrixXd x;
+  const NeighborhoodGraph graph = WineGraph(30, &x);
+  for (int dense_threshold : {300, 0}) {  // dense eigensolver and Lanczos (warm start in the checkpoint)
+    SCOPED_TRACE("dense_threshold " + std::to_string(dense_threshold));
+    EmbeddingMinimaxOptions o;
+    o.b = 30.0;
+    o.c = 1.0;
+    o.tolerance = 1e-7;
+    o.max_iterations = 120;
+    o.dense_threshold = dense_threshold;
+    Case<EmbeddingResult> c;
+    c.tag = "embedding_pg/1";
+    c.solve = [&](const SolveControl& control) { return SolveSpe(SpeProblem{graph}, o, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      EmbeddingMinimaxOptions other = o;
+      other.b = 31.0;
+      return SolveSpe(SpeProblem{graph}, other, control);
+    };
+    c.expect_same_solution = ExpectSameEmbedding;
+    CheckResumable(c);
+  }
+}
 
 }  // namespace
 }  // namespace kls
