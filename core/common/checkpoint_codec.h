@@ -7,7 +7,9 @@
 //                                   that shape the iterates
 //     iteration i32                 == Checkpoint::iteration
 //     objective_history             iteration (+ extra_history_entries) doubles,
-//                                   exact bit patterns
+//                                   exact bit patterns (a solver whose history
+//                                   is not per iteration: any length up to a
+//                                   bound, GetCheckpointPrefixWithHistoryBound)
 // then the solver's own state. A solver that cannot read a checkpoint (wrong
 // format, fingerprint or shape, truncated or trailing bytes) ignores it and
 // starts afresh: a checkpoint is an optimisation, never an input that can fail
@@ -83,14 +85,11 @@ inline void PutCheckpointPrefix(ByteWriter* w, uint32_t magic, uint32_t version,
   for (double f : objective_history) w->Put<double>(f);
 }
 
-/// Reads the common prefix of `c` and checks it against the running solve:
-/// DATA_LOSS on a wrong magic / version / truncation, FAILED_PRECONDITION when
-/// the fingerprint differs or the encoded iteration disagrees with
-/// c.iteration or with the history length (iteration + extra_history_entries:
-/// 1 for a solver that records its starting point in the history).
-inline Status GetCheckpointPrefix(ByteReader* r, const Checkpoint& c, uint32_t magic, uint32_t version,
-                                  uint64_t fingerprint, std::vector<double>* objective_history,
-                                  int extra_history_entries = 0) {
+namespace checkpoint_internal {
+// The prefix with the history length checked by `count_ok(iteration, count)`.
+template <typename CountOk>
+Status GetPrefix(ByteReader* r, const Checkpoint& c, uint32_t magic, uint32_t version, uint64_t fingerprint,
+                 std::vector<double>* objective_history, CountOk count_ok) {
   KLS_RETURN_IF_ERROR(r->ReadHeader(magic, version));
   uint64_t fp = 0;
   KLS_RETURN_IF_ERROR(r->Get(&fp));
@@ -99,8 +98,7 @@ inline Status GetCheckpointPrefix(ByteReader* r, const Checkpoint& c, uint32_t m
   KLS_RETURN_IF_ERROR(r->Get(&iteration));
   uint64_t count = 0;
   KLS_RETURN_IF_ERROR(r->Get(&count));
-  if (iteration < 1 || iteration != c.iteration ||
-      count != static_cast<uint64_t>(iteration) + static_cast<uint64_t>(extra_history_entries)) {
+  if (iteration < 1 || iteration != c.iteration || !count_ok(static_cast<uint64_t>(iteration), count)) {
     return FailedPreconditionError(r->what() + ": inconsistent iteration count");
   }
   objective_history->clear();  // pushed one by one: a damaged count cannot allocate
@@ -110,6 +108,34 @@ inline Status GetCheckpointPrefix(ByteReader* r, const Checkpoint& c, uint32_t m
     objective_history->push_back(f);
   }
   return OkStatus();
+}
+}  // namespace checkpoint_internal
+
+/// Reads the common prefix of `c` and checks it against the running solve:
+/// DATA_LOSS on a wrong magic / version / truncation, FAILED_PRECONDITION when
+/// the fingerprint differs or the encoded iteration disagrees with
+/// c.iteration or with the history length (iteration + extra_history_entries:
+/// 1 for a solver that records its starting point in the history).
+inline Status GetCheckpointPrefix(ByteReader* r, const Checkpoint& c, uint32_t magic, uint32_t version,
+                                  uint64_t fingerprint, std::vector<double>* objective_history,
+                                  int extra_history_entries = 0) {
+  const uint64_t extra = static_cast<uint64_t>(extra_history_entries);
+  return checkpoint_internal::GetPrefix(r, c, magic, version, fingerprint, objective_history,
+                                        [extra](uint64_t iteration, uint64_t count) { return count == iteration + extra; });
+}
+
+/// GetCheckpointPrefix for a solver whose objective history is not one entry
+/// per iteration (one per certificate check, per outer round, per K₀
+/// update): any length up to `max_history_entries` is accepted; the solver
+/// checks the rest of its bookkeeping itself.
+inline Status GetCheckpointPrefixWithHistoryBound(ByteReader* r, const Checkpoint& c, uint32_t magic,
+                                                  uint32_t version, uint64_t fingerprint,
+                                                  std::vector<double>* objective_history,
+                                                  uint64_t max_history_entries) {
+  return checkpoint_internal::GetPrefix(r, c, magic, version, fingerprint, objective_history,
+                                        [max_history_entries](uint64_t, uint64_t count) {
+                                          return count <= max_history_entries;
+                                        });
 }
 
 /// GetMatrix that also insists on the shape `rows` × `cols`.

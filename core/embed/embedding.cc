@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/graph/knn.h"
 
 namespace kls {
@@ -84,6 +85,187 @@ double MveObjectiveImpl(const Eigen::MatrixXd& v, int d, const NeighborhoodGraph
   return f - 0.5 * c * penalty;
 }
 
+// ---- MVE checkpoints (SolveControl::checkpoint / resume_from) ---------------
+//
+// Taken after a K₀ update that does not end the run (the outer
+// minorize–maximize iteration of [SJ07]); Checkpoint::iteration counts the
+// inner iterations so far, as stats.iterations and the progress events do.
+// After the common prefix (core/common/checkpoint_codec.h; the history has
+// one entry per K₀ update): the outer iterate — U_d of the next K₀, the dual
+// warm start α, the kept solve (its n × r factor V of K, α and certificate),
+// its basis and F — the outer bookkeeping (F and slack per update, the last
+// relative change of F, ‖ΔU_d U_dᵀ‖, confirming), the counters, and the
+// L-BFGS curvature memory carried to the next solve, so a resumed run is
+// bit-identical.
+constexpr char kMveCheckpointTag[] = "mve/1";
+constexpr uint32_t kMveCheckpointMagic = 0x4d564531;  // "MVE1"
+constexpr uint32_t kMveCheckpointVersion = 1;
+
+void AddInts(Fingerprint* fp, const std::vector<int>& v) {
+  fp->AddInt(static_cast<int64_t>(v.size()));
+  for (int x : v) fp->AddInt(x);
+}
+
+// The problem and every option that shapes the iterates (not max_outer_iterations,
+// inner.max_iterations is kept: it bounds each inner solve).
+uint64_t MveFingerprint(const MveProblem& problem, const MveOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kMveCheckpointTag).AddInt(problem.graph.num_points);
+  AddInts(&fp, problem.graph.edge_i);
+  AddInts(&fp, problem.graph.edge_j);
+  fp.AddDense(problem.graph.squared_distance).AddDense(Eigen::MatrixXd(problem.initial));
+  const EmbeddingMinimaxOptions& i = o.inner;
+  fp.AddInt(static_cast<int>(i.method)).AddDouble(i.c).AddInt(i.relative_slack).AddDouble(i.b);
+  fp.AddInt(i.max_iterations).AddDouble(i.tolerance).AddDouble(i.initial_eta).AddInt(i.max_backtracks);
+  fp.AddInt(i.dense_threshold).AddDouble(i.lanczos_tolerance);
+  fp.AddInt(o.dims).AddDouble(o.outer_tolerance).AddDouble(o.objective_tolerance).AddDouble(o.inexact_factor);
+  fp.AddInt(o.reuse_curvature);
+  return fp.value();
+}
+
+struct MveState {
+  int outer = 0;  // K₀ updates done
+  Eigen::MatrixXd u, kept_basis;
+  Eigen::VectorXd alpha;
+  EmbeddingMinimaxResult kept;
+  double kept_objective = 0.0, last_relative_change = 0.0, change = 0.0, setup_seconds = 0.0;
+  bool confirming = false;
+  std::vector<double> objective, slack;
+  int quasi_newton = 0, newton = 0;
+  long long cg = 0;
+};
+
+void PutDoubles(ByteWriter* w, const std::vector<double>& v) {
+  w->Put<uint64_t>(v.size());
+  for (double x : v) w->Put<double>(x);
+}
+
+Status GetDoubles(ByteReader* r, uint64_t expected, std::vector<double>* v) {
+  uint64_t count = 0;
+  KLS_RETURN_IF_ERROR(r->Get(&count));
+  if (count != expected) return DataLossError(r->what() + ": wrong number of entries");
+  v->clear();
+  for (uint64_t k = 0; k < count; ++k) {
+    double x = 0.0;
+    KLS_RETURN_IF_ERROR(r->Get(&x));
+    v->push_back(x);
+  }
+  return OkStatus();
+}
+
+std::string EncodeMve(uint64_t fingerprint, int iteration, const MveState& s, const EmbeddingCurvatureMemory& memory) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kMveCheckpointMagic, kMveCheckpointVersion, fingerprint, iteration, s.objective);
+  w.Put<int32_t>(s.outer);
+  w.PutMatrix(s.u);
+  w.PutMatrix(s.kept_basis);
+  w.PutVector(s.alpha);
+  // The kept solve.
+  const EmbeddingMinimaxResult& k = s.kept;
+  w.PutMatrix(k.v);
+  w.PutVector(k.alpha);
+  w.Put<int32_t>(static_cast<int32_t>(k.stats.termination));
+  w.Put<int32_t>(k.stats.iterations);
+  PutDoubles(&w, k.stats.objective_history);
+  w.Put<double>(k.stats.final_objective);
+  w.Put<double>(k.primal);
+  w.Put<double>(k.dual);
+  w.Put<double>(k.duality_gap);
+  w.Put<double>(k.stationarity);
+  w.Put<int32_t>(k.quasi_newton_iterations);
+  w.Put<int32_t>(k.newton_steps);
+  w.Put<int64_t>(k.cg_products);
+  w.Put<double>(k.slack_weight);
+  // The outer bookkeeping.
+  w.Put<double>(s.kept_objective);
+  w.Put<double>(s.last_relative_change);
+  w.Put<double>(s.change);
+  w.Put<double>(s.setup_seconds);
+  w.Put<uint8_t>(s.confirming ? 1 : 0);
+  PutDoubles(&w, s.slack);
+  w.Put<int32_t>(s.quasi_newton);
+  w.Put<int32_t>(s.newton);
+  w.Put<int64_t>(s.cg);
+  memory.Save(&w);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeMve(const Checkpoint& c, uint64_t fingerprint, int n, int d, int num_duals, MveState* s,
+                 EmbeddingCurvatureMemory* memory) {
+  ByteReader in(c.bytes, "mve checkpoint");
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefixWithHistoryBound(&in, c, kMveCheckpointMagic, kMveCheckpointVersion,
+                                                          fingerprint, &s->objective, 1u << 20));
+  int32_t outer = 0, termination = 0, iterations = 0, qn = 0, newton = 0, s_qn = 0, s_newton = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&outer));
+  if (outer < 1 || static_cast<uint64_t>(outer) != s->objective.size()) {
+    return DataLossError(in.what() + ": wrong number of K₀ updates");
+  }
+  s->outer = outer;
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->u));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->kept_basis));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->alpha));
+  EmbeddingMinimaxResult& k = s->kept;
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&k.v));
+  KLS_RETURN_IF_ERROR(in.GetVector(&k.alpha));
+  KLS_RETURN_IF_ERROR(in.Get(&termination));
+  KLS_RETURN_IF_ERROR(in.Get(&iterations));
+  uint64_t history = 0;
+  {
+    // The kept solve's history: P per iterate, its start included.
+    KLS_RETURN_IF_ERROR(in.Get(&history));
+    if (history != static_cast<uint64_t>(iterations) + 1) return DataLossError(in.what() + ": bad inner history");
+    for (uint64_t j = 0; j < history; ++j) {
+      double x = 0.0;
+      KLS_RETURN_IF_ERROR(in.Get(&x));
+      k.stats.objective_history.push_back(x);
+    }
+  }
+  KLS_RETURN_IF_ERROR(in.Get(&k.stats.final_objective));
+  KLS_RETURN_IF_ERROR(in.Get(&k.primal));
+  KLS_RETURN_IF_ERROR(in.Get(&k.dual));
+  KLS_RETURN_IF_ERROR(in.Get(&k.duality_gap));
+  KLS_RETURN_IF_ERROR(in.Get(&k.stationarity));
+  KLS_RETURN_IF_ERROR(in.Get(&qn));
+  KLS_RETURN_IF_ERROR(in.Get(&newton));
+  int64_t cg = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&cg));
+  KLS_RETURN_IF_ERROR(in.Get(&k.slack_weight));
+  KLS_RETURN_IF_ERROR(in.Get(&s->kept_objective));
+  KLS_RETURN_IF_ERROR(in.Get(&s->last_relative_change));
+  KLS_RETURN_IF_ERROR(in.Get(&s->change));
+  KLS_RETURN_IF_ERROR(in.Get(&s->setup_seconds));
+  uint8_t confirming = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&confirming));
+  KLS_RETURN_IF_ERROR(GetDoubles(&in, s->objective.size(), &s->slack));
+  KLS_RETURN_IF_ERROR(in.Get(&s_qn));
+  KLS_RETURN_IF_ERROR(in.Get(&s_newton));
+  int64_t s_cg = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&s_cg));
+  EmbeddingCurvatureMemory restored;
+  KLS_RETURN_IF_ERROR(restored.Restore(&in));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  if (termination < 0 || termination > static_cast<int32_t>(Termination::kNumericalIssue)) {
+    return DataLossError(in.what() + ": bad termination");
+  }
+  k.stats.termination = static_cast<Termination>(termination);
+  k.stats.iterations = iterations;
+  k.quasi_newton_iterations = qn;
+  k.newton_steps = newton;
+  k.cg_products = cg;
+  s->confirming = confirming != 0;
+  s->quasi_newton = s_qn;
+  s->newton = s_newton;
+  s->cg = s_cg;
+  if (s->u.rows() != n || s->u.cols() > d || s->kept_basis.rows() != n || s->kept_basis.cols() > d ||
+      s->alpha.size() != num_duals || k.alpha.size() != num_duals || k.v.rows() != n || !s->u.allFinite() ||
+      !s->alpha.allFinite() || !k.v.allFinite() || iterations < 0 || iterations > c.iteration) {
+    return DataLossError(in.what() + ": does not fit this problem");
+  }
+  *memory = std::move(restored);
+  return OkStatus();
+}
+
 StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& options, const SolveControl& control) {
   KLS_RETURN_IF_ERROR(options.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
@@ -121,7 +303,39 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     shifted.max_iterations = 0;
     control.Report(shifted);
   };
-  for (outer = 1; outer <= options.max_outer_iterations; ++outer) {
+  // The outer loop checkpoints; the inner solves neither checkpoint nor resume.
+  inner_control.checkpoint = nullptr;
+  inner_control.checkpoint_requested = nullptr;
+  inner_control.resume_from = nullptr;
+  int first_outer = 1;
+  // The fingerprint costs O(n r + |N|): only computed when checkpoints are used.
+  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kMveCheckpointTag);
+  const uint64_t fingerprint = use_checkpoints ? MveFingerprint(problem, options) : 0;
+  if (const Checkpoint* ck = control.ResumeFrom(kMveCheckpointTag)) {
+    MveState st;
+    if (DecodeMve(*ck, fingerprint, n, d, p.num_duals(), &st, &curvature).ok()) {
+      first_outer = st.outer + 1;
+      u = std::move(st.u);
+      kept_basis = std::move(st.kept_basis);
+      alpha = std::move(st.alpha);
+      kept = std::move(st.kept);
+      kept_objective = st.kept_objective;
+      have_kept = true;
+      objective = std::move(st.objective);
+      slack = std::move(st.slack);
+      iterations_so_far = ck->iteration;
+      quasi_newton_so_far = st.quasi_newton;
+      newton_so_far = st.newton;
+      cg_so_far = st.cg;
+      last_relative_change = st.last_relative_change;
+      change = st.change;
+      confirming = st.confirming;
+      total.setup_seconds = st.setup_seconds;
+      total.resumed_from_iteration = ck->iteration;
+    }  // otherwise not this run's checkpoint: start afresh
+  }
+  CheckpointTimer checkpoints(control);
+  for (outer = first_outer; outer <= options.max_outer_iterations; ++outer) {
     p.prior.factor = u;
     p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
     EmbeddingMinimaxOptions inner_options = options.inner;
@@ -185,6 +399,27 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
         break;
       }
       confirming = true;
+    }
+    if (outer < options.max_outer_iterations && iterations_so_far > 0) {
+      checkpoints.MaybeSave(kMveCheckpointTag, iterations_so_far, [&] {
+        MveState st;
+        st.outer = outer;
+        st.u = u;
+        st.kept_basis = kept_basis;
+        st.alpha = alpha;
+        st.kept = kept;
+        st.kept_objective = kept_objective;
+        st.last_relative_change = last_relative_change;
+        st.change = change;
+        st.setup_seconds = total.setup_seconds;
+        st.confirming = confirming;
+        st.objective = objective;
+        st.slack = slack;
+        st.quasi_newton = quasi_newton_so_far;
+        st.newton = newton_so_far;
+        st.cg = cg_so_far;
+        return EncodeMve(fingerprint, iterations_so_far, st, curvature);
+      });
     }
   }
   total.iterations = iterations_so_far;

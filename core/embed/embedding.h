@@ -146,6 +146,24 @@ double MveObjective(const Eigen::MatrixXd& v, int dims, const NeighborhoodGraph&
 /// after each outer iteration; termination is the outer loop's (kConverged
 /// when U_d or F settled, or when an update would decrease F by more than the
 /// inner solves' certified gaps — then the previous K is returned).
+///
+/// Checkpoints (format "mve/1"). With control.checkpoint set, the state is
+/// handed to it (CheckpointTimer) after a K₀ update that does not end the run
+/// once control.checkpoint_interval_seconds of solve time have passed since
+/// the start or the last checkpoint; Checkpoint::iteration counts inner
+/// iterations, as stats.iterations does. It holds the outer iterate (U_d of
+/// the next K₀, the dual warm start α, the kept solve's factor V, α and
+/// certificate), the outer bookkeeping (F and ascent slack per update, the
+/// last relative change of F, the confirming flag), the counters and the
+/// L-BFGS curvature memory carried to the next solve. The inner solves are
+/// not checkpointed themselves. With control.ResumeFrom("mve/1") set and
+/// matching, the run continues with the next K₀ update: stats.iterations,
+/// the progress numbering and outer_iterations go on,
+/// stats.resumed_from_iteration = checkpoint.iteration, and the result is
+/// bit-identical to the uninterrupted run's. A checkpoint matches when it was
+/// taken for the same graph, initial factor and the options that shape the
+/// iterates (all but max_outer_iterations — a fingerprint); any other
+/// checkpoint is ignored and the solve starts afresh.
 StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
                                    const SolveControl& control = SolveControl());
 
@@ -157,6 +175,8 @@ struct SpeProblem {
 };
 
 /// SPE (§3.4.3) by the SimpleNPKL loop over all triplets (i, j ∉ N_i, k ∈ N_i).
+/// Resumable: the projected-gradient loop's "embedding_pg/1" checkpoints
+/// (SolveEmbeddingMinimax).
 StatusOr<EmbeddingResult> SolveSpe(const SpeProblem& problem, const EmbeddingMinimaxOptions& options,
                                    const SolveControl& control = SolveControl());
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -12,15 +13,76 @@
 #include <Eigen/Eigenvalues>
 #include <LBFGS.h>  // LBFGSpp (Debian liblbfgspp-dev), header-only, Eigen-based
 
+#include "core/common/checkpoint_codec.h"
+
 namespace kls {
 
 struct EmbeddingCurvatureMemory::State {
   LBFGSpp::BFGSMat<double> pairs;
   int dimension = 0;  // 0: pairs not sized yet
+  int capacity = 0;   // param.m of the last Reset
   // Set when a kNewton solve of this sequence handed over to L-BFGS (its
   // optimum sits on J's kink); the later, nearby solves then skip Newton.
   bool newton_handed_over = false;
+  // The pairs (s, y) held by `pairs`, oldest first: BFGSMat keeps them
+  // private, and a checkpoint needs them (Save / Restore).
+  std::deque<std::pair<Eigen::VectorXd, Eigen::VectorXd>> kept;
+
+  void Reset(int n, int m) {
+    pairs.reset(n, m);
+    capacity = m;
+    kept.clear();
+  }
+  void Add(const Eigen::VectorXd& s, const Eigen::VectorXd& y) {
+    pairs.add_correction(s, y);
+    kept.emplace_back(s, y);
+    if (static_cast<int>(kept.size()) > capacity) kept.pop_front();
+  }
 };
+
+void EmbeddingCurvatureMemory::Save(ByteWriter* w) const {
+  const State& s = *state_;
+  w->Put<int32_t>(s.dimension);
+  w->Put<int32_t>(s.capacity);
+  w->Put<uint8_t>(s.newton_handed_over ? 1 : 0);
+  w->Put<uint64_t>(s.kept.size());
+  for (const auto& [sv, yv] : s.kept) {
+    w->PutVector(sv);
+    w->PutVector(yv);
+  }
+}
+
+// Replays the pairs into a reset BFGSMat: its two-loop recursion then visits
+// the same vectors in the same order (newest to oldest) with the same sᵀy and
+// θ = yᵀy/sᵀy of the newest pair, so H·v is bit-identical.
+Status EmbeddingCurvatureMemory::Restore(ByteReader* r) {
+  int32_t dimension = 0, capacity = 0;
+  uint8_t handed_over = 0;
+  uint64_t count = 0;
+  KLS_RETURN_IF_ERROR(r->Get(&dimension));
+  KLS_RETURN_IF_ERROR(r->Get(&capacity));
+  KLS_RETURN_IF_ERROR(r->Get(&handed_over));
+  KLS_RETURN_IF_ERROR(r->Get(&count));
+  if (dimension < 0 || capacity < 0 || count > static_cast<uint64_t>(capacity) ||
+      (count > 0 && (dimension == 0 || capacity == 0))) {
+    return DataLossError(r->what() + ": bad curvature memory");
+  }
+  auto fresh = std::make_unique<State>();
+  fresh->newton_handed_over = handed_over != 0;
+  fresh->dimension = dimension;
+  if (dimension > 0 && capacity > 0) fresh->Reset(dimension, capacity);
+  for (uint64_t k = 0; k < count; ++k) {
+    Eigen::VectorXd sv, yv;
+    KLS_RETURN_IF_ERROR(r->GetVector(&sv));
+    KLS_RETURN_IF_ERROR(r->GetVector(&yv));
+    if (sv.size() != dimension || yv.size() != dimension || !sv.allFinite() || !yv.allFinite()) {
+      return DataLossError(r->what() + ": bad curvature pair");
+    }
+    fresh->Add(sv, yv);
+  }
+  state_ = std::move(fresh);
+  return OkStatus();
+}
 
 EmbeddingCurvatureMemory::EmbeddingCurvatureMemory() : state_(std::make_unique<State>()) {}
 EmbeddingCurvatureMemory::~EmbeddingCurvatureMemory() = default;
@@ -129,6 +191,15 @@ class Evaluator {
   double root_b() const { return std::sqrt(o_.b); }
   const EmbeddingMinimaxProblem* problem() const { return &p_; }
 
+  // The Lanczos warm start carried from one evaluation to the next (a
+  // checkpoint keeps it so a resumed run's spectra are bit-identical).
+  int rank_hint() const { return rank_hint_; }
+  const Eigen::VectorXd& warm() const { return warm_; }
+  void RestoreWarm(int rank_hint, Eigen::VectorXd warm) {
+    rank_hint_ = rank_hint;
+    warm_ = std::move(warm);
+  }
+
  private:
   void Fill(const Eigen::VectorXd& alpha, const PositiveSpectrum& s, Iterate* out) {
     const double norm = s.eigenvalues.norm();  // ‖A₊‖_F
@@ -215,9 +286,13 @@ struct Run {
 
 // Projected gradient ascent on J from `cur` (the thesis's Algorithm 5 step,
 // any slack). Returns how it ended; `cur` is the last accepted iterate.
-StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur) {
+// `save`, when set, is offered (cur, η) after every step that does not end
+// the run (checkpoints); `eta0` > 0 continues a checkpoint's step length.
+StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur,
+                                        const std::function<void(const Iterate&, double)>& save = nullptr,
+                                        double eta0 = 0.0) {
   const EmbeddingMinimaxOptions& options = run.options;
-  double eta = options.initial_eta;
+  double eta = eta0 > 0.0 ? eta0 : options.initial_eta;
   // Buffers reused across trials and iterations: SPE has ~5·10⁴ duals, and
   // fresh vectors of that size per trial cost more in page faults than the
   // projection itself.
@@ -251,8 +326,93 @@ StatusOr<Termination> ProjectedGradient(Evaluator& eval, Run& run, Iterate& cur)
     // A fixed point of the projected step is optimal in exact arithmetic;
     // a remaining gap means the spectrum is not accurate enough.
     if (step_inf == 0.0) return Termination::kNumericalIssue;
+    if (save && run.iterations() < options.max_iterations) save(cur, eta);
   }
   return Termination::kIterationLimit;
+}
+
+// ---- Checkpoints of a projected-gradient solve (SPE; CMVU / MVE with
+// Method::kProjectedGradient) ----------------------------------------------
+//
+// After the common prefix (core/common/checkpoint_codec.h; the history has
+// iteration + 1 entries, the first for α₀): η, the current iterate in full
+// (α, the n × r factor of K(α), z, ∇J, P, J) and the evaluator's Lanczos warm
+// start, so that nothing is recomputed and a resumed run is bit-identical.
+constexpr char kCheckpointTag[] = "embedding_pg/1";
+constexpr uint32_t kCheckpointMagic = 0x454d5047;  // "EMPG"
+constexpr uint32_t kCheckpointVersion = 1;
+
+void AddInts(Fingerprint* fp, const std::vector<int>& v) {
+  fp->AddInt(static_cast<int64_t>(v.size()));
+  for (int x : v) fp->AddInt(x);
+}
+
+// The problem, the start α₀ and the options that shape the iterates (`o`
+// with the absolute slack weight; not tolerance or max_iterations).
+uint64_t CheckpointFingerprint(const EmbeddingMinimaxProblem& p, const EmbeddingMinimaxOptions& o,
+                               const Eigen::VectorXd& start) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag).AddInt(p.num_points).AddInt(static_cast<int>(p.slack));
+  fp.AddSparse(p.prior.sparse).AddDense(p.prior.factor).AddDense(p.prior.factor_scale).AddDouble(p.prior.identity);
+  AddInts(&fp, p.pair_i);
+  AddInts(&fp, p.pair_j);
+  fp.AddDense(p.target);
+  AddInts(&fp, p.triplet_near);
+  AddInts(&fp, p.triplet_far);
+  fp.AddInt(static_cast<int>(o.method)).AddDouble(o.c).AddDouble(o.b).AddDouble(o.initial_eta);
+  fp.AddInt(o.max_backtracks).AddInt(o.dense_threshold).AddDouble(o.lanczos_tolerance);
+  fp.AddDense(start);
+  return fp.value();
+}
+
+std::string EncodeCheckpoint(uint64_t fingerprint, const SolveStats& stats, const Iterate& cur, double eta,
+                             const Evaluator& eval) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, stats.iterations,
+                      stats.objective_history);
+  w.Put<double>(eta);
+  w.PutVector(cur.alpha);
+  w.PutMatrix(cur.v);
+  w.PutVector(cur.z);
+  w.PutVector(cur.grad);
+  w.Put<double>(cur.primal);
+  w.Put<double>(cur.dual);
+  w.Put<int32_t>(eval.rank_hint());
+  w.PutVector(eval.warm());
+  return w.Take();
+}
+
+struct ResumeState {
+  std::vector<double> objective_history;
+  double eta = 0.0;
+  Iterate cur;
+  int32_t rank_hint = 0;
+  Eigen::VectorXd warm;
+};
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, const EmbeddingMinimaxProblem& p,
+                        ResumeState* s) {
+  ByteReader in(c.bytes, "embedding_pg checkpoint");
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint,
+                                          &s->objective_history, /*extra_history_entries=*/1));
+  KLS_RETURN_IF_ERROR(in.Get(&s->eta));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->cur.alpha));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->cur.v));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->cur.z));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->cur.grad));
+  KLS_RETURN_IF_ERROR(in.Get(&s->cur.primal));
+  KLS_RETURN_IF_ERROR(in.Get(&s->cur.dual));
+  KLS_RETURN_IF_ERROR(in.Get(&s->rank_hint));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->warm));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  const int n = p.num_points, nd = p.num_duals(), m = static_cast<int>(p.pair_i.size());
+  if (!(s->eta > 0.0) || !std::isfinite(s->eta) || s->cur.alpha.size() != nd || s->cur.grad.size() != nd ||
+      s->cur.z.size() != m || s->cur.v.rows() != n || !s->cur.Finite() || !s->cur.alpha.allFinite() ||
+      s->rank_hint < 1 || (s->warm.size() != 0 && s->warm.size() != n)) {
+    return DataLossError(in.what() + ": does not fit this problem");
+  }
+  return OkStatus();
 }
 
 constexpr int kLbfgsMemory = 160;  // pairs: 26–35% fewer spectra than 40 on MVE, 12–25% for 40 vs 10 (docs/EMBEDDING.md)
@@ -263,14 +423,15 @@ constexpr int kLbfgsMemory = 160;  // pairs: 26–35% fewer spectra than 40 on M
 // earlier solve of a nearby problem. Runs until `f` throws (it enforces the
 // stop rules) or the line search fails (std::exception).
 template <typename F>
-void MinimizeLbfgs(F& f, Eigen::VectorXd& x, LBFGSpp::BFGSMat<double>& pairs,
+void MinimizeLbfgs(F& f, Eigen::VectorXd& x, EmbeddingCurvatureMemory::State& state,
                    const LBFGSpp::LBFGSParam<double>& param) {
+  LBFGSpp::BFGSMat<double>& pairs = state.pairs;
   Eigen::VectorXd grad(x.size()), xp, gradp, drt;
   double fx = f(x, grad);
   double step = 1.0;
   if (pairs.num_corrections() > 0) {
     pairs.apply_Hv(grad, -1.0, drt);
-    if (!(drt.dot(grad) < 0.0)) pairs.reset(static_cast<int>(x.size()), param.m);  // not a descent direction
+    if (!(drt.dot(grad) < 0.0)) state.Reset(static_cast<int>(x.size()), param.m);  // not a descent direction
   }
   if (pairs.num_corrections() == 0) {
     if (grad.norm() == 0.0) return;  // stationary: nothing to do
@@ -284,7 +445,7 @@ void MinimizeLbfgs(F& f, Eigen::VectorXd& x, LBFGSpp::BFGSMat<double>& pairs,
     const Eigen::VectorXd s = x - xp, y = grad - gradp;
     // Strong Wolfe gives sᵀy > 0 for a C¹ f; J is only C¹ where rank A₊
     // changes, so keep only pairs with clearly positive curvature.
-    if (s.dot(y) > 1e-12 * s.norm() * y.norm()) pairs.add_correction(s, y);
+    if (s.dot(y) > 1e-12 * s.norm() * y.norm()) state.Add(s, y);
     if (pairs.num_corrections() == 0) {
       drt = -grad;
       step = 1.0 / std::max(drt.norm(), 1e-300);
@@ -349,10 +510,9 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur, Embed
   param.linesearch = LBFGSpp::LBFGS_LINESEARCH_BACKTRACKING_STRONG_WOLFE;
   EmbeddingCurvatureMemory fresh;
   EmbeddingCurvatureMemory::State& state = (memory != nullptr ? *memory : fresh).state();
-  LBFGSpp::BFGSMat<double>& pairs = state.pairs;
   const int nd = static_cast<int>(cur.alpha.size());
-  if (state.dimension != nd) {
-    pairs.reset(nd, param.m);
+  if (state.dimension != nd || state.capacity != param.m) {
+    state.Reset(nd, param.m);
     state.dimension = nd;
   }
   Termination why = Termination::kIterationLimit;
@@ -366,14 +526,14 @@ StatusOr<Termination> QuasiNewton(Evaluator& eval, Run& run, Iterate& cur, Embed
     last_alpha = alpha;
     unusable_in_a_row = 0;
     try {
-      MinimizeLbfgs(objective, alpha, pairs, param);
+      MinimizeLbfgs(objective, alpha, state, param);
       break;  // ∇J = 0 exactly at the start
     } catch (const Stop& s) {
       why = s.why;
       break;
     } catch (const std::exception&) {
       improved = best.dual > before + 1e-12 * (1.0 + std::abs(before));
-      pairs.reset(nd, param.m);
+      state.Reset(nd, param.m);
     }
   }
   cur = std::move(best);
@@ -604,9 +764,25 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   const bool newton = square && options.method == EmbeddingMinimaxOptions::Method::kNewton &&
                       problem.num_points <= options.dense_threshold &&
                       (memory == nullptr || !memory->state().newton_handed_over);
+  const bool quasi_newton = square && options.method != EmbeddingMinimaxOptions::Method::kProjectedGradient;
+  // Checkpoints: only a solve that is projected gradient throughout (SPE
+  // always) — the Newton and L-BFGS phases keep state a checkpoint does not hold.
+  const bool gradient_only = !newton && !quasi_newton;
+  // The fingerprint costs O(m + #triplets): only computed when checkpoints are used.
+  const bool use_checkpoints =
+      gradient_only && (static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag));
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options, start) : 0;
+  ResumeState resume;
+  bool resumed = false;
+  if (const Checkpoint* c = use_checkpoints ? control.ResumeFrom(kCheckpointTag) : nullptr) {
+    resumed = DecodeCheckpoint(*c, fingerprint, problem, &resume).ok();  // else start afresh
+  }
   // Newton needs the whole spectrum at the start: one evaluation serves both.
   FullSpectrum start_spectrum;
-  if (newton) {
+  if (resumed) {
+    cur = std::move(resume.cur);
+    eval.RestoreWarm(resume.rank_hint, std::move(resume.warm));
+  } else if (newton) {
     KLS_RETURN_IF_ERROR(eval.EvaluateFull(start, &cur, &start_spectrum));
   } else {
     KLS_RETURN_IF_ERROR(eval.Evaluate(start, &cur));
@@ -616,15 +792,28 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   SolveStats& stats = result.stats;
   stats.setup_seconds = setup_watch.Seconds();
   Stopwatch solve_watch;
-  stats.objective_history.push_back(cur.primal);
+  if (resumed) {
+    stats.objective_history = std::move(resume.objective_history);
+    stats.iterations = static_cast<int>(stats.objective_history.size()) - 1;
+    stats.resumed_from_iteration = stats.iterations;
+  } else {
+    stats.objective_history.push_back(cur.primal);
+  }
   Run run{options, control, setup_watch, &stats};
+  CheckpointTimer checkpoints(control);
+  std::function<void(const Iterate&, double)> save;
+  if (use_checkpoints && control.checkpoint) {
+    save = [&](const Iterate& x, double eta) {
+      checkpoints.MaybeSave(kCheckpointTag, stats.iterations,
+                            [&] { return EncodeCheckpoint(fingerprint, stats, x, eta, eval); });
+    };
+  }
   Termination termination = Termination::kIterationLimit;
   if (!cur.Finite()) {
     termination = Termination::kNumericalIssue;
   } else if (RelativeGap(cur) <= options.tolerance) {
     termination = Termination::kConverged;
   } else {
-    const bool quasi_newton = square && options.method != EmbeddingMinimaxOptions::Method::kProjectedGradient;
     if (newton) {
       NewtonCounters counters;
       KLS_ASSIGN_OR_RETURN(termination, SemismoothNewton(eval, run, cur, std::move(start_spectrum), &counters));
@@ -638,7 +827,7 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
       result.quasi_newton_iterations = run.iterations() - before_quasi_newton;
     }
     if (termination == Termination::kIterationLimit && run.iterations() < options.max_iterations) {
-      KLS_ASSIGN_OR_RETURN(termination, ProjectedGradient(eval, run, cur));
+      KLS_ASSIGN_OR_RETURN(termination, ProjectedGradient(eval, run, cur, save, resumed ? resume.eta : 0.0));
     }
   }
   stats.termination = termination;

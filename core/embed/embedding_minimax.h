@@ -58,6 +58,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/common/byte_io.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/embed/embedding_dual.h"
@@ -163,6 +164,12 @@ class EmbeddingCurvatureMemory {
 
   struct State;  // LBFGSpp's BFGSMat and its dimension (embedding_minimax.cc)
   State& state() { return *state_; }
+  /// The pairs (in order), their dimension and the Newton hand-over flag, for
+  /// a checkpoint of the solve sequence (SolveMve); Restore reads them back
+  /// so that the next solve's L-BFGS is bit-identical. Restore leaves the
+  /// memory unchanged and returns DATA_LOSS on malformed bytes.
+  void Save(ByteWriter* w) const;
+  Status Restore(ByteReader* r);
 
  private:
   std::unique_ptr<State> state_;
@@ -175,6 +182,22 @@ class EmbeddingCurvatureMemory {
 /// dual_residual = ‖Δα‖∞). Termination as in SolveSimpleNpkl. Errors:
 /// INVALID_ARGUMENT (problem, options, alpha0 size), INTERNAL (eigensolver),
 /// RESOURCE_EXHAUSTED (allocation).
+///
+/// Checkpoints (format "embedding_pg/1"), for a solve that is projected
+/// gradient throughout (the max slack, i.e. SPE, or Method::kProjectedGradient;
+/// the Newton and L-BFGS phases are not checkpointed). With control.checkpoint
+/// set, the state is handed to it (CheckpointTimer) after a step that does not
+/// end the run once control.checkpoint_interval_seconds of solve time have
+/// passed since the start or the last checkpoint: η, the current iterate in
+/// full (α, the n × r factor of K(α), z, ∇J, P, J), the Lanczos warm start and
+/// the objective history. With control.ResumeFrom("embedding_pg/1") set and
+/// matching, the run continues from it (stats.iterations, objective_history
+/// and the progress numbering go on, stats.resumed_from_iteration =
+/// checkpoint.iteration) and the result is bit-identical to the uninterrupted
+/// run's. A checkpoint matches when it was taken for the same problem, start
+/// α₀ and the options that shape the iterates (all but tolerance and
+/// max_iterations — a fingerprint); any other checkpoint is ignored and the
+/// solve starts afresh.
 StatusOr<EmbeddingMinimaxResult> SolveEmbeddingMinimax(const EmbeddingMinimaxProblem& problem,
                                                        const EmbeddingMinimaxOptions& options,
                                                        const SolveControl& control = SolveControl(),

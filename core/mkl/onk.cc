@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/mkl/box_projection.h"
 
 namespace kls {
@@ -37,6 +38,7 @@ class QuarticOracle {
     g.array() -= 2.0;
   }
   int evaluations() const { return evaluations_; }
+  void set_evaluations(int count) { evaluations_ = count; }  // a resumed run's count goes on
 
  private:
   const Eigen::MatrixXd& k_;
@@ -78,6 +80,85 @@ bool Report(const SolveControl& control, OnkResult& r, int iteration, double obj
   return false;
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after an iteration that does not end the run. After the common prefix
+// (core/common/checkpoint_codec.h; one history entry per iteration) the
+// method's state, all of it, so that a resumed run repeats the same
+// arithmetic:
+//   gradient / accelerated  x_k, x_{k−1}, K(Yx_k), K(Yx_{k−1}), f(x_k),
+//                           f'(x_{k−1}) (the secant pair), γ, t, whether the
+//                           secant is available, the last accepted γ;
+//   level                   α_{i+1}, the best point and f_up, f_low, the cuts
+//                           (g_j, offset_j), the projection's multipliers λ
+//                           and the simplex basis of the LP (8) (the status of
+//                           every row and column), so the warm-started LP
+//                           takes the same pivots;
+// and the number of kernel products so far.
+constexpr char kCheckpointTag[] = "onk/1";
+constexpr uint32_t kCheckpointMagic = 0x4f4e4b31;  // "ONK1"
+constexpr uint32_t kCheckpointVersion = 1;
+
+// K, y and the options that shape the iterates (not max_iterations; the
+// tolerance only for the accelerated method, whose restart test uses it).
+uint64_t CheckpointFingerprint(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag).AddDense(k).AddDense(y);
+  fp.AddDouble(o.c).AddDouble(o.rho).AddInt(static_cast<int>(o.method)).AddDouble(o.min_gamma);
+  if (o.method == OnkMethod::kAccelerated) fp.AddDouble(o.tolerance);
+  if (o.method == OnkMethod::kLevel) fp.AddDouble(o.level_tau).AddInt(o.level_projection_iterations);
+  return fp.value();
+}
+
+struct GradientState {
+  Eigen::VectorXd x, x_prev, kx, kx_prev, g_prev;
+  double fx = 0.0, gamma = 1.0, t = 1.0, last_gamma = 0.0;
+  bool have_secant = false;
+  int32_t evaluations = 0;
+};
+
+std::string EncodeGradient(uint64_t fingerprint, int iteration, const OnkResult& r, const GradientState& s) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, r.stats.objective_history);
+  w.PutVector(s.x);
+  w.PutVector(s.x_prev);
+  w.PutVector(s.kx);
+  w.PutVector(s.kx_prev);
+  w.PutVector(s.g_prev);
+  w.Put<double>(s.fx);
+  w.Put<double>(s.gamma);
+  w.Put<double>(s.t);
+  w.Put<double>(s.last_gamma);
+  w.Put<uint8_t>(s.have_secant ? 1 : 0);
+  w.Put<int32_t>(s.evaluations);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeGradient(const Checkpoint& c, uint64_t fingerprint, int n, std::vector<double>* history,
+                      GradientState* s) {
+  ByteReader in(c.bytes, "onk checkpoint");
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, history));
+  for (Eigen::VectorXd* v : {&s->x, &s->x_prev, &s->kx, &s->kx_prev, &s->g_prev}) {
+    KLS_RETURN_IF_ERROR(in.GetVector(v));
+    if (v->size() != n || !v->allFinite()) return DataLossError(in.what() + ": a vector that does not fit");
+  }
+  uint8_t have_secant = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&s->fx));
+  KLS_RETURN_IF_ERROR(in.Get(&s->gamma));
+  KLS_RETURN_IF_ERROR(in.Get(&s->t));
+  KLS_RETURN_IF_ERROR(in.Get(&s->last_gamma));
+  KLS_RETURN_IF_ERROR(in.Get(&have_secant));
+  KLS_RETURN_IF_ERROR(in.Get(&s->evaluations));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  s->have_secant = have_secant != 0;
+  if (!std::isfinite(s->fx) || !(s->gamma > 0.0) || !std::isfinite(s->gamma) || !(s->t >= 1.0) ||
+      !std::isfinite(s->t) || s->evaluations < 0) {
+    return DataLossError(in.what() + ": inconsistent state");
+  }
+  return OkStatus();
+}
+
 // Algorithm 2 (and its accelerated form when `accelerated`).
 void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& opt,
                  const SolveControl& control, bool accelerated, OnkResult& r) {
@@ -92,8 +173,41 @@ void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOp
   double gamma = 1.0;
   bool have_secant = false;
   double t = 1.0;
+  int first = 1;
+  // The fingerprint costs O(n²): only computed when checkpoints are used.
+  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(k, y, opt) : 0;
+  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+    GradientState st;
+    if (DecodeGradient(*c, fingerprint, n, &r.stats.objective_history, &st).ok()) {
+      x = std::move(st.x);
+      x_prev = std::move(st.x_prev);
+      kx = std::move(st.kx);
+      kx_prev = std::move(st.kx_prev);
+      g_prev = std::move(st.g_prev);
+      fx = st.fx;
+      gamma = st.gamma;
+      t = st.t;
+      have_secant = st.have_secant;
+      r.last_gamma = st.last_gamma;
+      oracle.set_evaluations(st.evaluations);
+      r.stats.iterations = c->iteration;
+      r.stats.resumed_from_iteration = c->iteration;
+      first = c->iteration + 1;
+    } else {  // not this run's checkpoint: start afresh
+      r.stats.objective_history.clear();
+    }
+  }
+  CheckpointTimer checkpoints(control);
+  auto save = [&](int it) {
+    if (it >= opt.max_iterations) return;
+    checkpoints.MaybeSave(kCheckpointTag, it, [&] {
+      GradientState st{x, x_prev, kx, kx_prev, g_prev, fx, gamma, t, r.last_gamma, have_secant, oracle.evaluations()};
+      return EncodeGradient(fingerprint, it, r, st);
+    });
+  };
   r.stats.termination = Termination::kIterationLimit;
-  for (int it = 1; it <= opt.max_iterations; ++it) {
+  for (int it = first; it <= opt.max_iterations; ++it) {
     // Point where the gradient-mapping step is taken: x (Alg. 2) or the
     // extrapolated s (accelerated). K(Ys) is a combination of stored products.
     double beta = 0.0, t_next = 1.0;
@@ -140,6 +254,7 @@ void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOp
       x_prev = x;
       kx_prev = kx;
       if (Report(control, r, it, fx, step, watch, opt.max_iterations)) break;
+      save(it);
       continue;
     }
     g_prev = g;
@@ -158,6 +273,7 @@ void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOp
       break;
     }
     if (Report(control, r, it, fx, step, watch, opt.max_iterations)) break;
+    save(it);
   }
   r.alpha = x;
   r.objective = fx;
@@ -170,6 +286,78 @@ void RunGradient(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOp
 struct GlpDeleter {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }
 };
+
+struct LevelState {
+  Eigen::VectorXd alpha, best, lambda;
+  double f_up = 0.0, f_low = 0.0;
+  std::vector<Eigen::VectorXd> cuts;
+  std::vector<double> cut_offsets;
+  std::vector<int32_t> row_status, col_status;  // GLP_BS, GLP_NL, … of the LP's rows 1.., columns 1..
+  int32_t evaluations = 0;
+};
+
+std::string EncodeLevel(uint64_t fingerprint, int iteration, const OnkResult& r, const LevelState& s) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, r.stats.objective_history);
+  w.PutVector(s.alpha);
+  w.PutVector(s.best);
+  w.PutVector(s.lambda);
+  w.Put<double>(s.f_up);
+  w.Put<double>(s.f_low);
+  for (size_t j = 0; j < s.cuts.size(); ++j) {
+    w.PutVector(s.cuts[j]);
+    w.Put<double>(s.cut_offsets[j]);
+  }
+  for (int32_t st : s.row_status) w.Put<int32_t>(st);
+  for (int32_t st : s.col_status) w.Put<int32_t>(st);
+  w.Put<int32_t>(s.evaluations);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh. One
+// cut per iteration; the LP has a row for αᵀy = 0 and one per cut, and n + 1
+// columns.
+Status DecodeLevel(const Checkpoint& c, uint64_t fingerprint, int n, std::vector<double>* history, LevelState* s) {
+  ByteReader in(c.bytes, "onk checkpoint");
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, history));
+  const int m = c.iteration;
+  for (Eigen::VectorXd* v : {&s->alpha, &s->best}) {
+    KLS_RETURN_IF_ERROR(in.GetVector(v));
+    if (v->size() != n || !v->allFinite()) return DataLossError(in.what() + ": a vector that does not fit");
+  }
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->lambda));
+  if (s->lambda.size() != m || !s->lambda.allFinite()) return DataLossError(in.what() + ": bad multipliers");
+  KLS_RETURN_IF_ERROR(in.Get(&s->f_up));
+  KLS_RETURN_IF_ERROR(in.Get(&s->f_low));
+  for (int j = 0; j < m; ++j) {
+    Eigen::VectorXd g;
+    double offset = 0.0;
+    KLS_RETURN_IF_ERROR(in.GetVector(&g));
+    KLS_RETURN_IF_ERROR(in.Get(&offset));
+    if (g.size() != n || !g.allFinite() || !std::isfinite(offset)) return DataLossError(in.what() + ": bad cut");
+    s->cuts.push_back(std::move(g));
+    s->cut_offsets.push_back(offset);
+  }
+  auto get_status = [&](int count, std::vector<int32_t>* out) -> Status {
+    for (int i = 0; i < count; ++i) {
+      int32_t st = 0;
+      KLS_RETURN_IF_ERROR(in.Get(&st));
+      if (st != GLP_BS && st != GLP_NL && st != GLP_NU && st != GLP_NF && st != GLP_NS) {
+        return DataLossError(in.what() + ": bad basis status");
+      }
+      out->push_back(st);
+    }
+    return OkStatus();
+  };
+  KLS_RETURN_IF_ERROR(get_status(1 + m, &s->row_status));
+  KLS_RETURN_IF_ERROR(get_status(n + 1, &s->col_status));
+  KLS_RETURN_IF_ERROR(in.Get(&s->evaluations));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  if (!std::isfinite(s->f_up) || !std::isfinite(s->f_low) || s->evaluations < 0) {
+    return DataLossError(in.what() + ": inconsistent state");
+  }
+  return OkStatus();
+}
 
 // Algorithm 1.
 Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& opt,
@@ -207,9 +395,53 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
 
   Eigen::VectorXd alpha = Eigen::VectorXd::Zero(n), ka(n), g(n), best = alpha;
   double f_up = std::numeric_limits<double>::infinity(), f_low = -std::numeric_limits<double>::infinity();
+  // New cut, as an LP row: t − g_jᵀα >= f_j − g_jᵀα_j.
+  auto add_cut_row = [&](const Eigen::VectorXd& cut, double offset) {
+    const int row = glp_add_rows(lp.get(), 1);
+    for (int j = 1; j <= n; ++j) {
+      ind[j] = j;
+      val[j] = -cut[j - 1];
+    }
+    ind[n + 1] = n + 1;
+    val[n + 1] = 1.0;
+    glp_set_mat_row(lp.get(), row, n + 1, ind.data(), val.data());
+    glp_set_row_bnds(lp.get(), row, GLP_LO, offset, 0.0);
+  };
+  int first = 1;
+  // The fingerprint costs O(n²): only computed when checkpoints are used.
+  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(k, y, opt) : 0;
+  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+    LevelState st;
+    if (DecodeLevel(*c, fingerprint, n, &r.stats.objective_history, &st).ok()) {
+      alpha = std::move(st.alpha);
+      best = std::move(st.best);
+      lambda = std::move(st.lambda);
+      f_up = st.f_up;
+      f_low = st.f_low;
+      const int m = c->iteration;
+      gmat.resize(m, n);
+      for (int j = 0; j < m; ++j) {
+        add_cut_row(st.cuts[j], st.cut_offsets[j]);
+        gmat.row(j) = st.cuts[j].transpose();
+      }
+      cuts = std::move(st.cuts);
+      cut_offsets = std::move(st.cut_offsets);
+      for (int i = 0; i < 1 + m; ++i) glp_set_row_stat(lp.get(), i + 1, st.row_status[i]);
+      for (int j = 0; j <= n; ++j) glp_set_col_stat(lp.get(), j + 1, st.col_status[j]);
+      oracle.set_evaluations(st.evaluations);
+      r.lower_bound = f_low;
+      r.stats.iterations = m;
+      r.stats.resumed_from_iteration = m;
+      first = m + 1;
+    } else {  // not this run's checkpoint: start afresh
+      r.stats.objective_history.clear();
+    }
+  }
+  CheckpointTimer checkpoints(control);
   r.stats.termination = Termination::kIterationLimit;
   Eigen::VectorXd z(n), trial(n), mom(n);
-  for (int it = 1; it <= opt.max_iterations; ++it) {
+  for (int it = first; it <= opt.max_iterations; ++it) {
     oracle.Product(alpha, ka);
     const double fa = oracle.Value(alpha, ka);
     oracle.Gradient(alpha, ka, g);
@@ -217,19 +449,10 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
       f_up = fa;
       best = alpha;
     }
-    // New cut, as an LP row: t − g_jᵀα >= f_j − g_jᵀα_j.
     const double offset = fa - g.dot(alpha);
     cuts.push_back(g);
     cut_offsets.push_back(offset);
-    const int row = glp_add_rows(lp.get(), 1);
-    for (int j = 1; j <= n; ++j) {
-      ind[j] = j;
-      val[j] = -g[j - 1];
-    }
-    ind[n + 1] = n + 1;
-    val[n + 1] = 1.0;
-    glp_set_mat_row(lp.get(), row, n + 1, ind.data(), val.data());
-    glp_set_row_bnds(lp.get(), row, GLP_LO, offset, 0.0);
+    add_cut_row(g, offset);
     int ret = glp_simplex(lp.get(), &smcp);
     if (ret != 0 || glp_get_status(lp.get()) != GLP_OPT) {
       // Rebuild the basis from scratch once before giving up.
@@ -286,6 +509,22 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
     }
     project(alpha - gmat.transpose() * lambda, trial);
     alpha = trial;  // α_{i+1} ∈ P exactly
+    if (it < opt.max_iterations) {
+      checkpoints.MaybeSave(kCheckpointTag, it, [&] {
+        LevelState st;
+        st.alpha = alpha;
+        st.best = best;
+        st.lambda = lambda;
+        st.f_up = f_up;
+        st.f_low = f_low;
+        st.cuts = cuts;
+        st.cut_offsets = cut_offsets;
+        for (int i = 1; i <= glp_get_num_rows(lp.get()); ++i) st.row_status.push_back(glp_get_row_stat(lp.get(), i));
+        for (int j = 1; j <= glp_get_num_cols(lp.get()); ++j) st.col_status.push_back(glp_get_col_stat(lp.get(), j));
+        st.evaluations = oracle.evaluations();
+        return EncodeLevel(fingerprint, it, r, st);
+      });
+    }
   }
   r.alpha = best;
   r.objective = f_up;

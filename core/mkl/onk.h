@@ -80,6 +80,26 @@ struct OnkResult {
 
 /// Minimizes (7) for the kernel K (n × n, symmetric) and labels y (±1, both
 /// classes present). Starts from α = 0 ∈ P.
+///
+/// Checkpoints (format "onk/1"). With control.checkpoint set, the state is
+/// handed to it (CheckpointTimer) after an iteration that does not end the run
+/// once control.checkpoint_interval_seconds of solve time have passed since
+/// the start or the last checkpoint: for the gradient methods x_k, x_{k−1},
+/// their kernel products, f'(x_{k−1}), γ, t and the secant flag (6n + 5
+/// doubles); for the level method α_{i+1}, the best point, f_up, f_low, every
+/// cut (g_j, offset_j), the projection's multipliers and the LP's simplex
+/// basis (i cuts of n + 1 doubles); always the objective history and the
+/// kernel-product count. With control.ResumeFrom("onk/1") set and matching,
+/// the run continues from it: stats.iterations, objective_history and the
+/// ProgressEvent numbering go on from checkpoint.iteration,
+/// stats.resumed_from_iteration = checkpoint.iteration, and the result is
+/// bit-identical to the uninterrupted run's (the level method's LP is rebuilt
+/// with the saved basis, so GLPK takes the same pivots). A checkpoint matches
+/// when it was taken for the same K, y and the options that shape the
+/// iterates (c, rho, method, min_gamma; level_tau and
+/// level_projection_iterations for the level method; tolerance for the
+/// accelerated one, whose restart test uses it — a fingerprint); any other
+/// checkpoint is ignored and the solve starts afresh (resumed_from_iteration = 0).
 StatusOr<OnkResult> SolveOnk(const Eigen::MatrixXd& kernel, const Eigen::VectorXd& y, const OnkOptions& options,
                              const SolveControl& control = {});
 

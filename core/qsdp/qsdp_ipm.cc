@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/qsdp/qsdp_solver.h"
 
 namespace kls {
@@ -151,6 +152,77 @@ bool CholLower(const Eigen::MatrixXd& x, Eigen::MatrixXd* l) {
   return l->allFinite();
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after a predictor–corrector step that does not end the run. After the
+// common prefix (core/common/checkpoint_codec.h; the history has one entry
+// per certified iterate, the start included, so `iteration` entries when the
+// step's own iterate is not certified yet): the primal–dual pair svec(Ỹ),
+// svec(Z) of the preconditioned problem, and the best certified iterate so far
+// (Y, its certificate and μ). The Newton matrix is re-formed from (Y, Z) every
+// iteration anyway, so nothing else carries over and a resumed run is
+// bit-identical.
+constexpr char kCheckpointTag[] = "qsdp_ipm/1";
+constexpr uint32_t kCheckpointMagic = 0x51534950;  // "QSIP"
+constexpr uint32_t kCheckpointVersion = 1;
+
+// The problem and the options that shape the iterates (not gap_tolerance or max_iterations).
+uint64_t CheckpointFingerprint(const QsdpProblem& problem, const QsdpIpmOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag);
+  AddQsdpProblemToFingerprint(problem, &fp);
+  fp.AddDouble(o.step_fraction).AddInt(static_cast<int>(o.newton_system)).AddInt(o.precondition);
+  fp.AddDouble(o.rank_threshold);
+  return fp.value();
+}
+
+std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveStats& stats, const Eigen::VectorXd& y,
+                             const Eigen::VectorXd& z, const QsdpIpmResult& best) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, stats.objective_history);
+  w.PutVector(y);
+  w.PutVector(z);
+  w.PutMatrix(best.y);
+  w.Put<double>(best.objective);
+  w.Put<double>(best.lower_bound);
+  w.Put<double>(best.relative_gap);
+  w.Put<double>(best.kkt_residual);
+  w.Put<int32_t>(best.rank);
+  w.Put<double>(best.mu);
+  return w.Take();
+}
+
+struct ResumeState {
+  std::vector<double> objective_history;
+  Eigen::VectorXd y, z;
+  QsdpIpmResult best;
+};
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, ResumeState* s) {
+  ByteReader in(c.bytes, "qsdp_ipm checkpoint");
+  KLS_RETURN_IF_ERROR(
+      GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, &s->objective_history));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->y));
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->z));
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best.y));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.objective));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.relative_gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.kkt_residual));
+  int32_t rank = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&rank));
+  s->best.rank = rank;
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.mu));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  const Eigen::Index ns = static_cast<Eigen::Index>(m) * (m + 1) / 2;
+  if (s->y.size() != ns || s->z.size() != ns || !s->y.allFinite() || !s->z.allFinite() || !s->best.y.allFinite() ||
+      rank < 0 || rank > m) {
+    return DataLossError(in.what() + ": does not fit this problem");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const QsdpIpmOptions& options,
@@ -242,6 +314,21 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
       control.Report(ev);
       return cert.relative_gap <= options.gap_tolerance;
     };
+    // The fingerprint costs O(K m + m²): only computed when checkpoints are used.
+    const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+    const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
+    if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+      ResumeState state;
+      if (DecodeCheckpoint(*c, fingerprint, m, &state).ok()) {
+        it = c->iteration;
+        y = std::move(state.y);
+        z = std::move(state.z);
+        best = std::move(state.best);
+        result.stats.objective_history = std::move(state.objective_history);
+        result.stats.resumed_from_iteration = it;
+      }  // otherwise not this run's checkpoint: start afresh
+    }
+    CheckpointTimer checkpoints(control);
     Eigen::MatrixXd newton(low_rank ? k_terms : ns, low_rank ? k_terms : ns);
     double factor_seconds = 0.0;
     while (true) {
@@ -371,6 +458,10 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
       if (!(y.norm() < 1e150)) {  // an unbounded problem (e.g. c > 0 and 𝒜 not injective on the cone)
         why = Termination::kNumericalIssue;
         break;
+      }
+      if (it < options.max_iterations) {
+        checkpoints.MaybeSave(kCheckpointTag, it,
+                              [&] { return EncodeCheckpoint(fingerprint, it, result.stats, y, z, best); });
       }
     }
     best.stats = std::move(result.stats);

@@ -97,6 +97,20 @@ struct QsdpIpmResult {
 /// iterate, Newton matrix not factorizable even after regularization, or a
 /// diverging iterate of an unbounded problem) ends the run with termination
 /// kNumericalIssue and the best certified iterate.
+///
+/// Checkpoints (format "qsdp_ipm/1"). With control.checkpoint set, the state
+/// is handed to it (CheckpointTimer) after a step that does not end the run
+/// once control.checkpoint_interval_seconds of solve time have passed since
+/// the start or the last checkpoint: svec(Y), svec(Z) of the preconditioned
+/// iterate (m(m+1) doubles), the best certified iterate (Y, certificate, μ)
+/// and the objective history. With control.ResumeFrom("qsdp_ipm/1") set and
+/// matching, the run continues from it: stats.iterations, objective_history
+/// and the ProgressEvent numbering go on from checkpoint.iteration,
+/// stats.resumed_from_iteration = checkpoint.iteration, and the result is
+/// bit-identical to the uninterrupted run's. A checkpoint matches when it was
+/// taken for the same problem and the options that shape the iterates (all
+/// but gap_tolerance and max_iterations — a fingerprint); any other checkpoint
+/// is ignored and the solve starts afresh (resumed_from_iteration = 0).
 StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const QsdpIpmOptions& options = {},
                                                const SolveControl& control = SolveControl());
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "core/common/checkpoint_codec.h"
+
 namespace kls {
 
 Status QsdpOptions::Validate() const {
@@ -243,6 +245,105 @@ bool Polish(const QsdpProblem& p, const Eigen::MatrixXd& y, const QsdpOptions& o
   return true;
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after a FISTA iteration that does not end the run. After the common
+// prefix (core/common/checkpoint_codec.h; the history has one entry per
+// certificate evaluated so far, not one per iteration): the accelerated
+// gradient state (Ỹ_k, the extrapolated X_k, t_k), the iteration of the last
+// face polish, the polish counters and the last certificate (its KKT residual
+// gates the next polish). The step constant L is recomputed by the same
+// deterministic power iteration, so a resumed run is bit-identical.
+constexpr char kFistaCheckpointTag[] = "qsdp_fista/1";
+constexpr uint32_t kFistaCheckpointMagic = 0x51534446;  // "QSDF"
+constexpr uint32_t kFistaCheckpointVersion = 1;
+
+}  // namespace
+
+void AddQsdpProblemToFingerprint(const QsdpProblem& p, Fingerprint* fp) {
+  fp->AddDense(p.left).AddDense(p.right).AddDense(p.target).AddDense(p.weight);
+  fp->AddDouble(p.trace_weight).AddDense(p.linear);
+}
+
+namespace {
+
+// The problem and the options that shape the iterates (not gap_tolerance or max_iterations).
+uint64_t FistaFingerprint(const QsdpProblem& problem, const QsdpOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kFistaCheckpointTag);
+  AddQsdpProblemToFingerprint(problem, &fp);
+  fp.AddInt(o.check_every).AddDouble(o.polish_threshold).AddDouble(o.face_threshold).AddInt(o.max_cg_iterations);
+  fp.AddInt(o.precondition).AddDouble(o.lipschitz_safety);
+  return fp.value();
+}
+
+struct FistaState {
+  Eigen::MatrixXd y, x;
+  double t = 1.0;
+  int last_polish = 0;
+  QsdpResult certificate;  // objective … rank of the last certificate, polishes, cg_iterations, history
+};
+
+void PutCertificate(ByteWriter* w, const QsdpResult& r) {
+  w->Put<double>(r.objective);
+  w->Put<double>(r.lower_bound);
+  w->Put<double>(r.relative_gap);
+  w->Put<double>(r.kkt_residual);
+  w->Put<int32_t>(r.rank);
+}
+
+Status GetCertificate(ByteReader* in, QsdpResult* r) {
+  KLS_RETURN_IF_ERROR(in->Get(&r->objective));
+  KLS_RETURN_IF_ERROR(in->Get(&r->lower_bound));
+  KLS_RETURN_IF_ERROR(in->Get(&r->relative_gap));
+  KLS_RETURN_IF_ERROR(in->Get(&r->kkt_residual));
+  int32_t rank = 0;
+  KLS_RETURN_IF_ERROR(in->Get(&rank));
+  r->rank = rank;
+  return OkStatus();
+}
+
+std::string EncodeFista(uint64_t fingerprint, int iteration, const QsdpResult& result, const Eigen::MatrixXd& y,
+                        const Eigen::MatrixXd& x, double t, int last_polish) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kFistaCheckpointMagic, kFistaCheckpointVersion, fingerprint, iteration,
+                      result.stats.objective_history);
+  w.PutMatrix(y);
+  w.PutMatrix(x);
+  w.Put<double>(t);
+  w.Put<int32_t>(last_polish);
+  w.Put<int32_t>(result.polishes);
+  w.Put<int32_t>(result.cg_iterations);
+  PutCertificate(&w, result);
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeFista(const Checkpoint& c, uint64_t fingerprint, int m, FistaState* s) {
+  ByteReader in(c.bytes, "qsdp_fista checkpoint");
+  // At most one certificate per iteration plus one per polish.
+  KLS_RETURN_IF_ERROR(GetCheckpointPrefixWithHistoryBound(&in, c, kFistaCheckpointMagic, kFistaCheckpointVersion,
+                                                          fingerprint, &s->certificate.stats.objective_history,
+                                                          2 * static_cast<uint64_t>(c.iteration)));
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->y));
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->x));
+  KLS_RETURN_IF_ERROR(in.Get(&s->t));
+  int32_t last_polish = 0, polishes = 0, cg = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&last_polish));
+  KLS_RETURN_IF_ERROR(in.Get(&polishes));
+  KLS_RETURN_IF_ERROR(in.Get(&cg));
+  KLS_RETURN_IF_ERROR(GetCertificate(&in, &s->certificate));
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  s->last_polish = last_polish;
+  s->certificate.polishes = polishes;
+  s->certificate.cg_iterations = cg;
+  if (!s->y.allFinite() || !s->x.allFinite() || !(s->t >= 1.0) || !std::isfinite(s->t) ||
+      last_polish > c.iteration || polishes < 0 || cg < 0) {
+    return DataLossError(in.what() + ": inconsistent state");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& options,
@@ -285,6 +386,29 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     bool done = false;
     Termination why = Termination::kIterationLimit;
     int it = 0;
+    // The fingerprint costs O(K m + m²): only computed when checkpoints are used.
+    const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kFistaCheckpointTag);
+    const uint64_t fingerprint = use_checkpoints ? FistaFingerprint(problem, options) : 0;
+    if (const Checkpoint* c = control.ResumeFrom(kFistaCheckpointTag)) {
+      FistaState state;
+      if (DecodeFista(*c, fingerprint, m, &state).ok()) {
+        it = c->iteration;
+        y = std::move(state.y);
+        x = std::move(state.x);
+        t = state.t;
+        last_polish = state.last_polish;
+        result.objective = state.certificate.objective;
+        result.lower_bound = state.certificate.lower_bound;
+        result.relative_gap = state.certificate.relative_gap;
+        result.kkt_residual = state.certificate.kkt_residual;
+        result.rank = state.certificate.rank;
+        result.polishes = state.certificate.polishes;
+        result.cg_iterations = state.certificate.cg_iterations;
+        result.stats.objective_history = std::move(state.certificate.stats.objective_history);
+        result.stats.resumed_from_iteration = it;
+      }  // otherwise not this run's checkpoint: start afresh
+    }
+    CheckpointTimer checkpoints(control);
     auto certify = [&]() -> bool {
       EvaluateCertificate(problem, original(y), options.face_threshold, &result);
       result.stats.objective_history.push_back(result.objective);
@@ -317,26 +441,31 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
       x = y_next + ((t - 1.0) / t_next) * (y_next - y);
       y = std::move(y_next);
       t = t_next;
-      if (it % options.check_every != 0 && it != options.max_iterations) continue;
-      if (certify()) {
-        why = Termination::kConverged;
-        done = true;
-        break;
-      }
-      if (options.polish_threshold > 0.0 && result.kkt_residual < options.polish_threshold &&
-          it - last_polish >= options.check_every) {
-        last_polish = it;
-        Eigen::MatrixXd polished;
-        if (Polish(wp, y, options, &result.cg_iterations, &polished)) {
-          ++result.polishes;
-          y = polished;
-          x = y;
-          t = 1.0;
-          if (certify()) {
-            why = Termination::kConverged;
-            done = true;
+      if (it % options.check_every == 0 || it == options.max_iterations) {
+        if (certify()) {
+          why = Termination::kConverged;
+          done = true;
+          break;
+        }
+        if (options.polish_threshold > 0.0 && result.kkt_residual < options.polish_threshold &&
+            it - last_polish >= options.check_every) {
+          last_polish = it;
+          Eigen::MatrixXd polished;
+          if (Polish(wp, y, options, &result.cg_iterations, &polished)) {
+            ++result.polishes;
+            y = polished;
+            x = y;
+            t = 1.0;
+            if (certify()) {
+              why = Termination::kConverged;
+              done = true;
+            }
           }
         }
+      }
+      if (!done && it < options.max_iterations) {
+        checkpoints.MaybeSave(kFistaCheckpointTag, it,
+                              [&] { return EncodeFista(fingerprint, it, result, y, x, t, last_polish); });
       }
     }
     result.y = original(y);

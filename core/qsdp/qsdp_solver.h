@@ -60,6 +60,8 @@
 
 namespace kls {
 
+class Fingerprint;
+
 struct QsdpOptions {
   /// Stop when the certified relative duality gap is <= this (> 0).
   double gap_tolerance = 1e-8;
@@ -97,6 +99,23 @@ struct QsdpResult {
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an
 /// invalid problem or options; RESOURCE_EXHAUSTED / INTERNAL from exceptions.
 /// A non-finite iterate ends the run with termination kNumericalIssue.
+///
+/// Checkpoints (format "qsdp_fista/1"). With control.checkpoint set, the state
+/// is handed to it (CheckpointTimer) after an iteration that does not end the
+/// run once control.checkpoint_interval_seconds of solve time have passed
+/// since the start or the last checkpoint: Ỹ, the extrapolated point X and t
+/// of the accelerated step (2m² + 1 doubles), the iteration of the last face
+/// polish, the polish counters, the last certificate and the objective
+/// history (one entry per certificate). With control.ResumeFrom("qsdp_fista/1")
+/// set and matching, the run continues from it: stats.iterations,
+/// objective_history and the ProgressEvent numbering go on from
+/// checkpoint.iteration, stats.resumed_from_iteration = checkpoint.iteration,
+/// and the result is bit-identical to the uninterrupted run's. A checkpoint
+/// matches when it was taken for the same problem and the options that shape
+/// the iterates (all but gap_tolerance and max_iterations — a fingerprint);
+/// any other checkpoint — another format, problem or shape, damaged or
+/// truncated bytes — is ignored and the solve starts afresh
+/// (resumed_from_iteration = 0).
 StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& options = {},
                                const SolveControl& control = SolveControl());
 
@@ -111,6 +130,10 @@ void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, d
 /// PSD cone maps onto itself. Returns false (and *out = problem, T = I) when M
 /// is numerically singular.
 bool WhitenQsdp(const QsdpProblem& problem, QsdpProblem* out, Eigen::MatrixXd* t);
+
+/// Feeds every field of the problem (terms, targets, weights, c, C) to a
+/// checkpoint fingerprint (core/common/checkpoint_codec.h).
+void AddQsdpProblemToFingerprint(const QsdpProblem& problem, Fingerprint* fp);
 
 /// Π₊: the nearest PSD matrix in Frobenius norm (eigenvalues clipped at 0).
 Eigen::MatrixXd ProjectPsd(const Eigen::MatrixXd& x);

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/common/checkpoint_codec.h"
 #include "core/qsdp/qsdp_solver.h"
 
 namespace kls {
@@ -68,6 +69,117 @@ void ExtendBasis(const Eigen::MatrixXd& candidates, int target, Eigen::MatrixXd*
   for (size_t j = 0; j < cols.size(); ++j) basis->col(static_cast<Eigen::Index>(j)) = cols[j];
 }
 
+// ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
+//
+// Taken after a round that does not end the run (the face rounds; when the
+// full-space IPM is called directly its own "qsdp_ipm/1" checkpoints are
+// used). After the common prefix (core/common/checkpoint_codec.h; one history
+// entry per round): Y_k, the orthonormal range(Y_k), the ∇f·range directions
+// carried to the next face, the next face dimension p, the last gap, the best
+// certified iterate (Y and its certificate), the IPM iteration total and the
+// per-round records. ∇f(Y_k) is recomputed from Y_k exactly as the
+// uninterrupted run computes it, so a resumed run is bit-identical.
+constexpr char kCheckpointTag[] = "qsdp_subspace/1";
+constexpr uint32_t kCheckpointMagic = 0x51535353;  // "QSSS"
+constexpr uint32_t kCheckpointVersion = 1;
+
+// The problem and every option that shapes the faces or the inner IPM's
+// iterates; gap_tolerance too, since the face solves stop at a tenth of it.
+// Not max_rounds (the last round is decided as the run goes).
+uint64_t CheckpointFingerprint(const QsdpProblem& problem, const QsdpSubspaceOptions& o) {
+  Fingerprint fp;
+  fp.AddString(kCheckpointTag);
+  AddQsdpProblemToFingerprint(problem, &fp);
+  fp.AddInt(o.full_system_size).AddInt(o.initial_dimension).AddInt(o.margin).AddDouble(o.growth);
+  fp.AddDouble(o.min_gap_reduction).AddDouble(o.range_threshold);
+  fp.AddDouble(o.ipm.step_fraction).AddInt(static_cast<int>(o.ipm.newton_system)).AddInt(o.ipm.precondition);
+  fp.AddDouble(o.ipm.rank_threshold).AddDouble(o.gap_tolerance).AddDouble(o.ipm.gap_tolerance);
+  fp.AddInt(o.ipm.max_iterations);
+  return fp.value();
+}
+
+struct ResumeState {
+  std::vector<double> objective_history;
+  Eigen::MatrixXd y, range, rotation, best_y;
+  int p = 0;
+  double previous_gap = 0.0;
+  QsdpResult best_cert;
+  int ipm_iterations = 0;
+  std::vector<QsdpSubspaceRound> rounds;
+};
+
+std::string EncodeCheckpoint(uint64_t fingerprint, int rounds_done, const QsdpSubspaceResult& result,
+                             const Eigen::MatrixXd& y, const Eigen::MatrixXd& range, const Eigen::MatrixXd& rotation,
+                             int p, double previous_gap, const QsdpResult& best_cert, const Eigen::MatrixXd& best_y) {
+  ByteWriter w;
+  PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, rounds_done,
+                      result.stats.objective_history);
+  w.PutMatrix(y);
+  w.PutMatrix(range);
+  w.PutMatrix(rotation);
+  w.Put<int32_t>(p);
+  w.Put<double>(previous_gap);
+  w.PutMatrix(best_y);
+  w.Put<double>(best_cert.objective);
+  w.Put<double>(best_cert.lower_bound);
+  w.Put<double>(best_cert.relative_gap);
+  w.Put<double>(best_cert.kkt_residual);
+  w.Put<int32_t>(best_cert.rank);
+  w.Put<int32_t>(result.ipm_iterations);
+  w.Put<uint64_t>(result.rounds.size());
+  for (const QsdpSubspaceRound& r : result.rounds) {
+    w.Put<int32_t>(r.dimension);
+    w.Put<int32_t>(r.ipm_iterations);
+    w.Put<double>(r.relative_gap);
+    w.Put<double>(r.seconds);
+  }
+  return w.Take();
+}
+
+// Any error means "not this run's checkpoint": the caller starts afresh.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, ResumeState* s) {
+  ByteReader in(c.bytes, "qsdp_subspace checkpoint");
+  KLS_RETURN_IF_ERROR(
+      GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, &s->objective_history));
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->y));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->range));
+  KLS_RETURN_IF_ERROR(in.GetMatrix(&s->rotation));
+  int32_t p = 0, rank = 0, ipm_iterations = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&p));
+  KLS_RETURN_IF_ERROR(in.Get(&s->previous_gap));
+  KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best_y));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.objective));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.relative_gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.kkt_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&rank));
+  KLS_RETURN_IF_ERROR(in.Get(&ipm_iterations));
+  uint64_t count = 0;
+  KLS_RETURN_IF_ERROR(in.Get(&count));
+  if (count != static_cast<uint64_t>(c.iteration)) return DataLossError(in.what() + ": wrong number of rounds");
+  for (uint64_t k = 0; k < count; ++k) {
+    QsdpSubspaceRound r;
+    int32_t dimension = 0, iterations = 0;
+    KLS_RETURN_IF_ERROR(in.Get(&dimension));
+    KLS_RETURN_IF_ERROR(in.Get(&iterations));
+    KLS_RETURN_IF_ERROR(in.Get(&r.relative_gap));
+    KLS_RETURN_IF_ERROR(in.Get(&r.seconds));
+    r.dimension = dimension;
+    r.ipm_iterations = iterations;
+    s->rounds.push_back(r);
+  }
+  KLS_RETURN_IF_ERROR(in.ExpectEnd());
+  s->p = p;
+  s->best_cert.rank = rank;
+  s->ipm_iterations = ipm_iterations;
+  if (s->range.rows() != m || s->rotation.rows() != m || s->range.cols() > m || p < 1 || p > m ||
+      !s->y.allFinite() || !s->range.allFinite() || !s->rotation.allFinite() || !s->best_y.allFinite() ||
+      ipm_iterations < 0) {
+    return DataLossError(in.what() + ": does not fit this problem");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const QsdpSubspaceOptions& options,
@@ -84,6 +196,10 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     ipm.gap_tolerance = std::min(ipm.gap_tolerance, 0.1 * options.gap_tolerance);
     SolveControl inner = control;
     inner.progress = nullptr;  // one progress event per round, below
+    // The face IPMs are not resumed or checkpointed themselves: the rounds are.
+    inner.checkpoint = nullptr;
+    inner.checkpoint_requested = nullptr;
+    inner.resume_from = nullptr;
 
     auto finish = [&](QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, int rounds) {
       result.y = y;
@@ -110,6 +226,8 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       result.rounds.push_back(round);
       result.ipm_iterations = r.stats.iterations;
       result.stats.objective_history = r.stats.objective_history;
+      // Resumed from a "qsdp_ipm/1" checkpoint: in IPM iterations, as the progress events.
+      result.stats.resumed_from_iteration = r.stats.resumed_from_iteration;
       QsdpResult cert;
       cert.objective = r.objective;
       cert.lower_bound = r.lower_bound;
@@ -131,6 +249,28 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     int p = std::min(m, options.initial_dimension);
     double previous_gap = std::numeric_limits<double>::infinity();
     int round_index = 0;
+    // The fingerprint costs O(K m + m²): only computed when checkpoints are used.
+    const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
+    const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
+    if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
+      ResumeState state;
+      if (DecodeCheckpoint(*c, fingerprint, m, &state).ok()) {
+        round_index = c->iteration;
+        y = std::move(state.y);
+        range = std::move(state.range);
+        rotation = std::move(state.rotation);
+        grad = problem.Gradient(y);
+        p = state.p;
+        previous_gap = state.previous_gap;
+        best_cert = state.best_cert;
+        best_y = std::move(state.best_y);
+        result.ipm_iterations = state.ipm_iterations;
+        result.rounds = std::move(state.rounds);
+        result.stats.objective_history = std::move(state.objective_history);
+        result.stats.resumed_from_iteration = round_index;
+      }  // otherwise not this run's checkpoint: start afresh
+    }
+    CheckpointTimer checkpoints(control);
     for (; round_index < options.max_rounds; ++round_index) {
       Termination stop;
       if (control.ShouldStop(&stop)) {
@@ -209,6 +349,12 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       const double grown = progress ? static_cast<double>(u.cols()) : options.growth * static_cast<double>(u.cols());
       p = std::min(m, std::max(wanted, static_cast<int>(std::ceil(grown))));
       previous_gap = cert.relative_gap;
+      if (round_index + 1 < options.max_rounds) {
+        const int done = round_index + 1;
+        checkpoints.MaybeSave(kCheckpointTag, done, [&] {
+          return EncodeCheckpoint(fingerprint, done, result, y, range, rotation, p, previous_gap, best_cert, best_y);
+        });
+      }
     }
     if (!std::isfinite(best_cert.relative_gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
     finish(best_cert, best_y, why, round_index);

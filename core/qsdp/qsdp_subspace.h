@@ -90,6 +90,26 @@ struct QsdpSubspaceResult {
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an
 /// invalid problem or options; RESOURCE_EXHAUSTED / INTERNAL from exceptions.
 /// Cancellation and the deadline are checked between rounds and inside the IPM.
+///
+/// Checkpoints (format "qsdp_subspace/1"). With control.checkpoint set, the
+/// state is handed to it (CheckpointTimer) after a face round that does not
+/// end the run once control.checkpoint_interval_seconds of solve time have
+/// passed since the start or the last checkpoint: Y_k, range(Y_k), the
+/// directions carried to the next face, the next face dimension, the best
+/// certified iterate, the round records and the objective history (one entry
+/// per round). With control.ResumeFrom("qsdp_subspace/1") set and matching,
+/// the run continues with the next round: stats.iterations (rounds),
+/// objective_history and the ProgressEvent numbering go on from
+/// checkpoint.iteration, stats.resumed_from_iteration = checkpoint.iteration,
+/// and the result is bit-identical to the uninterrupted run's. The face IPMs
+/// themselves are not checkpointed (a round is the unit of progress). When
+/// the full-space IPM is called directly (min(n_s, K) <= full_system_size),
+/// `control` goes to SolveQsdpInteriorPoint unchanged, so checkpoints are
+/// "qsdp_ipm/1" ones, numbered in IPM iterations like the progress events,
+/// and stats.resumed_from_iteration is the IPM's. A checkpoint matches when it
+/// was taken for the same problem and the options that shape the iterates (a
+/// fingerprint; all but max_rounds); any
+/// other checkpoint is ignored and the solve starts afresh.
 StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const QsdpSubspaceOptions& options = {},
                                                const SolveControl& control = SolveControl());
 
