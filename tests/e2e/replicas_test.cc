@@ -622,7 +622,7 @@ std::string Answers(kls::Client& client, const kls::v1::KernelRef& ref) {
     if (!r.ok()) return out + "topk: " + r.status().ToString();
     out += "|";
     for (const auto& s : r->items()) {
-      std::snprintf(buf, sizeof buf, "%d:%.17g ", s.item(), s.score());
+      std::snprintf(buf, sizeof buf, "%d:%.17g ", s.index(), s.score());
       out += buf;
     }
   }

@@ -92,7 +92,13 @@ class KernelsServiceTest : public ::testing::Test {
     auto datasets = server_->store()->ListDatasets();
     ASSERT_TRUE(datasets.ok());
     EXPECT_TRUE(datasets->empty());
-    EXPECT_TRUE(fs::is_empty(fs::path(dir_.Sub("data")) / "artifacts"));
+    if (kls::testing::TestOnPostgres()) {
+      EXPECT_TRUE(kls::testing::PsqlOn(
+          dir_, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM artifacts) THEN RAISE EXCEPTION 'artifact rows left'; END IF; END $$;"))
+          << "a failed import left artifact rows";
+    } else {
+      EXPECT_TRUE(fs::is_empty(fs::path(dir_.Sub("data")) / "artifacts"));
+    }
   }
 
   kls::testing::TempDir dir_;

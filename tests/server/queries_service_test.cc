@@ -360,8 +360,19 @@ TEST_F(QueriesServiceTest, CorruptedArtifactIsDataLossAndNeverServed) {
   ASSERT_TRUE(Put("bad", RandomKernel(50, 4, 3)).ok());
   // Flip bytes in the middle of every kernel artifact not yet loaded ("k" is
   // not queried in this test, so neither is in the cache).
-  for (const auto& entry : fs::directory_iterator(fs::path(server_->data_dir()) / "artifacts")) {
-    if (entry.path().filename().string().rfind("k-", 0) != 0) continue;
+  // On PostgreSQL: in the stored chunks, and in the replica's local cache
+  // (so neither copy verifies).
+  const fs::path files = kls::testing::TestOnPostgres() ? fs::path(dir_.Sub("cache"))
+                                                        : fs::path(server_->data_dir()) / "artifacts";
+  if (kls::testing::TestOnPostgres()) {
+    ASSERT_TRUE(kls::testing::PsqlOn(dir_,
+                                     "UPDATE artifact_chunks SET bytes = overlay(bytes placing '\\xdeadbeef'::bytea "
+                                     "from (length(bytes) / 2)::int) WHERE artifact_id IN (SELECT artifact FROM kernels);"));
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(files)) {
+    // Kernel artifacts are "k-*" in a data directory; every cached file on PostgreSQL.
+    if (!entry.is_regular_file()) continue;
+    if (!kls::testing::TestOnPostgres() && entry.path().filename().string().rfind("k-", 0) != 0) continue;
     std::fstream file(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(static_cast<std::streamoff>(fs::file_size(entry.path()) / 2));
     file.write("\xde\xad\xbe\xef", 4);

@@ -79,6 +79,20 @@ inline std::string TestDatabaseFor(const TempDir& dir) {
   return uri;
 }
 
+/// The database name of TestDatabaseFor(dir) (the URI's last path segment).
+inline std::string TestDatabaseNameFor(const TempDir& dir) {
+  const std::string uri = TestDatabaseFor(dir);
+  return uri.substr(uri.rfind('/') + 1);
+}
+
+/// Runs `sql` on the directory's PostgreSQL database; false (and a test
+/// failure naming the server's error) when a statement fails.
+inline bool PsqlOn(const TempDir& dir, const std::string& sql) {
+  PostgresServer* server = TestPostgresServer();
+  if (server == nullptr) return false;
+  return server->Psql(TestDatabaseNameFor(dir), sql);
+}
+
 /// Opens the store a suite's JobManager or service works on: SQLite in
 /// dir/data, or the directory's PostgreSQL database (its artifact cache in
 /// dir/cache).
