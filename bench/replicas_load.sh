@@ -8,8 +8,8 @@
 # against replica 1 alone and against all three (the clients spread round
 # robin). Prints both JSON results and the p99 ratio; cleans up on exit.
 #
-#   bench/replicas_load.sh [BUILD_DIR] [-- extra kls-bench load flags]
-#   e.g. bench/replicas_load.sh build -- --clients 6 --seconds 20 --n 20000 --dim 64
+#   [N=items DIM=dim] bench/replicas_load.sh [BUILD_DIR] [-- extra kls-bench load flags]
+#   e.g. N=20000 DIM=32 bench/replicas_load.sh build -- --clients 4 --seconds 12 --rounds 3
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -60,7 +60,7 @@ done
 # One kernel for both runs: a random embedding imported once through replica 1
 # (named kls-bench-load-<seed>, version 1 on this fresh store) and kept.
 "$BENCH" load --target "${TARGETS[0]}" --rpc similarity --seconds 0.5 --seed 1 --keep-kernel --json \
-  "${EXTRA[@]}" >/dev/null
+  --n "${N:-20000}" --dim "${DIM:-32}" >/dev/null
 REF="kls-bench-load-1:1"
 
 ALL=$(IFS=,; echo "${TARGETS[*]}")
