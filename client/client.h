@@ -78,7 +78,7 @@ enum class FeatureEncoding {
 };
 
 struct UploadOptions {
-  std::string name;                          ///< data-set name (free text, ≤ 256 bytes)
+  std::string name;                          ///< data-set name, optional: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (core/common/names.h)
   FeatureEncoding encoding = FeatureEncoding::kAuto;
   int64_t chunk_bytes = int64_t{1} << 20;    ///< target size of one stream message (about 1 MiB)
 };

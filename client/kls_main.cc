@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "core/common/names.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
 #include "core/social/community_csv.h"
@@ -323,7 +324,7 @@ int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a)
   kls::Dataset data;
   data.features = community->photo_visual;
   kls::UploadOptions options;
-  options.name = a.name.empty() ? a.file.substr(a.file.find_last_of('/') + 1) : a.name;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
   const kls::StatusOr<kls::v1::DatasetInfo> info =
       client.UploadDataset(data, kls::PairwiseConstraints(), options, &*community);
   if (!info.ok()) return out.Failure(info.status());
@@ -371,7 +372,7 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
   }
 
   kls::UploadOptions options;
-  options.name = a.name.empty() ? a.file.substr(a.file.find_last_of('/') + 1) : a.name;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
   const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(*data, constraints, options);
   if (!info.ok()) return out.Failure(info.status());
   std::ostringstream text;

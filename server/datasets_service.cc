@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/common/names.h"
 #include "server/status_mapping.h"
 
 namespace kls::server {
@@ -32,6 +33,9 @@ class UploadAssembler {
     if (static_cast<int64_t>(h.name().size()) > limits_.max_name_bytes) {
       return InvalidArgumentError("header.name is " + std::to_string(h.name().size()) + " bytes; at most " +
                                   std::to_string(limits_.max_name_bytes) + " are allowed");
+    }
+    if (!h.name().empty()) {  // the name is optional
+      KLS_RETURN_IF_ERROR(ValidateName("header.name", h.name()));
     }
     if (h.num_points() < 1) {
       return InvalidArgumentError("header.num_points = " + std::to_string(h.num_points()) + " must be >= 1");

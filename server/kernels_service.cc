@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/common/names.h"
 #include "core/common/solve_control.h"
 #include "server/status_mapping.h"
 
@@ -26,6 +27,7 @@ class ImportAssembler {
       return InvalidArgumentError("header.name is " + std::to_string(h.name().size()) + " bytes; at most " +
                                   std::to_string(limits_.max_name_bytes) + " are allowed");
     }
+    KLS_RETURN_IF_ERROR(ValidateName("header.name", h.name()));
     if (h.num_points() < 1) {
       return InvalidArgumentError("header.num_points = " + std::to_string(h.num_points()) + " must be >= 1");
     }
@@ -181,6 +183,9 @@ grpc::Status KernelsService::SetAlias(grpc::ServerContext*, const kls::v1::SetAl
                                       kls::v1::KernelInfo* response) {
   if (request->name().empty()) return ToGrpcStatus(InvalidArgumentError("name must not be empty"));
   if (request->alias().empty()) return ToGrpcStatus(InvalidArgumentError("alias must not be empty"));
+  // The alias is a new name (checked); the kernel name refers to a stored
+  // kernel, which may predate the naming rule.
+  if (const Status s = ValidateName("alias", request->alias()); !s.ok()) return ToGrpcStatus(s);
   if (request->version() < 1) {
     return ToGrpcStatus(InvalidArgumentError("version = " + std::to_string(request->version()) +
                                              " must be >= 1 (an alias names one version)"));

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/common/names.h"
+
 namespace kls::server {
 namespace {
 
@@ -444,6 +446,9 @@ StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& r) {
 
 StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& request) {
   if (request.dataset_id().empty()) return InvalidArgumentError("dataset_id is required");
+  if (!request.kernel_name().empty()) {  // empty: the kernel is named after the job id
+    KLS_RETURN_IF_ERROR(ValidateName("kernel_name", request.kernel_name()));
+  }
   if (!(std::isfinite(request.deadline_seconds()) && request.deadline_seconds() >= 0.0)) {
     return InvalidArgumentError("deadline_seconds = " + Num(request.deadline_seconds()) +
                                 " must be finite and >= 0 (0 = none)");

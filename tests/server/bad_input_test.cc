@@ -401,6 +401,49 @@ TEST_F(BadInputTest, BadListAndKernelRequests) {
   ExpectAliveAndNothingStored();
 }
 
+// Names of data sets, kernels and aliases follow [A-Za-z0-9][A-Za-z0-9._-]{0,127}
+// (core/common/names.h): paths, ':' and '@' (the NAME:VERSION and NAME@ALIAS
+// syntax), spaces, control bytes and overlong names are refused on every write,
+// naming the field and the value.
+TEST_F(BadInputTest, BadNamesAreRefusedNamingTheField) {
+  const auto ExpectInvalid = [](const Status& st, const std::string& field) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(st.message(), HasSubstr(field));
+  };
+  const std::vector<std::string> bad = {"../../etc/passwd", "a/b", "k:2", "k@prod", "with space", ".hidden",
+                                        "-dash", std::string("nul\0x", 5), std::string(129, 'a'), "tab\t"};
+  Dataset d;
+  d.features = Eigen::MatrixXd::Identity(4, 2);
+  d.labels = {0, 1, 0, 1};
+  PairwiseConstraints c;
+  c.pairs = {{0, 2, PairKind::kMustLink}};
+  for (const std::string& name : bad) {
+    SCOPED_TRACE(name);
+    UploadOptions o;
+    o.name = name;
+    ExpectInvalid(client_->UploadDataset(d, c, o).status(), "header.name = \"");
+    kls::v1::SubmitJobRequest submit;
+    submit.set_dataset_id("ds-none");
+    submit.set_kernel_name(name);
+    submit.mutable_kl_admm();
+    ExpectInvalid(client_->SubmitJob(submit).status(), "kernel_name = \"");
+    ExpectInvalid(client_->ImportKernel(name, Eigen::MatrixXd::Identity(3, 2)).status(), "header.name = \"");
+    ExpectInvalid(client_->SetAlias("k", name, 1).status(), "alias = \"");
+  }
+  // The message quotes the value (control bytes escaped) and says the rule.
+  const Status s = client_->ImportKernel("../../etc/passwd", Eigen::MatrixXd::Identity(3, 2)).status();
+  EXPECT_THAT(s.message(), HasSubstr("\"../../etc/passwd\" is not a valid name"));
+  EXPECT_THAT(s.message(), HasSubstr("A-Z a-z 0-9 . _ -"));
+  EXPECT_THAT(client_->ImportKernel(std::string("nul\0x", 5), Eigen::MatrixXd::Identity(3, 2)).status().message(),
+              HasSubstr("\"nul\\x00x\""));
+  // Valid names at the edges of the rule are accepted.
+  for (const std::string& name : std::vector<std::string>{"a", "A.b_c-9", std::string(128, 'z')}) {
+    EXPECT_TRUE(client_->ImportKernel(name, Eigen::MatrixXd::Identity(3, 2)).ok()) << name;
+  }
+  EXPECT_TRUE(client_->SetAlias("a", "prod-2", 1).ok());
+  ExpectAliveAndNothingStored();  // keyless imports store no data set
+}
+
 TEST_F(BadInputTest, BadQueries) {
   // A kernel straight into the store (3 points, rank 2).
   store::StoredDataset d;
