@@ -376,3 +376,58 @@ def test_local_argument_errors(client):
         client.submit("ds-x", "bcd_npkl", "k", loss="hinged")
     with pytest.raises(ValueError, match="exactly one"):
         client.topk("known", item=1, key="item-01", k=3)
+
+
+# ---- social data sets: strength, recommend, classify_users --------------------------
+
+def small_community(seed=5):
+    """24 users in two communities of 12, 3 photos each; links mostly inside a community."""
+    rng = np.random.default_rng(seed)
+    users, per_user = 24, 3
+    community = np.repeat([0, 1], users // 2)
+    owner = np.repeat(np.arange(users), per_user)
+    c = community[owner]
+    features = rng.standard_normal((len(owner), 4)) + 3.0 * c[:, None]
+    contacts = set()
+    for u in range(users):
+        mates = [v for v in range(users) if v != u and community[v] == community[u]]
+        for v in rng.choice(mates, 3, replace=False):
+            contacts.add((min(u, int(v)), max(u, int(v))))
+    contacts.add((0, 12))  # one link across
+    photos_of = lambda cls: np.flatnonzero(c == cls)
+    social = {
+        "owner": owner,
+        "day": rng.integers(0, 365, len(owner)),
+        "latitude": 10.0 + 20.0 * c + rng.uniform(-0.2, 0.2, len(owner)),
+        "longitude": 5.0 + 20.0 * c + rng.uniform(-0.2, 0.2, len(owner)),
+        "tags": [(p, 5 * c[p] + t) for p in range(len(owner)) for t in rng.choice(5, 2, replace=False)],
+        "comments": [(int(p), int(rng.choice(np.flatnonzero(community == c[p])))) for p in range(0, len(owner), 2)],
+        "contacts": sorted(contacts),
+        "groups": [(u, int(community[u])) for u in range(users) if u % 4 != 3] + [(3, 2), (15, 2)],
+        "faves": [(u, int(rng.choice(photos_of(community[u])))) for u in range(users)],
+    }
+    return features, social, community, contacts
+
+
+def test_social_strength_recommend_and_classify_users(client, imported):
+    features, social, community, contacts = small_community()
+    data = client.upload(features, social=social, name="tiny-community")
+    assert (data.num_points, data.dim) == (72, 4)
+    client.wait(client.submit(data, "social_strength", "friends", weighting="kta"))
+
+    friends = client.recommend("friends", 0, k=5)
+    assert len(friends) == 5
+    linked = {v for u, v in contacts if u == 0} | {u for u, v in contacts if v == 0}
+    assert all(f.index != 0 and f.index not in linked for f in friends)
+    assert [f.score for f in friends] == sorted((f.score for f in friends), reverse=True)
+    # recommend's scores are f(0, v): the same numbers strength gives.
+    np.testing.assert_allclose(client.strength("friends", [(0, f.index) for f in friends]),
+                               [f.score for f in friends], rtol=1e-12)
+
+    groups = client.recommend("friends", 3, k=2, groups=True)
+    assert groups and all(g.index != 2 for g in groups)  # user 3 is in group 2 already
+
+    users, labels, scores = client.classify_users("friends", {1: 0, 13: 1})
+    assert len(users) == len(labels) == len(scores) == 24
+    assert np.mean(labels == community[users]) >= 0.8
+    expect(grpc.StatusCode.FAILED_PRECONDITION, client.strength, "known", [(0, 1)])

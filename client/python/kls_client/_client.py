@@ -152,6 +152,73 @@ def _matrix(values, what):
     return np.ascontiguousarray(array)
 
 
+class _Social:
+    """The social part of an upload (see Client.upload), checked for shape
+    and cut into SocialChunk messages like the C++ client: per-photo fields
+    in order, then each relation with first_photo = n (no photo fields)."""
+
+    _PHOTO = ("owner", "day", "latitude", "longitude")
+    # relation key: (SocialChunk fields a, b)
+    _RELATIONS = {
+        "tags": ("tag_photo", "tag_id"),
+        "comments": ("comment_photo", "comment_author"),
+        "contacts": ("contact_a", "contact_b"),
+        "groups": ("member_user", "member_group"),
+        "faves": ("fave_user", "fave_photo"),
+    }
+
+    def __init__(self, social, n):
+        known = set(self._PHOTO) | set(self._RELATIONS) | {"num_users", "num_groups", "vocabulary"}
+        unknown = sorted(set(social) - known)
+        if unknown:
+            raise ValueError("social has unknown entries %s (known: %s)" % (unknown, ", ".join(sorted(known))))
+        self.n = n
+        self.photo = {}
+        for key in self._PHOTO:
+            if key not in social:
+                raise ValueError("social needs '%s', one value per photo" % key)
+            values = np.asarray(social[key]).reshape(-1)
+            if values.shape[0] != n:
+                raise ValueError("social['%s'] has %d values for %d photos" % (key, values.shape[0], n))
+            self.photo[key] = values
+        self.relations = {}
+        for key in self._RELATIONS:
+            pairs = np.asarray(social.get(key, ()), dtype=np.int64)
+            if pairs.size == 0:
+                pairs = pairs.reshape(0, 2)
+            if pairs.ndim != 2 or pairs.shape[1] != 2:
+                raise ValueError("social['%s'] must be (a, b) pairs; got shape %s" % (key, pairs.shape))
+            self.relations[key] = pairs
+        r = self.relations
+        users = [self.photo["owner"].astype(np.int64), r["comments"][:, 1], r["contacts"].ravel(),
+                 r["groups"][:, 0], r["faves"][:, 0]]
+        largest = max((int(u.max()) for u in users if u.size), default=-1)
+        self.header = datasets_pb2.SocialHeader(
+            num_users=int(social.get("num_users", largest + 1)),
+            num_groups=int(social.get("num_groups", int(r["groups"][:, 1].max()) + 1 if len(r["groups"]) else 0)),
+            vocabulary=int(social.get("vocabulary", max(1, int(r["tags"][:, 1].max()) + 1 if len(r["tags"]) else 1))))
+
+    def chunks(self, budget):
+        per_chunk = max(1, budget // 24)
+        for first in range(0, self.n, per_chunk):
+            end = min(self.n, first + per_chunk)
+            yield datasets_pb2.SocialChunk(
+                first_photo=first,
+                owner=self.photo["owner"][first:end].astype(np.int64).tolist(),
+                day=self.photo["day"][first:end].astype(np.int64).tolist(),
+                latitude=self.photo["latitude"][first:end].astype(np.float64).tolist(),
+                longitude=self.photo["longitude"][first:end].astype(np.float64).tolist())
+        per_chunk = max(1, budget // 8)
+        for key, (a, b) in self._RELATIONS.items():
+            pairs = self.relations[key]
+            for first in range(0, pairs.shape[0], per_chunk):
+                block = pairs[first:first + per_chunk]
+                chunk = datasets_pb2.SocialChunk(first_photo=self.n)
+                getattr(chunk, a).extend(block[:, 0].tolist())
+                getattr(chunk, b).extend(block[:, 1].tolist())
+                yield chunk
+
+
 def _set_field(message, name, value):
     """Sets one options field; enum fields also take their value's name
     (case-insensitive, e.g. loss="hinge", algorithm="kpca")."""
@@ -262,7 +329,7 @@ class Client:
     # ---- Datasets -----------------------------------------------------------
 
     def upload(self, features, labels=None, keys=None, constraints=None, protocol=None, name=None,
-               encoding="auto", chunk_bytes=_MIB):
+               encoding="auto", chunk_bytes=_MIB, social=None):
         """Datasets.Upload; returns the stored DatasetInfo (its `id` names the
         data set in submit).
 
@@ -280,6 +347,14 @@ class Client:
                      upload with the CLI). Giving a protocol raises ValueError.
         encoding:    "auto" (sparse rows when fewer than half the values are
                      non-zero), "dense" or "sparse".
+        social:      makes it a social data set (the rows are the photos'
+                     visual features; social_strength jobs learn from it): a
+                     dict with one value per photo for "owner", "day",
+                     "latitude", "longitude", and (a, b) pair lists "tags"
+                     (photo, tag), "comments" (photo, author), "contacts"
+                     (user, user), "groups" (user, group), "faves" (user,
+                     photo); "num_users", "num_groups" and "vocabulary"
+                     default to the largest id seen + 1 (as `kls upload --social`).
         """
         if protocol is not None:
             raise ValueError(
@@ -315,11 +390,16 @@ class Client:
             raise ValueError("encoding = '%s' is not one of auto, dense, sparse" % encoding)
         sparse = encoding == "sparse" or (encoding == "auto" and 2 * np.count_nonzero(x) < x.size)
         budget = max(int(chunk_bytes), 1)
+        community = None if social is None else _Social(social, n)
+        if community is not None and pairs.shape[0]:
+            raise ValueError("social data sets take no constraints")
 
         def messages():
             header = datasets_pb2.DatasetHeader(
                 name=name or "", num_points=n, dim=d, has_labels=labels is not None,
                 has_item_keys=keys is not None, num_constraints=pairs.shape[0])
+            if community is not None:
+                header.social.CopyFrom(community.header)
             yield datasets_pb2.UploadDatasetRequest(header=header)
             row = 0
             while row < n:
@@ -349,6 +429,9 @@ class Client:
                 block = pairs[first:first + per_chunk]
                 yield datasets_pb2.UploadDatasetRequest(constraints=datasets_pb2.ConstraintChunk(
                     i=block[:, 0].tolist(), j=block[:, 1].tolist(), kind=block[:, 2].tolist()))
+            if community is not None:
+                for chunk in community.chunks(budget):
+                    yield datasets_pb2.UploadDatasetRequest(social=chunk)
 
         timeout = self._bulk_timeout(8.0 * n * d + 12.0 * pairs.shape[0])
         return self._call(self._datasets.Upload, messages(), timeout=timeout)
