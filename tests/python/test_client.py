@@ -31,7 +31,7 @@ WRITE_TOKEN = "write-token-0123456789abcdef"
 class Server:
     """One kls-server process; stopped with SIGTERM."""
 
-    def __init__(self, directory, *extra):
+    def __init__(self, directory, *extra, tls_ca=None):
         binary = os.environ.get("KLS_SERVER_BINARY")
         if not binary:
             pytest.skip("KLS_SERVER_BINARY is not set (run through ctest)")
@@ -54,7 +54,7 @@ class Server:
                         self.target = line[len("listen="):]
             time.sleep(0.02)
         assert self.target, "no listen address recorded:\n" + self.log.read_text()
-        with kls_client.Client(self.target, timeout=1) as probe:
+        with kls_client.Client(self.target, timeout=1, tls_ca=tls_ca) as probe:
             while True:
                 try:
                     if probe.health() == "SERVING":
@@ -431,3 +431,35 @@ def test_social_strength_recommend_and_classify_users(client, imported):
     assert len(users) == len(labels) == len(scores) == 24
     assert np.mean(labels == community[users]) >= 0.8
     expect(grpc.StatusCode.FAILED_PRECONDITION, client.strength, "known", [(0, 1)])
+
+
+# ---- TLS ---------------------------------------------------------------------------------
+
+CERTS = r"""
+set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1" 2>/dev/null; }
+key ca.key; openssl req -x509 -new -key ca.key -subj /CN=kls-py-test-ca -days 2 -out ca.crt
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
+key server.key; openssl req -new -key server.key -subj /CN=localhost -out server.csr
+openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext \
+  -out server.crt 2>/dev/null
+"""
+
+
+def test_tls_with_a_ca_file(tmp_path):
+    import shutil
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command makes the test certificates")
+    subprocess.run(["sh", "-c", CERTS], cwd=tmp_path, check=True, capture_output=True)
+    s = Server(tmp_path, "--tls-cert", str(tmp_path / "server.crt"), "--tls-key", str(tmp_path / "server.key"),
+               tls_ca=tmp_path / "ca.crt")
+    try:
+        with kls_client.Client(s.target, tls_ca=tmp_path / "ca.crt") as secure:
+            assert secure.health() == "SERVING"
+            assert secure.echo(b"tls") == b"tls"
+        with kls_client.Client(s.target, tls_ca=(tmp_path / "ca.crt").read_bytes(), tls_server_name="localhost") as by_name:
+            assert by_name.server_info().version
+        with kls_client.Client(s.target, timeout=5) as plain:  # plaintext to a TLS port
+            expect(grpc.StatusCode.UNAVAILABLE, plain.health)
+    finally:
+        s.stop()
