@@ -1,0 +1,465 @@
+"""kls_client against a real kls-server (ctest label python;e2e).
+
+The server binary comes from $KLS_SERVER_BINARY (ctest sets it); each server
+runs on 127.0.0.1:0 with a temporary data directory, and its address is read
+from the data directory's lock file (as tests/e2e does). Numbers are checked
+against numpy on the same embedding: K = V Vᵀ for similarity, the ordering of
+V V[i] for topk, VisualRank (I − λ K̂)⁻¹ (1 − λ) P for rerank, and export must
+give back an imported V bit for bit.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import kls_client
+from kls_client import KlsError
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+IRIS = DATA / "iris.csv"
+
+READ_TOKEN = "read-token-0123456789abcdef"
+WRITE_TOKEN = "write-token-0123456789abcdef"
+
+
+class Server:
+    """One kls-server process; stopped with SIGTERM."""
+
+    def __init__(self, directory, *extra, tls_ca=None):
+        binary = os.environ.get("KLS_SERVER_BINARY")
+        if not binary:
+            pytest.skip("KLS_SERVER_BINARY is not set (run through ctest)")
+        self.directory = directory
+        data_dir = directory / "data"
+        self.log = directory / "server.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [binary, "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--workers", "1",
+                 "--log-level", "warn", *extra],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.target = None
+        deadline = time.monotonic() + 30
+        lock = data_dir / "kls-server.lock"
+        while self.target is None and time.monotonic() < deadline:
+            assert self.process.poll() is None, "kls-server exited:\n" + self.log.read_text()
+            if lock.exists():
+                for line in lock.read_text().splitlines():
+                    if line.startswith("listen="):
+                        self.target = line[len("listen="):]
+            time.sleep(0.02)
+        assert self.target, "no listen address recorded:\n" + self.log.read_text()
+        with kls_client.Client(self.target, timeout=1, tls_ca=tls_ca) as probe:
+            while True:
+                try:
+                    if probe.health() == "SERVING":
+                        break
+                except KlsError:
+                    pass
+                assert time.monotonic() < deadline, "never SERVING:\n" + self.log.read_text()
+                time.sleep(0.05)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            assert self.process.wait(timeout=20) == 0, self.log.read_text()
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("kls"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with kls_client.Client(server.target, timeout=20) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("kls-auth")
+    tokens = directory / "tokens"
+    tokens.write_text("# test tokens\n%s read\n%s write\n" % (READ_TOKEN, WRITE_TOKEN))
+    s = Server(directory, "--tokens-file", str(tokens))
+    yield s
+    s.stop()
+
+
+def iris_constraints(labels, count=100, seed=1):
+    """`count` distinct pairs i < j, must-link when the classes agree."""
+    rng = np.random.default_rng(seed)
+    seen, out = set(), []
+    while len(out) < count:
+        i, j = sorted(int(t) for t in rng.choice(len(labels), 2, replace=False))
+        if (i, j) not in seen:
+            seen.add((i, j))
+            out.append((i, j, 1 if labels[i] == labels[j] else -1))
+    return out
+
+
+def visual_rank(v, prior=None, damping=0.85):
+    """VisualRank scores of the rows of v, solved directly (no iteration)."""
+    k = v @ v.T
+    if k.min() < 0:
+        k = k - k.min()
+    n = k.shape[0]
+    p = np.full(n, 1.0 / n) if prior is None else np.asarray(prior, dtype=float)
+    k_hat = k / k.sum(axis=0)
+    return np.linalg.solve(np.eye(n) - damping * k_hat, (1 - damping) * p)
+
+
+@pytest.fixture(scope="module")
+def imported(client):
+    """A known embedding V with item keys, imported as kernel "known"."""
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal((40, 5))
+    keys = ["item-%02d" % i for i in range(40)]
+    info = client.import_kernel("known", v, keys=keys)
+    return v, keys, info
+
+
+# ---- health, upload ------------------------------------------------------------------
+
+def test_health_and_server_info(client):
+    assert client.health() == "SERVING"
+    info = client.server_info()
+    assert info.version
+    assert info.worker_threads == 1
+    assert client.echo(b"\x00kls") == b"\x00kls"
+
+
+def test_upload_array_and_file(client, tmp_path):
+    x, y, _ = kls_client.read_csv(IRIS)
+    assert x.shape == (150, 4) and y.shape == (150,)
+    from_file = client.upload(IRIS)
+    assert (from_file.name, from_file.num_points, from_file.dim, from_file.num_classes) == ("iris.csv", 150, 4, 3)
+
+    pairs = iris_constraints(y)
+    from_array = client.upload(x, labels=y, constraints=pairs, name="iris-c")
+    assert (from_array.num_points, from_array.num_constraints) == (150, 100)
+
+    constraints = tmp_path / "pairs.csv"
+    constraints.write_text("i,j,kind\n" + "".join("%d,%d,%s\n" % (i, j, "must" if k > 0 else "cannot")
+                                                  for i, j, k in iris_constraints(y[:20], 10)))
+    keyed = client.upload(x[:20], keys=["k%d" % i for i in range(20)], constraints=constraints, encoding="sparse")
+    assert (keyed.num_points, keyed.num_constraints, keyed.num_classes) == (20, 10, 0)
+
+    ids = {d.id for d in client.datasets()}
+    assert {from_file.id, from_array.id, keyed.id} <= ids
+    assert client.dataset(keyed.id).num_points == 20
+    client.delete_dataset(keyed.id)
+    with pytest.raises(KlsError) as e:
+        client.dataset(keyed.id)
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+    with pytest.raises(ValueError, match="protocol"):
+        client.upload(x, labels=y, protocol="admm")
+
+
+# ---- imported kernel: similarity, topk, rerank, export against numpy -----------------
+
+def test_export_returns_the_imported_embedding_exactly(client, imported):
+    v, _, info = imported
+    assert (info.name, info.num_points, info.rank) == ("known", 40, 5)
+    exported, exported_info = client.export("known", with_info=True)
+    assert exported.dtype == np.float64
+    np.testing.assert_array_equal(exported, v)
+    assert exported_info.version == info.version
+    np.testing.assert_array_equal(client.export(info), v)  # by KernelInfo: that exact version
+    assert any(k.name == "known" for k in client.kernels())
+
+
+def test_similarity_is_v_vt(client, imported):
+    v, _, info = imported
+    rng = np.random.default_rng(3)
+    pairs = rng.integers(0, 40, size=(200, 2))
+    values = client.similarity("known", pairs)
+    assert values.shape == (200,)
+    k = v @ v.T
+    np.testing.assert_allclose(values, k[pairs[:, 0], pairs[:, 1]], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(client.similarity("known:%d" % info.version, [(3, 3)]), [k[3, 3]], rtol=1e-12)
+
+
+def test_topk_matches_numpy(client, imported):
+    v, keys, _ = imported
+    k = v @ v.T
+    for item in (0, 17, 39):
+        expected = [j for j in np.argsort(-k[item], kind="stable") if j != item][:7]
+        top = client.topk("known", item=item, k=7, exclude_self=True)
+        assert [t.index for t in top] == expected
+        assert [t.key for t in top] == [keys[j] for j in expected]
+        np.testing.assert_allclose([t.score for t in top], k[item, expected], rtol=1e-12)
+        index, key, score = top[0]  # a plain (index, key, score) tuple too
+        assert (index, key) == (expected[0], keys[expected[0]])
+
+    by_key = client.topk("known", key="item-17", k=7, exclude_self=True)
+    assert [t.index for t in by_key] == [t.index for t in client.topk("known", item=17, k=7, exclude_self=True)]
+
+    query = np.array([0.5, -1.0, 0.25, 2.0, 0.0])
+    scores = v @ query
+    top = client.topk("known", vector=query, k=5)
+    assert [t.index for t in top] == list(np.argsort(-scores, kind="stable")[:5])
+    np.testing.assert_allclose([t.score for t in top], np.sort(scores)[::-1][:5], rtol=1e-12)
+
+
+def test_rerank_matches_visual_rank(client, imported):
+    v, keys, _ = imported
+    candidates = [4, 17, 9, 30, 22, 1]
+    prior = [0.9, 0.5, 0.4, 0.1, 0.3, 0.2]
+    expected = visual_rank(v[candidates], prior)
+    ranked = client.rerank("known", candidates, prior=prior)
+    order = np.argsort(-expected, kind="stable")
+    assert [r.index for r in ranked] == [candidates[t] for t in order]
+    np.testing.assert_allclose([r.score for r in ranked], expected[order], rtol=1e-9)
+    assert ranked.iterations > 0
+
+    by_key = client.rerank("known", [keys[c] for c in candidates], prior=prior, k=3)
+    assert [r.key for r in by_key] == [keys[candidates[t]] for t in order[:3]]
+
+    uniform = visual_rank(v[candidates], damping=0.5)
+    ranked = client.rerank("known", candidates, damping=0.5)
+    np.testing.assert_allclose([r.score for r in ranked], np.sort(uniform)[::-1], rtol=1e-9)
+
+
+def test_embed_rows(client, imported):
+    v, _, _ = imported
+    np.testing.assert_array_equal(client.embed("known", rows=[2, 5]), v[[2, 5]])
+
+
+# ---- learned kernels: submit, watch, wait, cancel --------------------------------------
+
+def test_submit_wait_and_query_a_learned_kernel(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y), name="iris-learn")
+    job = client.submit(data, "kl_admm", "iris-admm", gamma=10, graph={"k": 5, "weight": "gaussian"})
+    assert job.method == "kl_admm" and job.kernel_name == "iris-admm"
+    events = []
+    done = client.wait(job, on_event=events.append)
+    assert kls_client.state_name(done) == "SUCCEEDED" and done.kernel_version == 1
+    assert events and events[-1].state == kls_client.jobs_pb2.SUCCEEDED
+    assert any(e.progress.iteration > 0 for e in events)
+    assert client.job(job.id).state == kls_client.jobs_pb2.SUCCEEDED
+    assert job.id in {j.id for j in client.jobs(state="succeeded", dataset=data)}
+
+    # The learned V from core: the queries answer exactly from it.
+    v = client.export("iris-admm")
+    info = client.kernel("iris-admm")
+    assert v.shape == (150, info.rank)
+    pairs = [(0, 1), (0, 100), (50, 149), (7, 7)]
+    k = v @ v.T
+    np.testing.assert_allclose(client.similarity("iris-admm", pairs), [k[i, j] for i, j in pairs],
+                               rtol=1e-9, atol=1e-12)
+    top = client.topk("iris-admm", item=0, k=10, exclude_self=True)
+    np.testing.assert_allclose([t.score for t in top], np.sort(np.delete(k[0], 0))[::-1][:10], rtol=1e-9)
+
+    # Aliases and the other kernel-reference forms.
+    client.set_alias("iris-admm", "prod", 1)
+    np.testing.assert_array_equal(client.export("iris-admm@prod"), v)
+    np.testing.assert_array_equal(client.export(("iris-admm", 1)), v)
+
+
+def test_embedding_job_with_an_enum_option(client):
+    data = client.upload(IRIS, name="iris-kpca")
+    done = client.wait(client.submit(data.id, "embedding", "iris-2d", algorithm="kpca", dims=2))
+    assert client.export("iris-2d").shape == (150, 2)
+    assert done.method == "embedding"
+
+
+def test_classify_with_an_mkl_model(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, name="iris-mkl")
+    client.wait(client.submit(data, "mkl", "iris-mkl", algorithm="kta", positive_class=0))
+    labels, values = client.classify("iris-mkl", x[[0, 1, 100, 120]])
+    assert labels.shape == values.shape == (4,)
+    # one-vs-rest for class 0 (setosa): the first two rows are setosa
+    assert list(labels[:2]) == [0, 0] and list(labels[2:]) == [-1, -1]
+    assert np.all(values[:2] > 0) and np.all(values[2:] < 0)
+
+
+def test_cancel_a_running_job(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y, seed=2), name="iris-cancel")
+    job = client.submit(data, "kl_admm", "never", max_iterations=10_000_000, tolerance=0.0)
+    for event in client.watch(job, timeout=20):
+        if event.state == kls_client.jobs_pb2.RUNNING:
+            break  # closing the watch early is fine
+    # A watch with a deadline shorter than the job: DEADLINE_EXCEEDED.
+    expect(grpc.StatusCode.DEADLINE_EXCEEDED, client.wait, job, timeout=0.3)
+    client.cancel(job)
+    with pytest.raises(KlsError) as e:
+        client.wait(job, timeout=20)
+    assert e.value.code == grpc.StatusCode.CANCELLED
+    assert client.wait(job, check=False).state == kls_client.jobs_pb2.CANCELLED
+    # Cancelling a finished job is FAILED_PRECONDITION.
+    with pytest.raises(KlsError) as e:
+        client.cancel(job)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+# ---- one error per status code ---------------------------------------------------------
+
+def expect(code, call, *args, **kwargs):
+    with pytest.raises(KlsError) as e:
+        call(*args, **kwargs)
+    assert e.value.code == code, str(e.value)
+    assert e.value.message and str(e.value).startswith(code.name + ": ")
+    return e.value
+
+
+def test_invalid_argument(client, imported):
+    error = expect(grpc.StatusCode.INVALID_ARGUMENT, client.similarity, "known", [(0, 1), (0, 999)])
+    assert "999" in error.message
+    expect(grpc.StatusCode.INVALID_ARGUMENT, client.topk, "known", vector=[1.0, 2.0], k=3)  # rank is 5
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y, seed=3), name="iris-bad-option")
+    expect(grpc.StatusCode.INVALID_ARGUMENT, client.submit, data, "kl_admm", "bad", gamma=-1.0)
+
+
+def test_not_found(client):
+    expect(grpc.StatusCode.NOT_FOUND, client.similarity, "no-such-kernel", [(0, 1)])
+    expect(grpc.StatusCode.NOT_FOUND, client.export, "no-such-kernel")
+    expect(grpc.StatusCode.NOT_FOUND, client.job, "job-nope")
+
+
+def test_failed_precondition(client, imported):
+    # An imported embedding has no classifier.
+    error = expect(grpc.StatusCode.FAILED_PRECONDITION, client.classify, "known", [[1.0, 2.0, 3.0, 4.0, 5.0]])
+    assert "classifier" in error.message
+
+
+def test_resource_exhausted(client):
+    # ImportKernelHeader.dim is limited to 65,536: refused from the header.
+    expect(grpc.StatusCode.RESOURCE_EXHAUSTED, client.import_kernel, "too-wide", np.ones((1, 65537)))
+
+
+def test_unavailable():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+        with kls_client.Client("127.0.0.1:%d" % port, timeout=5) as nobody:
+            expect(grpc.StatusCode.UNAVAILABLE, nobody.health)
+
+
+def test_unauthenticated_and_permission_denied(auth_server):
+    with kls_client.Client(auth_server.target, timeout=10) as anonymous:
+        assert anonymous.health() == "SERVING"  # health needs no token
+        expect(grpc.StatusCode.UNAUTHENTICATED, anonymous.kernels)
+    with kls_client.Client(auth_server.target, token="wrong-token-0123456789abcdef") as wrong:
+        expect(grpc.StatusCode.UNAUTHENTICATED, wrong.kernels)
+    with kls_client.Client(auth_server.target, token=READ_TOKEN) as reader:
+        assert reader.kernels() == []
+        error = expect(grpc.StatusCode.PERMISSION_DENIED, reader.import_kernel, "k", np.eye(3))
+        assert READ_TOKEN not in error.message
+    with kls_client.Client(auth_server.target, token=WRITE_TOKEN) as writer:
+        assert writer.import_kernel("k", np.eye(3)).version == 1
+        np.testing.assert_array_equal(writer.export("k"), np.eye(3))
+
+
+def test_local_argument_errors(client):
+    with pytest.raises(ValueError, match="version"):
+        client.similarity("known:x", [(0, 1)])
+    with pytest.raises(ValueError, match="does not belong"):
+        client.submit("ds-x", "kl_admm", "k", loss="hinge")
+    with pytest.raises(ValueError, match="not one of"):
+        client.submit("ds-x", "bcd_npkl", "k", loss="hinged")
+    with pytest.raises(ValueError, match="exactly one"):
+        client.topk("known", item=1, key="item-01", k=3)
+
+
+# ---- social data sets: strength, recommend, classify_users --------------------------
+
+def small_community(seed=5):
+    """24 users in two communities of 12, 3 photos each; links mostly inside a community."""
+    rng = np.random.default_rng(seed)
+    users, per_user = 24, 3
+    community = np.repeat([0, 1], users // 2)
+    owner = np.repeat(np.arange(users), per_user)
+    c = community[owner]
+    features = rng.standard_normal((len(owner), 4)) + 3.0 * c[:, None]
+    contacts = set()
+    for u in range(users):
+        mates = [v for v in range(users) if v != u and community[v] == community[u]]
+        for v in rng.choice(mates, 3, replace=False):
+            contacts.add((min(u, int(v)), max(u, int(v))))
+    contacts.add((0, 12))  # one link across
+    photos_of = lambda cls: np.flatnonzero(c == cls)
+    social = {
+        "owner": owner,
+        "day": rng.integers(0, 365, len(owner)),
+        "latitude": 10.0 + 20.0 * c + rng.uniform(-0.2, 0.2, len(owner)),
+        "longitude": 5.0 + 20.0 * c + rng.uniform(-0.2, 0.2, len(owner)),
+        "tags": [(p, 5 * c[p] + t) for p in range(len(owner)) for t in rng.choice(5, 2, replace=False)],
+        "comments": [(int(p), int(rng.choice(np.flatnonzero(community == c[p])))) for p in range(0, len(owner), 2)],
+        "contacts": sorted(contacts),
+        "groups": [(u, int(community[u])) for u in range(users) if u % 4 != 3] + [(3, 2), (15, 2)],
+        "faves": [(u, int(rng.choice(photos_of(community[u])))) for u in range(users)],
+    }
+    return features, social, community, contacts
+
+
+def test_social_strength_recommend_and_classify_users(client, imported):
+    features, social, community, contacts = small_community()
+    data = client.upload(features, social=social, name="tiny-community")
+    assert (data.num_points, data.dim) == (72, 4)
+    client.wait(client.submit(data, "social_strength", "friends", weighting="kta"))
+
+    friends = client.recommend("friends", 0, k=5)
+    assert len(friends) == 5
+    linked = {v for u, v in contacts if u == 0} | {u for u, v in contacts if v == 0}
+    assert all(f.index != 0 and f.index not in linked for f in friends)
+    assert [f.score for f in friends] == sorted((f.score for f in friends), reverse=True)
+    # recommend's scores are f(0, v): the same numbers strength gives.
+    np.testing.assert_allclose(client.strength("friends", [(0, f.index) for f in friends]),
+                               [f.score for f in friends], rtol=1e-12)
+
+    groups = client.recommend("friends", 3, k=2, groups=True)
+    assert groups and all(g.index != 2 for g in groups)  # user 3 is in group 2 already
+
+    users, labels, scores = client.classify_users("friends", {1: 0, 13: 1})
+    assert len(users) == len(labels) == len(scores) == 24
+    assert np.mean(labels == community[users]) >= 0.8
+    expect(grpc.StatusCode.FAILED_PRECONDITION, client.strength, "known", [(0, 1)])
+
+
+# ---- TLS ---------------------------------------------------------------------------------
+
+CERTS = r"""
+set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1" 2>/dev/null; }
+key ca.key; openssl req -x509 -new -key ca.key -subj /CN=kls-py-test-ca -days 2 -out ca.crt
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
+key server.key; openssl req -new -key server.key -subj /CN=localhost -out server.csr
+openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext \
+  -out server.crt 2>/dev/null
+"""
+
+
+def test_tls_with_a_ca_file(tmp_path):
+    import shutil
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command makes the test certificates")
+    subprocess.run(["sh", "-c", CERTS], cwd=tmp_path, check=True, capture_output=True)
+    s = Server(tmp_path, "--tls-cert", str(tmp_path / "server.crt"), "--tls-key", str(tmp_path / "server.key"),
+               tls_ca=tmp_path / "ca.crt")
+    try:
+        with kls_client.Client(s.target, tls_ca=tmp_path / "ca.crt") as secure:
+            assert secure.health() == "SERVING"
+            assert secure.echo(b"tls") == b"tls"
+        with kls_client.Client(s.target, tls_ca=(tmp_path / "ca.crt").read_bytes(), tls_server_name="localhost") as by_name:
+            assert by_name.server_info().version
+        with kls_client.Client(s.target, timeout=5) as plain:  # plaintext to a TLS port
+            expect(grpc.StatusCode.UNAVAILABLE, plain.health)
+    finally:
+        s.stop()
