@@ -43,12 +43,28 @@ T Get(const uint8_t* p) {
   return v;
 }
 
+}  // namespace
+
+Status DiskFull(const std::string& dir, const std::string& what) {
+  return ResourceExhaustedError("no space left: the file system holding \"" + dir + "\" is full (" + what +
+                                "); nothing was written — free space there and retry");
+}
+
+Status FileError(const std::string& what, const std::string& path, int err) {
+  if (err == ENOSPC || err == EDQUOT) {
+    return DiskFull(std::filesystem::path(path).parent_path().string(), what + " \"" + path + "\": " + std::strerror(err));
+  }
+  return InternalError(what + " \"" + path + "\": " + std::strerror(err));
+}
+
+namespace {
+
 Status WriteAll(int fd, const uint8_t* data, uint64_t n, const std::string& path) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, std::min<uint64_t>(n, 1u << 30));
     if (w < 0) {
       if (errno == EINTR) continue;
-      return InternalError("writing \"" + path + "\": " + std::strerror(errno));
+      return FileError("writing", path, errno);
     }
     data += w;
     n -= static_cast<uint64_t>(w);
@@ -131,9 +147,9 @@ StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return InternalError("creating \"" + tmp + "\": " + std::strerror(errno));
+  if (fd < 0) return FileError("creating", tmp, errno);
   Status st = WriteAll(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = InternalError("fsync \"" + tmp + "\": " + std::strerror(errno));
+  if (st.ok() && ::fsync(fd) != 0) st = FileError("fsync", tmp, errno);
   ::close(fd);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     st = InternalError("renaming \"" + tmp + "\" to \"" + path + "\": " + std::strerror(errno));

@@ -48,6 +48,16 @@ StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections);
 /// file (or none) and at most the temporary, never a torn `path`.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
+/// RESOURCE_EXHAUSTED for a full file system (ENOSPC, EDQUOT, SQLITE_FULL):
+/// names the directory `dir` whose file system is full and what failed. The
+/// write that hit it changed nothing; the server keeps serving and writes
+/// again once space is freed.
+Status DiskFull(const std::string& dir, const std::string& what);
+
+/// `what` on `path` failed with errno `err`: DiskFull (naming the file's
+/// directory) for ENOSPC / EDQUOT, else INTERNAL.
+Status FileError(const std::string& what, const std::string& path, int err);
+
 /// Writes `sections` atomically to `path`: EncodeArtifact + WriteFileAtomically.
 Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections);
 

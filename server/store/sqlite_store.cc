@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -55,6 +56,20 @@ int64_t NowMs() {
       .count();
 }
 
+// The status of a failed SQLite call: RESOURCE_EXHAUSTED naming the data
+// directory when its file system is full (SQLITE_FULL, or an I/O error whose
+// errno is ENOSPC / EDQUOT), else INTERNAL.
+Status SqliteError(sqlite3* db, const std::string& what) {
+  const int code = sqlite3_extended_errcode(db) & 0xff;
+  const int err = sqlite3_system_errno(db);
+  if (code == SQLITE_FULL || (code == SQLITE_IOERR && (err == ENOSPC || err == EDQUOT))) {
+    const char* file = sqlite3_db_filename(db, "main");
+    return DiskFull(file ? fs::path(file).parent_path().string() : std::string("the data directory"),
+                    what + ": " + sqlite3_errmsg(db));
+  }
+  return InternalError(what + ": " + sqlite3_errmsg(db));
+}
+
 // Statement wrapper: prepare, bind by position, step, finalize on scope exit.
 class Stmt {
  public:
@@ -88,9 +103,7 @@ class Stmt {
     return b ? std::string(static_cast<const char*>(b), sqlite3_column_bytes(stmt_, c)) : "";
   }
   double Real(int c) const { return sqlite3_column_double(stmt_, c); }
-  Status Error(const std::string& what) const {
-    return InternalError(what + ": " + sqlite3_errmsg(db_));
-  }
+  Status Error(const std::string& what) const { return SqliteError(db_, what); }
 
  private:
   sqlite3* db_;
@@ -876,6 +889,11 @@ class SqliteStore final : public Store {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown";
       sqlite3_free(err);
+      const int code = sqlite3_extended_errcode(db_) & 0xff;
+      const int errno_code = sqlite3_system_errno(db_);
+      if (code == SQLITE_FULL || (code == SQLITE_IOERR && (errno_code == ENOSPC || errno_code == EDQUOT))) {
+        return DiskFull(dir_, "sqlite: " + msg);
+      }
       return InternalError(std::string("sqlite: ") + msg);
     }
     return OkStatus();
