@@ -215,8 +215,8 @@ int Run(const Args& a, bool json) {
     }
     needs_kernel |= r != "echo";
   }
-  if (a.clients < 1 || a.clients > 256) {
-    return Fail(InvalidArgumentError("--clients = " + std::to_string(a.clients) + " must be in [1, 256]"));
+  if (a.clients < 1 || a.clients > 4096) {
+    return Fail(InvalidArgumentError("--clients = " + std::to_string(a.clients) + " must be in [1, 4096]"));
   }
   if (!(a.seconds > 0 && a.seconds <= 3600)) {
     return Fail(InvalidArgumentError("--seconds = " + FormatNumber(a.seconds) + " must be in (0, 3600]"));

@@ -78,7 +78,9 @@ Dataset RandomDataset(int n, int dim, uint64_t seed) {
 
 TEST(DiskFullTest, WritesThatDoNotFitFailCleanlyAndTheServerRecoversWithoutARestart) {
   SmallFilesystem small(8);
-  if (!small.mounted()) GTEST_SKIP() << small.why_not();
+  if (!small.mounted()) {
+    GTEST_SKIP() << small.why_not();
+  }
   const std::string data_dir = small.path() + "/data";
   {  // 1 MB of something else on the same file system, removed later to free space
     std::ofstream ballast(small.path() + "/ballast", std::ios::binary);
