@@ -26,6 +26,9 @@ BUILD_PACKAGES=(
   libssl-dev openssl   # SHA-256 of bearer tokens (server/auth); test certificates (tls_test)
   python3-yaml         # tests/deploy: parse the rendered k8s manifests and docker-compose.yml
 )
+# Metrics: prometheus-cpp serves GET /metrics (--metrics-listen); promtool
+# (package prometheus) checks the scrape and deploy/prometheus in the tests.
+BUILD_PACKAGES+=(prometheus-cpp-dev prometheus)
 # tests/deploy renders deploy/k8s with `kubectl kustomize`. Debian's kubectl is
 # kubernetes-client (1.20: renders the base, not kustomize Components); any
 # kubectl already on PATH (often newer) is kept — installing the package over
@@ -34,6 +37,7 @@ if ! command -v kubectl >/dev/null 2>&1; then
   BUILD_PACKAGES+=(kubernetes-client)
 fi
 RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 libpq5 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
+RUNTIME_PACKAGES+=(libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libcivetweb1)  # metrics endpoint
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")
