@@ -171,7 +171,13 @@ TEST_F(LogFormatTest, JsonLinesCarryTheClientsRequestIdMethodPeerAndJobId) {
   EXPECT_EQ(done->state(), kls::v1::SUCCEEDED);
 
   // The endpoint announced in the log serves the metrics.
-  const std::string scrape = HttpGet(metrics_port, "/metrics");
+  // The outcome is counted right after the terminal state is written: a
+  // watcher may see the state first.
+  std::string scrape = HttpGet(metrics_port, "/metrics");
+  for (int i = 0; i < 100 && scrape.find("outcome=\"succeeded\"} 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    scrape = HttpGet(metrics_port, "/metrics");
+  }
   EXPECT_THAT(scrape, HasSubstr("200 OK"));
   EXPECT_THAT(scrape, HasSubstr("kls_rpc_requests_total{code=\"OK\",method=\"/kls.v1.Admin/Echo\"} 1"));
   EXPECT_THAT(scrape, HasSubstr("kls_jobs_finished_total{method=\"kl_admm\",outcome=\"succeeded\"} 1"));
