@@ -19,7 +19,8 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 # ---- runtime stage -----------------------------------------------------------
 FROM debian:12-slim
 # Shared libraries only (libgrpc++1.51, libprotobuf32, libspdlog1.10, libsqlite3-0,
-# ca-certificates); the list lives in install-deps.sh so it is kept in one place.
+# libprometheus-cpp-pull1.0, ca-certificates, ...); the list lives in install-deps.sh
+# so it is kept in one place.
 COPY deploy/install-deps.sh /tmp/install-deps.sh
 RUN bash /tmp/install-deps.sh --runtime-only \
  && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh

@@ -29,6 +29,9 @@ BUILD_PACKAGES=(
   # protobuf-compiler-grpc's grpc_python_plugin) and its pytest suite (tests/python)
   python3-grpcio python3-protobuf python3-numpy python3-pytest
 )
+# Metrics: prometheus-cpp serves GET /metrics (--metrics-listen); promtool
+# (package prometheus) checks the scrape and deploy/prometheus in the tests.
+BUILD_PACKAGES+=(prometheus-cpp-dev prometheus)
 # tests/deploy renders deploy/k8s with `kubectl kustomize`. Debian's kubectl is
 # kubernetes-client (1.20: renders the base, not kustomize Components); any
 # kubectl already on PATH (often newer) is kept — installing the package over
@@ -37,6 +40,7 @@ if ! command -v kubectl >/dev/null 2>&1; then
   BUILD_PACKAGES+=(kubernetes-client)
 fi
 RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 libpq5 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
+RUNTIME_PACKAGES+=(libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libcivetweb1)  # metrics endpoint
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")

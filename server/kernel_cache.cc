@@ -100,9 +100,11 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(map_key);
     if (it != entries_.end()) {
+      ++counters_.hits;
       TouchLocked(it->second);
       return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
     }
+    ++counters_.misses;
   }
 
   // Miss: load outside the lock. Two concurrent misses may both load; the
@@ -258,6 +260,11 @@ int64_t KernelCache::charged_bytes() const {
   return charged_bytes_;
 }
 
+KernelCache::Counters KernelCache::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
 int KernelCache::entry_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(entries_.size());
@@ -278,6 +285,7 @@ void KernelCache::EvictLocked() {
     charged_bytes_ -= it->second.bytes;
     entries_.erase(it);
     lru_.pop_back();
+    ++counters_.evictions;
   }
 }
 

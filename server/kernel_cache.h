@@ -122,6 +122,14 @@ class KernelCache {
   int entry_count() const;
   int64_t budget_bytes() const { return budget_bytes_; }
 
+  /// Counters since construction (metrics): Get() calls answered from a
+  /// cached entry, Get() calls that loaded the kernel from the store, and
+  /// entries evicted for the budget (not counting invalidations).
+  struct Counters {
+    uint64_t hits = 0, misses = 0, evictions = 0;
+  };
+  Counters counters() const;
+
  private:
   using MapKey = std::pair<std::string, int64_t>;
   struct Entry {
@@ -163,6 +171,7 @@ class KernelCache {
   std::set<std::string> changed_;  ///< names changed since last revalidated
   bool all_changed_ = false;       ///< OnKernelChanged("")
   uint64_t generation_ = 0;        ///< bumped by every OnKernelChanged
+  Counters counters_;              ///< guarded by mu_
 };
 
 /// Checks the shape of a reference: non-empty name, version ≥ 0, not both an

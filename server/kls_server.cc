@@ -13,7 +13,9 @@
 #include "server/jobs_service.h"
 #include "server/kernel_cache.h"
 #include "server/kernels_service.h"
+#include "server/metrics.h"
 #include "server/queries_service.h"
+#include "server/rpc_observer.h"
 
 #ifndef KLS_VERSION
 #define KLS_VERSION "unknown"
@@ -55,6 +57,8 @@ Status KlsServer::Start() {
   StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security, tokens);
   if (!credentials.ok()) return credentials.status().WithContext("setting up transport security");
 
+  if (!config_.metrics_listen.empty()) metrics_ = std::make_unique<Metrics>();
+
   const bool shared = !config_.store.empty();
   if (!shared) {
     KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
@@ -67,6 +71,7 @@ Status KlsServer::Start() {
       return opened_store.status().WithContext("opening the store in " + config_.data_dir);
     }
     store_ = std::move(opened_store).value();
+    if (metrics_) store_ = metrics_->Instrument(std::move(store_));
     const StatusOr<std::vector<std::string>> problems = store_->CheckIntegrity();
     if (!problems.ok()) {
       spdlog::error("store integrity check could not run: {}", problems.status().ToString());
@@ -92,6 +97,7 @@ Status KlsServer::Start() {
       return opened_store.status().WithContext("opening the shared store");
     }
     store_ = std::move(opened_store).value();
+    if (metrics_) store_ = metrics_->Instrument(std::move(store_));
   }
   kernel_cache_ = std::make_unique<KernelCache>(store_.get(), config_.kernel_cache_bytes());
 
@@ -102,6 +108,7 @@ Status KlsServer::Start() {
   job_options.checkpoint_interval_seconds = config_.checkpoint_seconds;
   job_options.max_attempts = config_.max_attempts;
   job_options.exclusive_store = !shared;
+  job_options.metrics = metrics_.get();
   job_manager_ = std::make_unique<JobManager>(store_.get(), job_options);
   // Events (own writes; other replicas' through the shared store) wake
   // workers and watchers and drop cached resolutions of changed kernels.
@@ -125,6 +132,16 @@ Status KlsServer::Start() {
   kernels_service_ = std::make_unique<KernelsService>(store_.get(), kernel_cache_.get());
   queries_service_ = std::make_unique<QueriesService>(kernel_cache_.get());
 
+  // The metrics endpoint, before the gRPC port: a bad metrics_listen fails
+  // the start with nothing served.
+  if (metrics_) {
+    metrics_->SetScrapeSources(store_.get(), kernel_cache_.get());
+    if (const Status s = metrics_->Serve(config_.metrics_listen); !s.ok()) {
+      ReleaseState();
+      return s;
+    }
+  }
+
   // Both are process-wide switches read when a ServerBuilder is created.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -139,6 +156,10 @@ Status KlsServer::Start() {
   // gRPC sets SO_REUSEPORT by default, which would let a second server share
   // a busy port silently; a busy port must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Request ids, the log context of each call, RPC metrics (server/rpc_observer.h).
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(admin_service_.get());
   if (config_.ServesApi()) {
     builder.RegisterService(datasets_service_.get());
@@ -190,6 +211,9 @@ Status KlsServer::Start() {
                KLS_VERSION, HostOf(config_.listen), port_, config_.role,
                shared ? "shared PostgreSQL store" : "data dir " + data_dir_->path(), job_manager_->worker_count(),
                config_.max_message_mb, config_.kernel_cache_mb);
+  if (metrics_) {
+    spdlog::info("metrics: http://{}:{}/metrics", HostOf(config_.metrics_listen), metrics_->port());
+  }
   return OkStatus();
 }
 
@@ -213,6 +237,10 @@ void KlsServer::Stop(std::chrono::milliseconds grace) {
 }
 
 void KlsServer::ReleaseState() {
+  if (metrics_) {
+    metrics_->StopServing();
+    metrics_->SetScrapeSources(nullptr, nullptr);
+  }
   queries_service_.reset();
   kernels_service_.reset();
   jobs_service_.reset();
@@ -223,6 +251,7 @@ void KlsServer::ReleaseState() {
   kernel_cache_.reset();
   store_.reset();
   data_dir_.reset();  // releases the lock only after no call can touch the directory
+  metrics_.reset();   // after the store and the manager, which report to it
 }
 
 void KlsServer::SetServing(bool serving) {
@@ -265,6 +294,8 @@ std::string KlsServer::target() const {
   if (host == "[::]") host = "[::1]";
   return host + ":" + std::to_string(port_);
 }
+
+int KlsServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 std::string KlsServer::data_dir() const { return data_dir_ ? data_dir_->path() : std::string(); }
 

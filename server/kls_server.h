@@ -12,8 +12,11 @@
 //      affected data sets and kernels answer DATA_LOSS, the rest is served;
 //   4. start the JobManager: recovery (queued jobs re-queued, interrupted ones
 //      re-queued or failed with a reason), then its worker pool;
-//   5. build and start the gRPC server (Admin, Datasets, Jobs, Kernels,
-//      Queries, grpc.health.v1, reflection) with health NOT_SERVING;
+//   5. start the metrics endpoint when metrics_listen is set (server/metrics.h);
+//      build and start the gRPC server with the RPC observer
+//      (server/rpc_observer.h: request ids, log context, RPC metrics) and its
+//      services: Admin, Datasets, Jobs, Kernels, Queries, grpc.health.v1,
+//      reflection; health NOT_SERVING;
 //   6. record the listen address in the lock file, health → SERVING.
 // Steps 3–4 run before the port is bound so that no RPC can reach a store or
 // job queue that is still recovering (a Submit racing recovery could queue a
@@ -49,6 +52,7 @@ class JobManager;
 class JobsService;
 class KernelCache;
 class KernelsService;
+class Metrics;
 class QueriesService;
 
 /// Release string of this build, e.g. "0.1.0".
@@ -89,6 +93,10 @@ class KlsServer {
   store::Store* store() const { return store_.get(); }
   /// The cache of loaded kernels; null before Start().
   KernelCache* kernel_cache() const { return kernel_cache_.get(); }
+  /// The metrics (server/metrics.h); null when metrics_listen is empty or before Start().
+  Metrics* metrics() const { return metrics_.get(); }
+  /// Bound port of the metrics endpoint; 0 when off or before Start().
+  int metrics_port() const;
 
  private:
   ServerConfig config_;
@@ -102,7 +110,8 @@ class KlsServer {
   bool stopping_ = false;
 
   // Destroyed in reverse order: services before the manager, cache and store
-  // they point into, the lock last.
+  // they point into, the lock, then the metrics they all report to.
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<DataDir> data_dir_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<KernelCache> kernel_cache_;

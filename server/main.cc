@@ -13,22 +13,15 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "server/data_dir.h"
 #include "server/kls_server.h"
+#include "server/logging.h"
 #include "server/server_config.h"
 #include "server/store/store.h"
 
 namespace {
-
-void SetUpLogging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("kls-server");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
-  spdlog::set_level(spdlog::level::from_str(level));  // validated by ServerConfig
-}
 
 // --check: see the file comment.
 int CheckDataDir(const std::string& dir) {
@@ -106,7 +99,9 @@ int main(int argc, char** argv) {
   int workers = 0, max_message_mb = 0, kernel_cache_mb = 0;
   app.add_option("--config", config_file,
                  "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
-                 "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file); flags override it");
+                 "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
+                 "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format); "
+                 "flags override it");
   auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
                          ->default_str(defaults.listen);
   auto* data_dir_opt = app.add_option("--data-dir", data_dir, "Data directory (created if missing, locked)")
@@ -148,6 +143,12 @@ int main(int argc, char** argv) {
   auto* attempts_opt = app.add_option("--max-attempts", max_attempts,
                                       "Counted failed attempts (out of memory, deaths without progress) before a job fails")
                            ->default_str(std::to_string(defaults.max_attempts));
+  std::string metrics_listen, log_format;
+  auto* metrics_opt = app.add_option("--metrics-listen", metrics_listen,
+                                     "HOST:PORT of the Prometheus metrics endpoint (GET /metrics); unset = off");
+  auto* log_format_opt = app.add_option("--log-format", log_format,
+                                        "text, or json (one JSON object a line, with request ids)")
+                             ->default_str(defaults.log_format);
   std::string migrate_from;
   app.add_option("--migrate-from", migrate_from,
                  "Copy every data set, job and kernel of this data directory into --store, then exit");
@@ -173,6 +174,8 @@ int main(int argc, char** argv) {
   if (lease_opt->count() > 0) overrides.lease_seconds = lease_seconds;
   if (checkpoint_opt->count() > 0) overrides.checkpoint_seconds = checkpoint_seconds;
   if (attempts_opt->count() > 0) overrides.max_attempts = max_attempts;
+  if (metrics_opt->count() > 0) overrides.metrics_listen = metrics_listen;
+  if (log_format_opt->count() > 0) overrides.log_format = log_format;
   const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
   if (!loaded.ok()) {
     std::cerr << "kls-server: " << loaded.status() << "\n";
@@ -181,7 +184,7 @@ int main(int argc, char** argv) {
   const ServerConfig& config = *loaded;
   if (check) return CheckDataDir(config.data_dir);
   if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
-  SetUpLogging(config.log_level);
+  kls::server::SetUpLogging(config.log_level, config.log_format);
 
   // Block the shutdown signals before gRPC starts its threads (they inherit
   // the mask), so only the sigwait below ever receives them.

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
     "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
-    "max_attempts";
+    "max_attempts, metrics_listen, log_format";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -119,6 +119,14 @@ Status ServerConfig::Validate() const {
   if (max_attempts < 1 || max_attempts > 100) {
     return InvalidArgumentError("max_attempts must be in 1..100, got " + std::to_string(max_attempts));
   }
+  if (!metrics_listen.empty()) {
+    if (const Status s = ValidateListenAddress(metrics_listen); !s.ok()) {
+      return InvalidArgumentError("metrics_listen = '" + metrics_listen + "' is not a valid address: " + s.message());
+    }
+  }
+  if (log_format != "text" && log_format != "json") {
+    return InvalidArgumentError("log_format = '" + log_format + "' is not one of text, json");
+  }
   // The files themselves are read (and their contents checked) by Start().
   if (!tls_key_file.empty() && tls_cert_file.empty()) {
     return InvalidArgumentError("tls_key_file = '" + tls_key_file + "' is set but tls_cert_file is not");
@@ -195,6 +203,10 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->cache_dir = value;
     } else if (key == "cache_disk_mb") {
       KLS_RETURN_IF_ERROR(int_value(&config->cache_disk_mb));
+    } else if (key == "metrics_listen") {
+      config->metrics_listen = value;
+    } else if (key == "log_format") {
+      config->log_format = value;
     } else if (key == "max_attempts") {
       KLS_RETURN_IF_ERROR(int_value(&config->max_attempts));
     } else if (key == "lease_seconds" || key == "checkpoint_seconds") {
@@ -237,6 +249,8 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.lease_seconds) config.lease_seconds = *overrides.lease_seconds;
   if (overrides.checkpoint_seconds) config.checkpoint_seconds = *overrides.checkpoint_seconds;
   if (overrides.max_attempts) config.max_attempts = *overrides.max_attempts;
+  if (overrides.metrics_listen) config.metrics_listen = *overrides.metrics_listen;
+  if (overrides.log_format) config.log_format = *overrides.log_format;
   KLS_RETURN_IF_ERROR(config.Validate());
   return config;
 }

@@ -21,6 +21,8 @@
 //   lease_seconds = 10                        # job lease; a dead replica's jobs move after it
 //   checkpoint_seconds = 30                   # solve time between checkpoints of resumable solvers
 //   max_attempts = 5                          # counted failed attempts before a job fails
+//   metrics_listen = 127.0.0.1:9464           # Prometheus endpoint (GET /metrics); unset = off
+//   log_format = text                         # text | json (one JSON object a line)
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -79,6 +81,12 @@ struct ServerConfig {
   /// Counted failed attempts (solver out of memory, or process deaths with no
   /// checkpoint progress) after which a job fails; 1..100.
   int max_attempts = 5;
+  /// HOST:PORT of the Prometheus metrics endpoint (HTTP, path /metrics);
+  /// empty = no endpoint. Port 0 picks a free port (KlsServer::metrics_port()).
+  std::string metrics_listen;
+  /// Log line format: "text" (default) or "json" (one JSON object a line with
+  /// time, level, message and, when known, request_id, method, peer, job_id).
+  std::string log_format = "text";
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
@@ -125,6 +133,8 @@ struct ConfigOverrides {
   std::optional<double> lease_seconds;
   std::optional<double> checkpoint_seconds;
   std::optional<int> max_attempts;
+  std::optional<std::string> metrics_listen;
+  std::optional<std::string> log_format;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "server/jobs/proto_convert.h"
+#include "server/log_context.h"
 #include "server/jobs/solver_dispatch.h"
 
 namespace kls::server {
@@ -215,6 +216,7 @@ StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
     ++work_signals_;
   }
   work_cv_.notify_one();
+  const ScopedJobLogContext log_job(created.id);
   spdlog::info("job {}: queued ({} on {}, priority {})", created.id, created.method, created.dataset_id,
                created.priority);
   return created;
@@ -272,6 +274,7 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     BumpLocked(nullptr);
   }
+  if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kCancelled);
   spdlog::info("job {}: cancelled while {}", id, store::JobStateName(was));
   return job;
 }
@@ -408,6 +411,7 @@ Status JobManager::RequeueExpired(bool all_running) {
     if (s.code() == StatusCode::kAborted) continue;  // renewed, finished or taken by another replica meanwhile
     KLS_RETURN_IF_ERROR(s.WithContext("re-queueing job " + job.id));
     if (job.state == store::JobState::kFailed) {
+      if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kFailed);
       spdlog::warn("job {}: {}; failed", job.id, job.error);
     } else {
       spdlog::info("job {}: its lease (replica {}, attempt {}) ran out; re-queued ({})", job.id, was_owner,
@@ -452,9 +456,12 @@ void JobManager::WorkerLoop() {
     live_[job.id] = live;
     BumpLocked(live.get());
     lock.unlock();
-    spdlog::info("job {}: running (attempt {}, replica {})", job.id, job.attempts, replica_id_);
-    if (options_.on_job_started) options_.on_job_started(job.id);
-    RunJob(std::move(job), live);
+    {
+      const ScopedJobLogContext log_job(job.id);
+      spdlog::info("job {}: running (attempt {}, replica {})", job.id, job.attempts, replica_id_);
+      if (options_.on_job_started) options_.on_job_started(job.id);
+      RunJob(std::move(job), live);
+    }
     lock.lock();
   }
 }
@@ -487,6 +494,11 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     c->bytes = std::move((*cp)->bytes);
     resumed_from = c->iteration;
     control.resume_from = std::move(c);
+  }
+  if (options_.metrics != nullptr) {
+    const double wait = job.attempts == 1 ? std::max<int64_t>(0, job.started_unix_ms - job.created_unix_ms) / 1000.0
+                                          : -1.0;
+    options_.metrics->AttemptStarted(job.method, wait, control.resume_from != nullptr);
   }
   control.checkpoint = [&](const Checkpoint& c) {
     store::CheckpointRecord rec;
@@ -539,12 +551,14 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   StatusOr<store::StoredDataset> data = spec.ok() ? store_->LoadDataset(job.dataset_id) : spec.status();
   StatusOr<JobOutput> result = data.status();
   if (data.ok()) {
+    const Stopwatch solve_watch;
     try {
       result = RunSolverJob(*spec, *data, store_, control);
     } catch (const std::bad_alloc&) {
       counted_failure = true;
       result = ResourceExhaustedError("the solver ran out of memory");
     }
+    if (options_.metrics != nullptr) options_.metrics->SolveEnded(job.method, solve_watch.Seconds());
   }
   if (!result.ok() && result.status().code() == StatusCode::kResourceExhausted) counted_failure = true;
 
@@ -562,6 +576,8 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     const Status s = store_->UpdateJobFenced(record, fence);
     if (!s.ok()) {
       spdlog::warn("job {}: persisting {}: {}", job.id, store::JobStateName(record.state), s.ToString());
+    } else if (store::IsTerminal(record.state) && options_.metrics != nullptr) {
+      options_.metrics->JobFinished(record.method, record.state);
     }
   };
   if (lost) {
@@ -624,6 +640,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
         spdlog::warn("job {}: failed: {}", job.id, job.error);
         finish(job);
       } else {
+        if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kSucceeded);
         spdlog::info("job {}: succeeded ({}, {} iterations{}, {:.3f} s) → kernel {} v{}", job.id,
                      TerminationName(stats.termination), stats.iterations,
                      resumed_from > 0 ? ", resumed from " + std::to_string(resumed_from) : std::string(),

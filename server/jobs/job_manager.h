@@ -67,6 +67,25 @@
 
 namespace kls::server {
 
+/// Observer of job lifecycle events, for metrics (server/metrics.h). Called
+/// on worker and handler threads: implementations must be thread-safe and
+/// quick, and must not call back into the manager.
+class JobMetricsSink {
+ public:
+  virtual ~JobMetricsSink() = default;
+  /// A worker of this replica starts an attempt of a claimed job.
+  /// `queue_wait_seconds`: submit → claim on the first attempt, < 0 on later
+  /// ones (the time since the re-queue is not recorded); `resumed`: the
+  /// attempt continues from a checkpoint of an earlier one.
+  virtual void AttemptStarted(const std::string& method, double queue_wait_seconds, bool resumed) = 0;
+  /// A solver returned after `seconds` of solving (any outcome).
+  virtual void SolveEnded(const std::string& method, double seconds) = 0;
+  /// This replica wrote the job's terminal state (succeeded, failed or
+  /// cancelled); each finished job is reported once, by the replica that
+  /// finished it.
+  virtual void JobFinished(const std::string& method, store::JobState state) = 0;
+};
+
 struct JobManagerOptions {
   int workers = 0;                 ///< 0 = one per core; < 0 = no workers (an api-only replica)
   int queue_capacity = 1000;       ///< queued jobs beyond this → RESOURCE_EXHAUSTED
@@ -94,6 +113,8 @@ struct JobManagerOptions {
   /// the solver starts); for tests and metrics. Must not call back into the
   /// manager's blocking methods for long. Empty = none.
   std::function<void(const std::string& job_id)> on_job_started;
+  /// Lifecycle events for metrics; null = none. Must outlive the manager.
+  JobMetricsSink* metrics = nullptr;
 };
 
 class JobManager {

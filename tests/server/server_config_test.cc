@@ -51,6 +51,30 @@ TEST(ServerConfigTest, UnknownKeyNamesTheKeyAndTheLine) {
   EXPECT_THAT(s.message(), HasSubstr("known keys: listen, data_dir, workers"));
 }
 
+TEST(ServerConfigTest, MetricsListenAndLogFormat) {
+  ServerConfig config;
+  EXPECT_TRUE(config.metrics_listen.empty());  // off by default
+  EXPECT_EQ(config.log_format, "text");
+  ASSERT_TRUE(ApplyConfigText("metrics_listen = 0.0.0.0:9464\nlog_format = json\n", "kls.conf", &config).ok());
+  EXPECT_EQ(config.metrics_listen, "0.0.0.0:9464");
+  EXPECT_EQ(config.log_format, "json");
+  EXPECT_TRUE(config.Validate().ok());
+
+  ConfigOverrides bad_listen;
+  bad_listen.metrics_listen = "localhost";
+  const StatusOr<ServerConfig> a = LoadServerConfig("", bad_listen);
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(), HasSubstr("metrics_listen = 'localhost'"));
+  bad_listen.metrics_listen = "127.0.0.1:70000";
+  EXPECT_THAT(LoadServerConfig("", bad_listen).status().message(), HasSubstr("metrics_listen = '127.0.0.1:70000'"));
+
+  ConfigOverrides bad_format;
+  bad_format.log_format = "xml";
+  const StatusOr<ServerConfig> b = LoadServerConfig("", bad_format);
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(b.status().message(), HasSubstr("log_format = 'xml' is not one of text, json"));
+}
+
 TEST(ServerConfigTest, LineWithoutEqualsIsAnError) {
   ServerConfig config;
   const Status s = ApplyConfigText("listen 127.0.0.1:1\n", "f", &config);

@@ -1,0 +1,45 @@
+// The RPC observer: a gRPC server interceptor on every call (KLS services,
+// health, reflection) that
+//   - gives the call a request id: the client's `x-request-id` metadata when
+//     it sends a usable one (1..128 printable ASCII characters), otherwise 16
+//     random hex digits; the id is sent back in the trailing metadata
+//     (`x-request-id`), so a client can quote it;
+//   - sets the thread's log context (server/log_context.h: request id, method,
+//     peer) while the call's handler runs, so every line the handler logs
+//     carries them in the JSON log format;
+//   - logs one line when the call ends: "rpc METHOD CODE in N ms, request ID,
+//     peer PEER" (debug for OK, info otherwise);
+//   - counts the call and its latency in Metrics (server/metrics.h), when
+//     metrics are on.
+// Calls refused by the token check (server/auth.h) never reach it.
+//
+// The synchronous server runs a call's interceptor hooks and its handler on
+// one thread, which is what lets a thread-local context reach the handler.
+#pragma once
+
+#include <string>
+
+#include <grpcpp/support/server_interceptor.h>
+
+namespace kls::server {
+
+class Metrics;
+
+/// Metadata key of the request id, in both directions.
+inline constexpr const char* kRequestIdKey = "x-request-id";
+
+class RpcObserverFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  /// `metrics` may be null (metrics off); it must outlive the server.
+  explicit RpcObserverFactory(Metrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
+
+ private:
+  Metrics* metrics_;
+};
+
+/// A client-sent request id, if usable (1..128 printable ASCII characters,
+/// no spaces); otherwise a new random one.
+std::string RequestIdFrom(const std::string& sent);
+
+}  // namespace kls::server
