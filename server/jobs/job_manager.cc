@@ -8,6 +8,7 @@
 #include <functional>
 #include <new>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "server/jobs/proto_convert.h"
@@ -233,50 +234,65 @@ StatusOr<store::JobRecord> JobManager::Get(const std::string& id) {
 }
 
 StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
-  KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
-  if (store::IsTerminal(job.state)) {
-    return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(job.state) +
-                                   "; only queued or running jobs can be cancelled");
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(id);
-    if (it != live_.end() && it->second->attempt == job.attempts && job.state == store::JobState::kRunning) {
-      // Running here: the worker persists "cancelled" when the solver returns
-      // (its next outer iteration).
-      it->second->user_cancelled = true;
-      it->second->cancel.Cancel();
-      spdlog::info("job {}: cancellation requested", id);
-      return job;
-    }
-  }
-  // Queued, or running on another replica: cancelled in the store, fenced on
-  // the state read, so a concurrent claim or commit wins cleanly (then the
-  // caller retries or sees the terminal state). The owner finds out at its
-  // next lease renewal (at once through the store's events) and stops.
-  store::JobFence fence;
-  fence.state = job.state;
-  fence.attempt = job.attempts;
-  const store::JobState was = job.state;
-  job.state = store::JobState::kCancelled;
-  job.finished_unix_ms = NowUnixMs();
-  Status s = store_->UpdateJobFenced(job, fence);
-  if (s.code() == StatusCode::kAborted) {
-    KLS_ASSIGN_OR_RETURN(store::JobRecord now, store_->GetJob(id));
-    if (store::IsTerminal(now.state)) {
-      return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(now.state) +
+  // A claim or a state change between the read and the fenced write makes the
+  // write fail (ABORTED): read again and retry, a few times, so the caller
+  // only sees ABORTED when the job keeps changing under it.
+  constexpr int kTries = 8;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+    if (store::IsTerminal(job.state)) {
+      return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(job.state) +
                                      "; only queued or running jobs can be cancelled");
     }
-    return Status(StatusCode::kAborted, "job \"" + id + "\" changed state while being cancelled; retry");
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second->finishing) {
+        // The solver has returned and its outcome is being written: too late
+        // to cancel; wait (bounded) for that write, then report the outcome.
+        const std::shared_ptr<LiveJob> live = it->second;
+        change_cv_.wait_for(lock, std::chrono::seconds(10), [&] {
+          auto now = live_.find(id);
+          return now == live_.end() || now->second != live;
+        });
+        continue;
+      }
+      if (it != live_.end() && it->second->attempt == job.attempts && job.state == store::JobState::kRunning) {
+        // Running here: the worker persists "cancelled" when the solver returns
+        // (its next outer iteration).
+        it->second->user_cancelled = true;
+        it->second->cancel.Cancel();
+        spdlog::info("job {}: cancellation requested", id);
+        return job;
+      }
+    }
+    // Queued, or running on another replica: cancelled in the store, fenced on
+    // the state read, so a concurrent claim or commit wins cleanly (then the
+    // loop reads again). The owner finds out at its next lease renewal (at
+    // once through the store's events) and stops.
+    store::JobFence fence;
+    fence.state = job.state;
+    fence.attempt = job.attempts;
+    const store::JobState was = job.state;
+    job.state = store::JobState::kCancelled;
+    job.finished_unix_ms = NowUnixMs();
+    const Status s = store_->UpdateJobFenced(job, fence);
+    if (s.code() == StatusCode::kAborted) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+      continue;
+    }
+    KLS_RETURN_IF_ERROR(s);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      BumpLocked(nullptr);
+    }
+    if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kCancelled);
+    spdlog::info("job {}: cancelled while {}", id, store::JobStateName(was));
+    return job;
   }
-  KLS_RETURN_IF_ERROR(s);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    BumpLocked(nullptr);
-  }
-  if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kCancelled);
-  spdlog::info("job {}: cancelled while {}", id, store::JobStateName(was));
-  return job;
+  return Status(StatusCode::kAborted,
+                "job \"" + id + "\" kept changing state while being cancelled (" + std::to_string(kTries) +
+                    " tries); retry");
 }
 
 StatusOr<store::JobRecord> JobManager::WaitForChange(const std::string& id, uint64_t* version,
