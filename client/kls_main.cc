@@ -52,6 +52,7 @@
 #include "client/client.h"
 #include "core/common/names.h"
 #include "core/data/constraint_generators.h"
+#include "core/data/constraints_file.h"
 #include "core/data/csv_reader.h"
 #include "core/social/community_csv.h"
 
@@ -273,40 +274,6 @@ struct UploadArgs {
   bool social = false;  ///< `file` is a directory of social CSV files
 };
 
-// Lines "i,j,kind" with kind 1 / -1 / must / cannot; '#' comments, blank
-// lines and a non-numeric first line (a header) are skipped.
-kls::StatusOr<kls::PairwiseConstraints> ReadConstraintsFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return kls::NotFoundError("cannot read constraints file '" + path + "'");
-  kls::PairwiseConstraints c;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string where = path + " line " + std::to_string(line_no) + ": ";
-    line = Trim(line.substr(0, line.find('#')));
-    if (line.empty()) continue;
-    const std::vector<std::string> f = Split(line, ',');
-    int i = 0, j = 0;
-    if (f.size() != 3) return kls::InvalidArgumentError(where + "expected 'i,j,kind', got '" + line + "'");
-    if (!ParseInt(f[0], &i) || !ParseInt(f[1], &j)) {
-      if (c.pairs.empty() && line_no == 1) continue;  // header
-      return kls::InvalidArgumentError(where + "i and j must be integers, got '" + line + "'");
-    }
-    const std::string kind = Trim(f[2]);
-    kls::PairKind k;
-    if (kind == "1" || kind == "+1" || kind == "must") {
-      k = kls::PairKind::kMustLink;
-    } else if (kind == "-1" || kind == "cannot") {
-      k = kls::PairKind::kCannotLink;
-    } else {
-      return kls::InvalidArgumentError(where + "kind '" + kind + "' is not 1, -1, must or cannot");
-    }
-    c.pairs.push_back(kls::Pair{i, j, k});
-  }
-  return c;
-}
-
 kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol,
                                                             const std::vector<int>& labels, uint64_t seed) {
   if (labels.empty()) {
@@ -358,7 +325,7 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
     return out.Failure(kls::InvalidArgumentError("give either --constraints or --protocol, not both"));
   }
   if (!a.constraints_file.empty()) {
-    auto read = ReadConstraintsFile(a.constraints_file);
+    auto read = kls::ReadConstraintsFile(a.constraints_file);
     if (!read.ok()) return out.Failure(read.status());
     constraints = std::move(read).value();
   } else if (!a.protocol.empty()) {

@@ -2,7 +2,8 @@
 # Installs every Debian 12 package KLS needs to build, test and run.
 # Idempotent: installs only what is missing, and runs `apt-get update` only
 # when something is. Used by the Makefile (make run / make test) and the
-# Dockerfile. Pass --runtime-only for the runtime libraries alone.
+# Dockerfile. Pass --runtime-only for the runtime libraries alone, --fuzz for
+# the build packages plus clang/libFuzzer (`make fuzz`).
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -44,6 +45,9 @@ RUNTIME_PACKAGES+=(libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libcivetw
 
 if [[ "${1:-}" == "--runtime-only" ]]; then
   wanted=("${RUNTIME_PACKAGES[@]}")
+elif [[ "${1:-}" == "--fuzz" ]]; then
+  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes, besides the build packages
+  wanted=("${BUILD_PACKAGES[@]}" clang-14 libclang-rt-14-dev)
 else
   wanted=("${BUILD_PACKAGES[@]}")
 fi
