@@ -448,7 +448,11 @@ TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
   WaitFor(servers_[owner].pid, std::chrono::seconds(5));
   servers_[owner].pid = -1;
   auto moved = WaitJob(job.id(),
-                       [](const kls::v1::Job& j) { return j.state() != kls::v1::RUNNING || j.attempts() >= 2; },
+                       [](const kls::v1::Job& j) {
+                         // Re-queued (attempt 1, QUEUED) is not yet "taken over".
+                         return j.attempts() >= 2 || j.state() == kls::v1::SUCCEEDED || j.state() == kls::v1::FAILED ||
+                                j.state() == kls::v1::CANCELLED;
+                       },
                        std::chrono::seconds(30), owner);
   const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   EXPECT_GE(moved.attempts(), 2);
