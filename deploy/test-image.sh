@@ -343,6 +343,11 @@ $before
 --- after
 $after"
 log "after a restart on the same data directory: the same answers"
+if [[ $RUN_MODE == chroot ]]; then
+  foreign=$(find "$DATA" -mindepth 1 ! -uid "$IMG_UID" | head -3)
+  [[ -z $foreign ]] || fail "files in the data directory not owned by $IMG_USER: $foreign"
+  log "data directory: $(find "$DATA" -mindepth 1 | wc -l) entries, all owned by $IMG_USER"
+fi
 stop_server
 [[ $STOP_RC == 0 ]] || { cat "$WORK/server2.log" >&2; fail "SIGTERM (second run): exit code $STOP_RC"; }
 
@@ -358,5 +363,6 @@ $(grep 'not found' <<<"$libs")"
   log "ldd /usr/local/bin/$b: $(grep -c '=>' <<<"$libs") shared libraries, none missing"
 done
 
-log "image $IMAGE: $((SIZE / 1000000)) MB ($SIZE bytes); build ${BUILD_SECONDS} s"
+if [[ $BUILD_SECONDS == reused ]]; then build="not rebuilt"; else build="built in $BUILD_SECONDS s"; fi
+log "image $IMAGE: $((SIZE / 1000000)) MB ($SIZE bytes), $build"
 log "PASSED in ${SECONDS} s"
