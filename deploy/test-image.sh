@@ -305,6 +305,18 @@ queries() {
   kls_cli kernels --name iris | awk '{print $1, $2}'
 }
 
+# -- shared libraries of every binary in the runtime stage
+mapfile -t bins < <(list_bins)
+((${#bins[@]} > 0)) || fail "no binaries in /usr/local/bin"
+for b in "${bins[@]}"; do
+  libs=$(ldd_in_image "/usr/local/bin/$b") || fail "ldd /usr/local/bin/$b: $libs"
+  if grep -q 'not found' <<<"$libs"; then
+    fail "/usr/local/bin/$b: missing shared libraries in the image:
+$(grep 'not found' <<<"$libs")"
+  fi
+  log "ldd /usr/local/bin/$b: $(grep -c '=>' <<<"$libs") shared libraries, none missing"
+done
+
 # -- first start: health, user, upload, learn, query
 start_server "$WORK/server1.log"
 wait_healthy "$WORK/server1.log"
@@ -350,18 +362,6 @@ if [[ $RUN_MODE == chroot ]]; then
 fi
 stop_server
 [[ $STOP_RC == 0 ]] || { cat "$WORK/server2.log" >&2; fail "SIGTERM (second run): exit code $STOP_RC"; }
-
-# -- shared libraries of every binary in the runtime stage
-mapfile -t bins < <(list_bins)
-((${#bins[@]} > 0)) || fail "no binaries in /usr/local/bin"
-for b in "${bins[@]}"; do
-  libs=$(ldd_in_image "/usr/local/bin/$b") || fail "ldd /usr/local/bin/$b: $libs"
-  if grep -q 'not found' <<<"$libs"; then
-    fail "/usr/local/bin/$b: missing shared libraries in the image:
-$(grep 'not found' <<<"$libs")"
-  fi
-  log "ldd /usr/local/bin/$b: $(grep -c '=>' <<<"$libs") shared libraries, none missing"
-done
 
 if [[ $BUILD_SECONDS == reused ]]; then build="not rebuilt"; else build="built in $BUILD_SECONDS s"; fi
 log "image $IMAGE: $((SIZE / 1000000)) MB ($SIZE bytes), $build"
