@@ -6,9 +6,10 @@
 # ---- build stage -------------------------------------------------------------
 FROM debian:12 AS builder
 WORKDIR /src
-# Dependencies first, so editing sources does not re-run apt.
+# Dependencies first, so editing sources does not re-run apt. --image-build:
+# only what kls-server and kls need (no test, benchmark or deploy-check packages).
 COPY deploy/install-deps.sh deploy/install-deps.sh
-RUN bash deploy/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash deploy/install-deps.sh --image-build && rm -rf /var/lib/apt/lists/*
 COPY . .
 # KLS_NATIVE=OFF: the image must run on CPUs other than the build machine's.
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -2,8 +2,12 @@
 # Installs every Debian 12 package KLS needs to build, test and run.
 # Idempotent: installs only what is missing, and runs `apt-get update` only
 # when something is. Used by the Makefile (make run / make test) and the
-# Dockerfile. Pass --runtime-only for the runtime libraries alone, --fuzz for
-# the build packages plus clang/libFuzzer (`make fuzz`).
+# Dockerfile. Modes:
+#   (none)          everything: build, tests, benchmarks, deploy checks
+#   --image-build   only what building kls-server and kls needs (the
+#                   Dockerfile's builder stage: no test or benchmark packages)
+#   --runtime-only  the shared libraries the two binaries load (runtime stage)
+#   --fuzz          everything, plus clang and libFuzzer (`make fuzz`)
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -40,17 +44,26 @@ BUILD_PACKAGES+=(prometheus-cpp-dev prometheus)
 if ! command -v kubectl >/dev/null 2>&1; then
   BUILD_PACKAGES+=(kubernetes-client)
 fi
+# The image's builder stage: kls-server and kls (core, proto, server, client;
+# protobuf-compiler-grpc also provides grpc_python_plugin, which configuring
+# client/python needs).
+IMAGE_BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libeigen3-dev libspectra-dev liblbfgspp-dev liblapacke-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libsqlite3-dev zlib1g-dev libpq-dev libcli11-dev nlohmann-json3-dev
+  libsvm-dev libglpk-dev libssl-dev prometheus-cpp-dev
+)
 RUNTIME_PACKAGES=(libgrpc++1.51 libprotobuf32 libspdlog1.10 libsqlite3-0 libpq5 zlib1g libsvm3 libglpk40 liblapacke ca-certificates)
 RUNTIME_PACKAGES+=(libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libcivetweb1)  # metrics endpoint
 
-if [[ "${1:-}" == "--runtime-only" ]]; then
-  wanted=("${RUNTIME_PACKAGES[@]}")
-elif [[ "${1:-}" == "--fuzz" ]]; then
-  # `make fuzz`: clang with libFuzzer and the sanitizer runtimes, besides the build packages
-  wanted=("${BUILD_PACKAGES[@]}" clang-14 libclang-rt-14-dev)
-else
-  wanted=("${BUILD_PACKAGES[@]}")
-fi
+case "${1:-}" in
+  --runtime-only) wanted=("${RUNTIME_PACKAGES[@]}") ;;
+  --image-build)  wanted=("${IMAGE_BUILD_PACKAGES[@]}") ;;
+  --fuzz)         wanted=("${BUILD_PACKAGES[@]}" clang-14 libclang-rt-14-dev) ;;  # libFuzzer + sanitizer runtimes
+  "")             wanted=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown option $1 (use --image-build, --runtime-only or --fuzz)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${wanted[@]}"; do
