@@ -1,5 +1,5 @@
 // Pairwise side information: must-link (T_ij = +1) and cannot-link
-// (T_ij = -1) pairs, the input of every NPKL solver (ALGORITHMS.md §1), and
+// (T_ij = -1) pairs, the input of every NPKL solver, and
 // the seeded generators of each paper's experimental protocol.
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 // CSV: a header line, then one row per point; every column is a number; the
 // last column is the integer class label when its header is `label`
-// (the layout of ../shared/datasets). An optional first column named `key`
+// (the layout of the sets in tests/data). An optional first column named `key`
 // holds string item keys.
 //
 // LIBSVM: "label idx:val idx:val ..." with 1-based ascending indices; read into

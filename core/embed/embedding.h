@@ -1,5 +1,5 @@
-// Data embedding through the SimpleNPKL scheme (thesis §3.4; ALGORITHMS.md
-// §3): colored maximum variance unfolding (CMVU, §3.4.1, eq. (3.25)), minimum
+// Data embedding through the SimpleNPKL scheme (thesis §3.4):
+// colored maximum variance unfolding (CMVU, §3.4.1, eq. (3.25)), minimum
 // volume embedding (MVE, §3.4.2, eq. (3.26)) and structure preserving
 // embedding (SPE, §3.4.3), each "A and ∇J replaced in the SimpleNPKL loop"
 // (core/embed/embedding_minimax.h), plus the kernel PCA baseline of Table 3.8.
@@ -186,7 +186,7 @@ struct KpcaOptions {
     kRbf,     ///< K_ij = exp(−‖x_i − x_j‖² / (2σ²))
   };
   Kernel kernel = Kernel::kLinear;
-  /// RBF width σ > 0; 0 = the mean distance of each point to its 10 nearest neighbours, halved (ALGORITHMS.md §1).
+  /// RBF width σ > 0; 0 = the mean distance of each point to its 10 nearest neighbours, halved.
   double rbf_sigma = 0.0;
   /// Output dimensions >= 1.
   int dims = 2;

@@ -1,5 +1,5 @@
 // Similarity graphs and the normalized graph Laplacian every NPKL solver uses
-// (ALGORITHMS.md §1; BCDNPKL paper §2):
+// (BCDNPKL paper §2):
 //     Δ = (1+δ) I − D^{-1/2} S D^{-1/2},   D = diag(Σ_j S_ij).
 #pragma once
 

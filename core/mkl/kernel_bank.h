@@ -1,5 +1,5 @@
 // Base kernels for ONK and MKL, described by small specs so that a model can
-// re-evaluate them on unseen points (DESIGN.md: "a parametric recipe").
+// re-evaluate them on unseen points (a parametric recipe).
 //
 // The standard MKL bank (thesis §4.5.1 and §5.3.1, following [XJKL08]):
 // Gaussian kernels with widths σ ∈ {2⁻³, 2⁻², …, 2⁶} and polynomial kernels of

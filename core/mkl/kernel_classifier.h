@@ -1,4 +1,4 @@
-// One classifier model for ONK and MKL results (DESIGN.md: a parametric
+// One classifier model for ONK and MKL results (a parametric
 // recipe): base-kernel specs, their weights and combination, the feature
 // standardization, the support vectors with their α and labels, and b. It
 // predicts for new points by re-evaluating the base kernels against the

@@ -1,5 +1,5 @@
 // Two-stage multiple kernel learning by centered kernel-target alignment
-// (Cortes, Mohri & Rostamizadeh; thesis §7.3, Theorem 7.35; ALGORITHMS.md §5).
+// (Cortes, Mohri & Rostamizadeh; thesis §7.3, Theorem 7.35).
 //
 // Stage 1: with centered base kernels K_tᶜ = H K_t H (H = I − 11ᵀ/n) and the
 // target Y = yyᵀ,

@@ -1,4 +1,4 @@
-// Optimal neighborhood kernel (Liu, Chen, Chen & Ye, IJCAI 2009; ALGORITHMS.md §4).
+// Optimal neighborhood kernel (Liu, Chen, Chen & Ye, IJCAI 2009).
 //
 // Given a PSD kernel K (n × n) and labels y ∈ {±1}ⁿ, the ONK saddle problem (3)
 // reduces (Theorem 1) to the convex quartic

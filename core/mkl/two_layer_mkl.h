@@ -1,4 +1,4 @@
-// Two-layer multiple kernel learning (thesis ch. 4; ALGORITHMS.md §5).
+// Two-layer multiple kernel learning (thesis ch. 4).
 //
 // Kernel domain (4.2):  k⁽²⁾(x, z; μ) = exp(Σ_t μ_t k_t⁽¹⁾(x, z)),  μ >= 0,
 // with unit-trace base kernels k_t⁽¹⁾. Problem (4.3):

@@ -1,5 +1,5 @@
-// Unsupervised multiple kernel learning (thesis ch. 5, Protocol 4;
-// ALGORITHMS.md §5).
+// Unsupervised multiple kernel learning (thesis ch. 5,
+// Protocol 4).
 //
 // Kernel domain (5.1): K = Σ_t μ_t K_t with μ on the simplex (μ >= 0, Σμ = 1).
 // With X the standardized points and local bases B_i (|B_i| = B), problem

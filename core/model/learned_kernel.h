@@ -1,5 +1,5 @@
 // LearnedKernel: the result type of every kernel-learning solver, in factored
-// form K = V Vᵀ with V the n × r embedding (DESIGN.md "Layers"). It never
+// form K = V Vᵀ with V the n × r embedding (docs/ARCHITECTURE.md). It never
 // materializes the n × n matrix.
 //
 // Thread safety: const methods are safe to call concurrently.
@@ -45,7 +45,7 @@ class LearnedKernel {
   /// The k largest K_ij over j (excluding j = i when exclude_self), highest
   /// first, ties by smaller index. O(nr + n log k).
   ///
-  /// One pass over V (the query-path cost model of DESIGN.md: one GEMV +
+  /// One pass over V (the query-path cost model: one GEMV +
   /// partial selection, fused): rows are scored in blocks of kScanBlock into a
   /// buffer that stays in L1, four rows at a time with independent SIMD
   /// partial sums, and only scores that beat the current k-th best touch the

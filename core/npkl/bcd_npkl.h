@@ -1,5 +1,5 @@
 // BCDNPKL: non-parametric kernel learning by boundary reduction and block
-// coordinate descent (Hu, Wang & Chen, ICML 2011; ALGORITHMS.md §1). It solves
+// coordinate descent (Hu, Wang & Chen, ICML 2011). It solves
 //
 //     min_{Z ⪰ 0}  tr(Δ Z) + C Σ_{(i,j)∈T} ℓ(T_ij Z_ij)                       eq. (1)
 //

@@ -1,6 +1,6 @@
 // KL-ADMM: non-parametric kernel learning from pairwise constraints by the
-// alternating direction method of multipliers (Hu & Kwok, IJCAI 2015;
-// ALGORITHMS.md §1). It solves the pairwise-constraint-propagation (PCP) problem
+// alternating direction method of multipliers (Hu & Kwok, IJCAI 2015).
+// It solves the pairwise-constraint-propagation (PCP) problem
 //
 //     min_{K ⪰ 0}  tr(K L) + (γ/2) Σ_{(i,j)∈T} (K_ij − T_ij)²              eq. (1)
 //

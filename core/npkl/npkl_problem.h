@@ -1,5 +1,5 @@
 // The problem every non-parametric kernel learning (NPKL) solver takes
-// (ALGORITHMS.md §1, Hoi et al. 2007; BCDNPKL eq. (1)):
+// (Hoi et al. 2007; BCDNPKL eq. (1)):
 //
 //     min_{K ⪰ 0}  tr(Δ K) + C Σ_{(i,j)∈T} ℓ(T_ij K_ij)
 //

@@ -1,5 +1,5 @@
 // SimpleNPKL: simple non-parametric kernel learning (Zhuang, Tsang & Hoi;
-// thesis ch. 3, §3.2–3.3; ALGORITHMS.md §1).
+// thesis ch. 3, §3.2–3.3).
 //
 // Problem (thesis (3.15), (3.20) and §3.2.4–3.2.5), over K ⪰ 0 (n × n):
 //

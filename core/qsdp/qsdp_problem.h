@@ -1,5 +1,5 @@
 // The convex QSDP of graph-Laplacian regularized kernel learning (SQLP paper
-// eq. (11)–(14); ALGORITHMS.md §2), kept in its rank-one-term structure:
+// eq. (11)–(14)), kept in its rank-one-term structure:
 //
 //     min_{Y ⪰ 0}  f(Y) = Σ_k w_k (⟨G_k, Y⟩ − t_k)² − c·tr(Y),
 //     G_k = sym(a_k b_kᵀ) = (a_k b_kᵀ + b_k a_kᵀ)/2,   so ⟨G_k, Y⟩ = a_kᵀ Y b_k.

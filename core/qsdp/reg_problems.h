@@ -1,4 +1,4 @@
-// RegPCP and RegMVU (SQLP paper §2.3 and §4; ALGORITHMS.md §2) as QSDPs
+// RegPCP and RegMVU (SQLP paper §2.3 and §4) as QSDPs
 // (qsdp_problem.h), from raw points to the m × m problem in Y.
 //
 // RegMVU (eq. (11), Weinberger et al. 2007), paper §4 settings: the 4-NN graph

@@ -1,5 +1,5 @@
 // The smooth basis Q of graph-Laplacian regularized kernel learning (SQLP paper
-// §2.3; ALGORITHMS.md §2): K = Q Y Qᵀ with Q (n × m) the eigenvectors of a
+// §2.3): K = Q Y Qᵀ with Q (n × m) the eigenvectors of a
 // graph Laplacian with the smallest eigenvalues.
 //
 //   RegMVU (Weinberger et al. 2007):  Q = (v_2, …, v_{m+1}) of L = D − W

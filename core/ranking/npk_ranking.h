@@ -1,4 +1,4 @@
-// Non-parametric kernel ranking (thesis ch. 6, §6.3; ALGORITHMS.md §6).
+// Non-parametric kernel ranking (thesis ch. 6, §6.3).
 //
 // Problem (6.2): learn K ⪰ 0 on n items that is maximally dependent (HSIC,
 // Definition 6.1) on a text kernel K_t while visual neighbours stay close:

@@ -1,4 +1,4 @@
-// VisualRank (Jing & Baluja 2008; thesis ch. 6, §6.2; ALGORITHMS.md §6).
+// VisualRank (Jing & Baluja 2008; thesis ch. 6, §6.2).
 //
 //     VR = λ_d K̂ VR + (1 − λ_d) P,                                   (§6.2)
 //

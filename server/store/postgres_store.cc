@@ -1,6 +1,6 @@
 // Shared Store on PostgreSQL (kls-server --store postgresql://...), through
 // libpq's C API. Every replica is the same stateless process pointed at one
-// database; see OpenPostgresStore in store.h and DESIGN.md "Several replicas".
+// database; see OpenPostgresStore in store.h and docs/ARCHITECTURE.md.
 //
 // Why artifacts live in the database as chunked bytea rows
 // (artifact_chunks(artifact_id, seq, bytes), 1 MiB each) rather than large

@@ -1,4 +1,4 @@
-// core/ must know nothing of gRPC or protobuf (../shared/STYLE.md habit 1).
+// core/ must know nothing of gRPC or protobuf (the layering rule of docs/ARCHITECTURE.md).
 #include <gtest/gtest.h>
 
 #include <filesystem>
