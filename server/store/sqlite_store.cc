@@ -887,14 +887,8 @@ class SqliteStore final : public Store {
   Status Exec(const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "unknown";
-      sqlite3_free(err);
-      const int code = sqlite3_extended_errcode(db_) & 0xff;
-      const int errno_code = sqlite3_system_errno(db_);
-      if (code == SQLITE_FULL || (code == SQLITE_IOERR && (errno_code == ENOSPC || errno_code == EDQUOT))) {
-        return DiskFull(dir_, "sqlite: " + msg);
-      }
-      return InternalError(std::string("sqlite: ") + msg);
+      sqlite3_free(err);  // the same text as sqlite3_errmsg, which SqliteError reports
+      return SqliteError(db_, "sqlite");
     }
     return OkStatus();
   }
