@@ -1,22 +1,9 @@
 // kls.v1.Datasets: Upload (client stream), Get, List, Delete.
 //
-// Upload checks everything before the store sees it (datasets.proto):
-//   - the first message is the header; its declared sizes are checked against
-//     the limits below BEFORE anything is allocated (RESOURCE_EXHAUSTED naming
-//     the field and value);
-//   - feature rows arrive in order (FeatureChunk.first_row = rows so far),
-//     dense (a multiple of dim values) or sparse (ascending indices < dim),
-//     every value finite ("features[3][1] = nan is not finite"), one label /
-//     key per row exactly when the header says so, keys unique and non-empty;
-//   - constraint indices in range, kind ±1, at most num_constraints pairs;
-//   - the stream ends with exactly num_points rows and num_constraints pairs.
-// Any violation is INVALID_ARGUMENT (RESOURCE_EXHAUSTED for the size limits)
-// and nothing is stored; the data set is written by Store::PutDataset only
-// after the whole stream checked out.
-//
-// Memory: the dense n × d matrix is allocated when the first feature chunk
-// arrives (at most 2^30 values = 8 GiB by the limits); allocation failure is
-// RESOURCE_EXHAUSTED.
+// Upload feeds the stream to an UploadAssembler (server/upload_assembler.h),
+// which checks every message as it arrives; any violation is INVALID_ARGUMENT
+// (RESOURCE_EXHAUSTED for the size limits) and nothing is stored: the data set
+// is written by Store::PutDataset only after the whole stream checked out.
 //
 // Thread safety: handlers run concurrently; the service holds no mutable state.
 #pragma once
@@ -25,17 +12,9 @@
 
 #include "kls/v1/datasets.grpc.pb.h"
 #include "server/store/store.h"
+#include "server/upload_assembler.h"
 
 namespace kls::server {
-
-/// Upload limits on the header's declared sizes (datasets.proto).
-struct UploadLimits {
-  int64_t max_points = 10'000'000;          ///< header.num_points
-  int64_t max_dim = 1'000'000;              ///< header.dim
-  int64_t max_values = int64_t{1} << 30;    ///< header.num_points × header.dim
-  int64_t max_constraints = 100'000'000;    ///< header.num_constraints
-  int64_t max_name_bytes = 256;             ///< header.name
-};
 
 class DatasetsService final : public kls::v1::Datasets::Service {
  public:

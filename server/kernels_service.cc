@@ -3,9 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
-#include <unordered_set>
 #include <utility>
 
 #include "core/common/names.h"
@@ -13,124 +11,6 @@
 #include "server/status_mapping.h"
 
 namespace kls::server {
-namespace {
-
-// Assembles one Import stream, checking each message as it arrives so that an
-// error names the first bad field, row or value.
-class ImportAssembler {
- public:
-  explicit ImportAssembler(const ImportLimits& limits) : limits_(limits) {}
-
-  Status Header(const kls::v1::ImportKernelHeader& h) {
-    if (h.name().empty()) return InvalidArgumentError("header.name must not be empty");
-    if (static_cast<int64_t>(h.name().size()) > limits_.max_name_bytes) {
-      return InvalidArgumentError("header.name is " + std::to_string(h.name().size()) + " bytes; at most " +
-                                  std::to_string(limits_.max_name_bytes) + " are allowed");
-    }
-    KLS_RETURN_IF_ERROR(ValidateName("header.name", h.name()));
-    if (h.num_points() < 1) {
-      return InvalidArgumentError("header.num_points = " + std::to_string(h.num_points()) + " must be >= 1");
-    }
-    if (h.dim() < 1) return InvalidArgumentError("header.dim = " + std::to_string(h.dim()) + " must be >= 1");
-    if (h.num_points() > limits_.max_points) {
-      return ResourceExhaustedError("header.num_points = " + std::to_string(h.num_points()) +
-                                    " exceeds the limit of " + std::to_string(limits_.max_points));
-    }
-    if (h.dim() > limits_.max_dim) {
-      return ResourceExhaustedError("header.dim = " + std::to_string(h.dim()) + " exceeds the limit of " +
-                                    std::to_string(limits_.max_dim));
-    }
-    // Both factors are bounded above, so the product cannot overflow int64.
-    const int64_t values = h.num_points() * int64_t{h.dim()};
-    if (values > limits_.max_values) {
-      return ResourceExhaustedError("header.num_points × header.dim = " + std::to_string(h.num_points()) + " × " +
-                                    std::to_string(h.dim()) + " = " + std::to_string(values) +
-                                    " values exceeds the limit of " + std::to_string(limits_.max_values));
-    }
-    header_ = h;
-    have_header_ = true;
-    return OkStatus();
-  }
-
-  Status Rows(const kls::v1::ImportKernelRows& c) {
-    const int64_t dim = header_.dim();
-    if (c.first_row() != rows_) {
-      return InvalidArgumentError("rows.first_row = " + std::to_string(c.first_row()) + " but " +
-                                  std::to_string(rows_) + " rows were received so far (rows must arrive in order)");
-    }
-    if (c.values_size() % dim != 0) {
-      return InvalidArgumentError("rows chunk at first_row " + std::to_string(c.first_row()) + " has " +
-                                  std::to_string(c.values_size()) + " values, not a multiple of header.dim = " +
-                                  std::to_string(dim));
-    }
-    const int64_t rows = c.values_size() / dim;
-    if (rows_ + rows > header_.num_points()) {
-      return InvalidArgumentError("rows chunk at first_row " + std::to_string(c.first_row()) + " carries " +
-                                  std::to_string(rows) + " rows, beyond header.num_points = " +
-                                  std::to_string(header_.num_points()));
-    }
-    if (header_.has_item_keys() ? c.item_keys_size() != rows : c.item_keys_size() != 0) {
-      return InvalidArgumentError(
-          "rows chunk at first_row " + std::to_string(c.first_row()) + " has " + std::to_string(c.item_keys_size()) +
-          " item_keys for " + std::to_string(rows) + " rows" +
-          (header_.has_item_keys() ? " (one per row is required)" : " but header.has_item_keys is false"));
-    }
-    if (rows == 0) return OkStatus();
-    if (embedding_.size() == 0) {
-      // Allocated on the first rows, after the header passed the limits.
-      KLS_RETURN_IF_ERROR(GuardExceptions("import", [&]() -> Status {
-        embedding_.resize(header_.num_points(), dim);
-        return OkStatus();
-      }));
-    }
-    const double* in = c.values().data();
-    double* out = embedding_.data() + rows_ * dim;
-    for (int64_t t = 0; t < rows * dim; ++t) {
-      if (!std::isfinite(in[t])) {
-        return InvalidArgumentError("rows[" + std::to_string(rows_ + t / dim) + "][" + std::to_string(t % dim) +
-                                    "] = " + FormatNumber(in[t]) + " is not finite");
-      }
-      out[t] = in[t];
-    }
-    for (int64_t r = 0; r < c.item_keys_size(); ++r) {
-      const std::string& key = c.item_keys(static_cast<int>(r));
-      const std::string where = "item_keys[" + std::to_string(rows_ + r) + "]";
-      if (key.empty()) return InvalidArgumentError(where + " is empty");
-      if (!seen_keys_.insert(key).second) {
-        return InvalidArgumentError(where + " = '" + key + "' repeats an earlier key (keys must be unique)");
-      }
-      keys_.push_back(key);
-    }
-    rows_ += rows;
-    return OkStatus();
-  }
-
-  Status Finish() const {
-    if (!have_header_) return InvalidArgumentError("the import stream is empty; the first message must be the header");
-    if (rows_ != header_.num_points()) {
-      return InvalidArgumentError("the import stream ended after " + std::to_string(rows_) + " of header.num_points = " +
-                                  std::to_string(header_.num_points()) + " rows");
-    }
-    return OkStatus();
-  }
-
-  bool have_header() const { return have_header_; }
-  const kls::v1::ImportKernelHeader& header() const { return header_; }
-  LearnedKernel::Embedding TakeEmbedding() { return std::move(embedding_); }
-  std::vector<std::string> TakeKeys() { return std::move(keys_); }
-
- private:
-  const ImportLimits& limits_;
-  kls::v1::ImportKernelHeader header_;
-  bool have_header_ = false;
-  int64_t rows_ = 0;
-  LearnedKernel::Embedding embedding_;
-  std::vector<std::string> keys_;
-  std::unordered_set<std::string> seen_keys_;
-};
-
-}  // namespace
-
 KernelKey FromProto(const kls::v1::KernelRef& ref) { return KernelKey{ref.name(), ref.version(), ref.alias()}; }
 
 void ToProto(const store::KernelRecord& r, kls::v1::KernelInfo* info) {
@@ -228,22 +108,9 @@ grpc::Status KernelsService::Import(grpc::ServerContext* context,
   const Stopwatch watch;
   ImportAssembler assembler(limits_);
   kls::v1::ImportKernelChunk chunk;
-  int64_t message = 0;
   while (reader->Read(&chunk)) {
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "import cancelled");
-    Status s;
-    if (message == 0) {
-      s = chunk.has_header() ? assembler.Header(chunk.header())
-                             : InvalidArgumentError("message 0 of the import stream must be the header");
-    } else if (chunk.has_header()) {
-      s = InvalidArgumentError("message " + std::to_string(message) + " repeats the header (send it once, first)");
-    } else if (chunk.has_rows()) {
-      s = assembler.Rows(chunk.rows());
-    } else {
-      s = InvalidArgumentError("message " + std::to_string(message) + " of the import stream is empty");
-    }
-    if (!s.ok()) return ToGrpcStatus(s);
-    ++message;
+    if (const Status s = assembler.Add(chunk); !s.ok()) return ToGrpcStatus(s);
   }
   if (const Status s = assembler.Finish(); !s.ok()) return ToGrpcStatus(s);
 

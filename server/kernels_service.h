@@ -23,18 +23,11 @@
 #include <cstdint>
 
 #include "kls/v1/kernels.grpc.pb.h"
+#include "server/import_assembler.h"
 #include "server/kernel_cache.h"
 #include "server/store/store.h"
 
 namespace kls::server {
-
-/// Limits on an Import header's declared sizes (kernels.proto).
-struct ImportLimits {
-  int64_t max_points = 10'000'000;        ///< header.num_points
-  int64_t max_dim = 65'536;               ///< header.dim
-  int64_t max_values = int64_t{1} << 28;  ///< header.num_points × header.dim (2 GiB of float64)
-  int64_t max_name_bytes = 256;           ///< header.name
-};
 
 class KernelsService final : public kls::v1::Kernels::Service {
  public:

@@ -78,6 +78,12 @@ struct Comment {
   int author = 0;  ///< user who wrote it
 };
 
+/// Bounds on a social data set from outside (an upload's header, the CSV
+/// directory reader): the user kernels are dense num_users × num_users.
+inline constexpr int kMaxCommunityUsers = 20'000;
+inline constexpr int kMaxCommunityGroups = 1'000'000;
+inline constexpr int kMaxCommunityVocabulary = 10'000'000;
+
 struct Community {
   int num_users = 0;
   int num_groups = 0;

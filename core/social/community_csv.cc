@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -25,13 +27,16 @@ std::vector<std::string> SplitComma(const std::string& line) {
 }
 
 // Rows of a CSV file after its header, each with exactly `columns` cells
-// (0 = at least 1). `missing_ok`: a missing file is an empty table.
-StatusOr<std::vector<std::vector<std::string>>> ReadTable(const fs::path& path, int columns, bool missing_ok) {
-  std::ifstream in(path);
-  if (!in) {
-    if (missing_ok && !fs::exists(path)) return std::vector<std::vector<std::string>>{};
-    return NotFoundError("cannot read " + path.string());
+// (0 = at least 1). A file absent from `files` is an empty table if
+// `missing_ok`, NOT_FOUND otherwise.
+StatusOr<std::vector<std::vector<std::string>>> ReadTable(const std::map<std::string, std::string>& files,
+                                                          const std::string& name, int columns, bool missing_ok) {
+  const auto file = files.find(name);
+  if (file == files.end()) {
+    if (missing_ok) return std::vector<std::vector<std::string>>{};
+    return NotFoundError("cannot read " + name);
   }
+  std::istringstream in(file->second);
   std::string line;
   std::getline(in, line);  // header
   std::vector<std::vector<std::string>> rows;
@@ -42,8 +47,8 @@ StatusOr<std::vector<std::vector<std::string>>> ReadTable(const fs::path& path, 
     if (line.empty()) continue;
     std::vector<std::string> cells = SplitComma(line);
     if (columns > 0 && static_cast<int>(cells.size()) != columns) {
-      return InvalidArgumentError(path.filename().string() + " line " + std::to_string(number) + ": " +
-                                  std::to_string(cells.size()) + " fields, expected " + std::to_string(columns));
+      return InvalidArgumentError(name + " line " + std::to_string(number) + ": " + std::to_string(cells.size()) +
+                                  " fields, expected " + std::to_string(columns));
     }
     rows.push_back(std::move(cells));
   }
@@ -60,28 +65,40 @@ StatusOr<double> Number(const std::string& cell, const std::string& where) {
   return v;
 }
 
-StatusOr<int> Id(const std::string& cell, const std::string& where) {
+// A non-negative integer id below `limit`.
+StatusOr<int> Id(const std::string& cell, const std::string& where, int limit) {
   KLS_ASSIGN_OR_RETURN(double v, Number(cell, where));
-  if (v < 0 || v != std::floor(v) || v > 2147483647.0) {
-    return InvalidArgumentError(where + " = '" + cell + "' is not a non-negative integer id");
+  if (v < 0 || v != std::floor(v) || v >= limit) {
+    return InvalidArgumentError(where + " = '" + cell + "' is not an integer id in [0, " + std::to_string(limit) + ")");
   }
   return static_cast<int>(v);
 }
 
+struct PairFile {
+  const char* file;
+  const char* a;
+  int a_limit;
+  const char* b;
+  int b_limit;
+};
+
 // Pairs of ids from a two-column file.
-StatusOr<std::vector<std::pair<int, int>>> ReadPairs(const fs::path& dir, const char* file, const char* a,
-                                                     const char* b) {
-  KLS_ASSIGN_OR_RETURN(auto rows, ReadTable(dir / file, 2, true));
+StatusOr<std::vector<std::pair<int, int>>> ReadPairs(const std::map<std::string, std::string>& files,
+                                                     const PairFile& spec) {
+  KLS_ASSIGN_OR_RETURN(auto rows, ReadTable(files, spec.file, 2, true));
   std::vector<std::pair<int, int>> out;
   out.reserve(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
-    const std::string where = std::string(file) + " row " + std::to_string(r + 1) + ": ";
-    KLS_ASSIGN_OR_RETURN(int x, Id(rows[r][0], where + a));
-    KLS_ASSIGN_OR_RETURN(int y, Id(rows[r][1], where + b));
+    const std::string where = std::string(spec.file) + " row " + std::to_string(r + 1) + ": ";
+    KLS_ASSIGN_OR_RETURN(int x, Id(rows[r][0], where + spec.a, spec.a_limit));
+    KLS_ASSIGN_OR_RETURN(int y, Id(rows[r][1], where + spec.b, spec.b_limit));
     out.emplace_back(x, y);
   }
   return out;
 }
+
+constexpr const char* kCommunityFiles[] = {"photos.csv",   "tags.csv",   "comments.csv",
+                                           "contacts.csv", "groups.csv", "faves.csv"};
 
 }  // namespace
 
@@ -130,7 +147,23 @@ Status WriteCommunityCsv(const Community& d, const std::string& dir_name) {
 
 StatusOr<Community> ReadCommunityCsv(const std::string& dir_name) {
   const fs::path dir(dir_name);
-  KLS_ASSIGN_OR_RETURN(auto photos, ReadTable(dir / "photos.csv", 0, false));
+  std::map<std::string, std::string> files;
+  for (const char* name : kCommunityFiles) {
+    std::ifstream in(dir / name, std::ios::binary);
+    if (!in) {
+      if (fs::exists(dir / name)) return NotFoundError("cannot read " + (dir / name).string());
+      if (std::string(name) == "photos.csv") return NotFoundError("cannot read " + (dir / name).string());
+      continue;
+    }
+    std::ostringstream content;
+    content << in.rdbuf();
+    files[name] = content.str();
+  }
+  return ParseCommunityCsv(files);
+}
+
+StatusOr<Community> ParseCommunityCsv(const std::map<std::string, std::string>& files) {
+  KLS_ASSIGN_OR_RETURN(auto photos, ReadTable(files, "photos.csv", 0, false));
   if (photos.empty()) return InvalidArgumentError("photos.csv has no rows");
   const int dim = static_cast<int>(photos[0].size()) - 4;
   if (dim < 1) return InvalidArgumentError("photos.csv needs owner,day,latitude,longitude and at least one feature");
@@ -144,8 +177,11 @@ StatusOr<Community> ReadCommunityCsv(const std::string& dir_name) {
       return InvalidArgumentError(where + std::to_string(photos[p].size()) + " fields, expected " +
                                   std::to_string(dim + 4));
     }
-    KLS_ASSIGN_OR_RETURN(int owner, Id(photos[p][0], where + "owner"));
+    KLS_ASSIGN_OR_RETURN(int owner, Id(photos[p][0], where + "owner", kMaxCommunityUsers));
     KLS_ASSIGN_OR_RETURN(double day, Number(photos[p][1], where + "day"));
+    if (day != std::floor(day) || std::abs(day) > std::numeric_limits<int>::max()) {
+      return InvalidArgumentError(where + "day = '" + photos[p][1] + "' is not an integer day number");
+    }
     KLS_ASSIGN_OR_RETURN(double lat, Number(photos[p][2], where + "latitude"));
     KLS_ASSIGN_OR_RETURN(double lon, Number(photos[p][3], where + "longitude"));
     d.photo_owner.push_back(owner);
@@ -157,11 +193,12 @@ StatusOr<Community> ReadCommunityCsv(const std::string& dir_name) {
       KLS_ASSIGN_OR_RETURN(d.photo_visual(p, j), Number(photos[p][4 + j], where + "v" + std::to_string(j)));
     }
   }
-  KLS_ASSIGN_OR_RETURN(auto tags, ReadPairs(dir, "tags.csv", "photo", "tag"));
-  KLS_ASSIGN_OR_RETURN(auto comments, ReadPairs(dir, "comments.csv", "photo", "author"));
-  KLS_ASSIGN_OR_RETURN(auto contacts, ReadPairs(dir, "contacts.csv", "user_a", "user_b"));
-  KLS_ASSIGN_OR_RETURN(auto groups, ReadPairs(dir, "groups.csv", "user", "group"));
-  KLS_ASSIGN_OR_RETURN(auto faves, ReadPairs(dir, "faves.csv", "user", "photo"));
+  constexpr int kUsers = kMaxCommunityUsers;
+  KLS_ASSIGN_OR_RETURN(auto tags, ReadPairs(files, {"tags.csv", "photo", n, "tag", kMaxCommunityVocabulary}));
+  KLS_ASSIGN_OR_RETURN(auto comments, ReadPairs(files, {"comments.csv", "photo", n, "author", kUsers}));
+  KLS_ASSIGN_OR_RETURN(auto contacts, ReadPairs(files, {"contacts.csv", "user_a", kUsers, "user_b", kUsers}));
+  KLS_ASSIGN_OR_RETURN(auto groups, ReadPairs(files, {"groups.csv", "user", kUsers, "group", kMaxCommunityGroups}));
+  KLS_ASSIGN_OR_RETURN(auto faves, ReadPairs(files, {"faves.csv", "user", kUsers, "photo", n}));
   for (const auto& [p, t] : tags) max_tag = std::max(max_tag, t);
   for (const auto& [p, a] : comments) max_user = std::max(max_user, a);
   for (const auto& [a, b] : contacts) max_user = std::max({max_user, a, b});
@@ -170,12 +207,6 @@ StatusOr<Community> ReadCommunityCsv(const std::string& dir_name) {
     max_group = std::max(max_group, g);
   }
   for (const auto& [u, p] : faves) max_user = std::max(max_user, u);
-  for (const auto* list : {&tags, &comments}) {
-    for (const auto& [p, x] : *list)
-      if (p >= n) return InvalidArgumentError("photo id " + std::to_string(p) + " >= the " + std::to_string(n) + " photos");
-  }
-  for (const auto& [u, p] : faves)
-    if (p >= n) return InvalidArgumentError("faves.csv: photo id " + std::to_string(p) + " >= the " + std::to_string(n) + " photos");
   d.num_users = max_user + 1;
   d.num_groups = max_group + 1;
   std::vector<Eigen::Triplet<double>> t;

@@ -14,6 +14,7 @@
 // required; a missing relation file means "none".
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/common/status.h"
@@ -27,6 +28,13 @@ Status WriteCommunityCsv(const Community& data, const std::string& dir);
 /// Reads them back. Errors name the file, line and field: INVALID_ARGUMENT
 /// for malformed numbers, ragged rows, negative ids or out-of-range photos;
 /// NOT_FOUND when photos.csv is missing. The result passes Community::Validate.
+/// Ids are bounded (users < kMaxCommunityUsers, groups < kMaxCommunityGroups,
+/// tags < kMaxCommunityVocabulary; days are integers): an id beyond them is
+/// INVALID_ARGUMENT naming the file, row and field, not an allocation of its size.
 StatusOr<Community> ReadCommunityCsv(const std::string& dir);
+
+/// The same from the files' contents, keyed by file name ("photos.csv", …);
+/// a name absent from the map is a missing file.
+StatusOr<Community> ParseCommunityCsv(const std::map<std::string, std::string>& files);
 
 }  // namespace kls

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "core/data/csv_reader.h"
 #include "core/mkl/classifier_training.h"
@@ -103,6 +105,27 @@ TEST(SocialIoTest, CommunityCsvAndRelationsRoundTrip) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("contacts.csv"));
   std::filesystem::remove_all(dir);
+}
+
+// Ids beyond the service's bounds are errors naming the file, row and field,
+// not allocations of their size (a contact id of 2e9 used to ask for 2e9
+// contact lists; a day of 1e300 was cast to int).
+TEST(SocialIoTest, CommunityCsvBoundsIdsAndDays) {
+  const std::string photos = "owner,day,latitude,longitude,v0\n0,1,10,20,0.5\n1,2,11,21,0.25\n";
+  auto parse = [&](const std::string& file, const std::string& content, const std::string& photo_file = "") {
+    std::map<std::string, std::string> files{{"photos.csv", photo_file.empty() ? photos : photo_file}};
+    if (!file.empty()) files[file] = content;
+    return ParseCommunityCsv(files);
+  };
+  ASSERT_TRUE(parse("contacts.csv", "user_a,user_b\n0,1\n").ok());
+  const auto big_contact = parse("contacts.csv", "user_a,user_b\n0,2000000000\n");
+  EXPECT_EQ(big_contact.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(big_contact.status().message(), HasSubstr("contacts.csv row 1: user_b = '2000000000'"));
+  EXPECT_THAT(parse("groups.csv", "user,group\n0,1000000\n").status().message(), HasSubstr("group"));
+  EXPECT_THAT(parse("tags.csv", "photo,tag\n2,0\n").status().message(), HasSubstr("tags.csv row 1: photo = '2'"));
+  EXPECT_THAT(parse("", "", "owner,day,latitude,longitude,v0\n0,1e300,10,20,0.5\n").status().message(),
+              HasSubstr("day = '1e300' is not an integer day number"));
+  EXPECT_EQ(ParseCommunityCsv({}).status().code(), StatusCode::kNotFound);
 }
 
 TEST(SocialIoTest, SocialGraphRejectsOutOfRangeIds) {
