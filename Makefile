@@ -1,11 +1,36 @@
 # Two entry points for a newcomer (README "Quick start"):
 #   make run   — install missing Debian packages, build, start kls-server on 127.0.0.1:50051
 #   make test  — install missing Debian packages, build, run the whole test suite
-BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./kls-data
 CMAKE_FLAGS ?=
+BUILD_TYPE ?= Release
+CTEST_ARGS ?=
+
+# Sanitizer builds: `make test SANITIZE=address,undefined` or
+# `make test SANITIZE=thread` build every target with the sanitizer into
+# build-<sanitizer>/ (RelWithDebInfo) and run the suites that exercise threads,
+# RPCs, the stores and the real binaries (labels server and e2e; the parsers
+# have their own sanitized runs in `make fuzz`). A report fails the test that
+# triggered it.
+SANITIZE ?=
+comma := ,
+ifneq ($(SANITIZE),)
+BUILD_DIR ?= build-$(subst $(comma),-,$(SANITIZE))
+BUILD_TYPE = RelWithDebInfo
+CMAKE_FLAGS += -DKLS_SANITIZE=$(SANITIZE)
+BUILD_TARGETS ?= tests-server tests-e2e
+CTEST_ARGS += -L 'server|e2e' -LE 'image|python'
+CTEST_TIMEOUT ?= 1800
+export ASAN_OPTIONS ?= detect_leaks=1:abort_on_error=1:detect_container_overflow=0
+export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+endif
+BUILD_DIR ?= build
+BUILD_TARGETS ?= all
+CTEST_TIMEOUT ?= 900
 
 .PHONY: deps configure build run test fuzz clean
 
@@ -13,16 +38,16 @@ deps:
 	bash deploy/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 
 build: configure
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(BUILD_TARGETS)
 
 run: build
 	$(BUILD_DIR)/server/kls-server --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout $(CTEST_TIMEOUT) $(CTEST_ARGS)
 
 # libFuzzer targets (tests/fuzz) with ASan + UBSan, built with clang into
 # $(FUZZ_DIR); run one with e.g.
