@@ -5,6 +5,17 @@
 #include "core/social/social_model.h"
 
 namespace kls::store {
+namespace {
+
+// rows × cols elements of `element_bytes` each fill the section exactly (the
+// product checked for overflow: the bytes are from disk or a database).
+bool Fills(const MappedArtifact::Section& s, DType dtype, uint64_t element_bytes) {
+  uint64_t elements = 0, bytes = 0;
+  return s.dtype == dtype && !__builtin_mul_overflow(s.rows, s.cols, &elements) &&
+         !__builtin_mul_overflow(elements, element_bytes, &bytes) && bytes == s.bytes;
+}
+
+}  // namespace
 
 StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d) {
   KLS_RETURN_IF_ERROR(d.data.Validate());
@@ -58,14 +69,14 @@ StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const st
 StatusOr<StoredDataset> DecodeDatasetArtifact(const MappedArtifact& a, const DatasetRecord& r) {
   StoredDataset out;
   const auto* f = a.Find("features");
-  if (!f || f->dtype != DType::kFloat64 || f->rows != static_cast<uint64_t>(r.num_points) ||
-      f->cols != static_cast<uint64_t>(r.dim) || f->bytes != f->rows * f->cols * 8) {
+  if (!f || !Fills(*f, DType::kFloat64, 8) || f->rows != static_cast<uint64_t>(r.num_points) ||
+      f->cols != static_cast<uint64_t>(r.dim)) {
     return DataLossError("data set " + r.id + ": features section missing or mis-sized");
   }
   out.data.features.resize(r.num_points, r.dim);
   if (f->bytes) std::memcpy(out.data.features.data(), f->data, f->bytes);
   if (const auto* l = a.Find("labels")) {
-    if (l->dtype != DType::kInt32 || l->bytes != l->rows * 4) {
+    if (!Fills(*l, DType::kInt32, 4) || l->rows != static_cast<uint64_t>(r.num_points) || l->cols != 1) {
       return DataLossError("data set " + r.id + ": labels section mis-sized");
     }
     out.data.labels.resize(l->rows);
@@ -81,7 +92,7 @@ StatusOr<StoredDataset> DecodeDatasetArtifact(const MappedArtifact& a, const Dat
     }
   }
   if (const auto* c = a.Find("constraints")) {
-    if (c->dtype != DType::kInt32 || c->cols != 3 || c->bytes != c->rows * 12) {
+    if (!Fills(*c, DType::kInt32, 4) || c->cols != 3) {
       return DataLossError("data set " + r.id + ": constraints section mis-sized");
     }
     std::vector<int32_t> v(c->rows * 3);
@@ -96,13 +107,18 @@ StatusOr<StoredDataset> DecodeDatasetArtifact(const MappedArtifact& a, const Dat
     if (!social.ok()) return DataLossError("data set " + r.id + ": " + social.status().message());
     out.social = std::move(social).value();
   }
+  // What the encoder validated must still hold: a checksum-valid artifact
+  // with wrong contents is damage too, and is never served.
+  Status valid = out.data.Validate();
+  if (valid.ok()) valid = out.constraints.Validate(out.data.num_points());
+  if (!valid.ok()) return DataLossError("data set " + r.id + ": " + valid.message());
   return out;
 }
 
 StatusOr<StoredModel> DecodeKernelArtifact(const MappedArtifact& a, const KernelRecord& r) {
   const auto* e = a.Find("embedding");
-  if (!e || e->dtype != DType::kFloat64 || e->rows != static_cast<uint64_t>(r.num_points) ||
-      e->cols != static_cast<uint64_t>(r.rank) || e->bytes != e->rows * e->cols * 8) {
+  if (!e || !Fills(*e, DType::kFloat64, 8) || e->rows != static_cast<uint64_t>(r.num_points) ||
+      e->cols != static_cast<uint64_t>(r.rank)) {
     return DataLossError("kernel " + r.name + " v" + std::to_string(r.version) +
                          ": embedding section missing or mis-sized");
   }
