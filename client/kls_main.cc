@@ -487,6 +487,18 @@ kls::StatusOr<kls::v1::Loss> ParseLoss(const std::string& s) {
   return kls::InvalidArgumentError("--loss = '" + s + "' is not one of linear, hinge, square_hinge, square");
 }
 
+// `value` of `flag` among named choices: "--scaling = 'foo' is not one of none, zscore, minmax".
+template <typename E>
+kls::StatusOr<E> ParseChoice(const std::string& flag, const std::string& value,
+                             const std::vector<std::pair<std::string, E>>& choices) {
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (name == value) return e;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return kls::InvalidArgumentError(flag + " = '" + value + "' is not one of " + names);
+}
+
 kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(a.dataset);
@@ -508,24 +520,20 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     }
   }
   if (a.Given("--graph-connect")) {
-    const std::map<std::string, kls::v1::GraphSpec::Connect> modes = {
-        {"error", kls::v1::GraphSpec::CONNECT_ERROR}, {"grow_k", kls::v1::GraphSpec::GROW_K},
-        {"mst", kls::v1::GraphSpec::MST}};
-    auto it = modes.find(a.graph_connect);
-    if (it == modes.end()) {
-      return kls::InvalidArgumentError("--graph-connect = '" + a.graph_connect + "' is not one of error, grow_k, mst");
-    }
-    g->set_connect(it->second);
+    KLS_ASSIGN_OR_RETURN(const auto connect, ParseChoice<kls::v1::GraphSpec::Connect>(
+                                                 "--graph-connect", a.graph_connect,
+                                                 {{"error", kls::v1::GraphSpec::CONNECT_ERROR},
+                                                  {"grow_k", kls::v1::GraphSpec::GROW_K},
+                                                  {"mst", kls::v1::GraphSpec::MST}}));
+    g->set_connect(connect);
   }
   if (!a.scaling.empty()) {
-    const std::map<std::string, kls::v1::SubmitJobRequest::Scaling> scalings = {
-        {"none", kls::v1::SubmitJobRequest::NONE}, {"zscore", kls::v1::SubmitJobRequest::ZSCORE},
-        {"minmax", kls::v1::SubmitJobRequest::MINMAX}};
-    auto it = scalings.find(a.scaling);
-    if (it == scalings.end()) {
-      return kls::InvalidArgumentError("--scaling = '" + a.scaling + "' is not one of none, zscore, minmax");
-    }
-    r.set_scaling(it->second);
+    KLS_ASSIGN_OR_RETURN(const auto scaling, ParseChoice<kls::v1::SubmitJobRequest::Scaling>(
+                                                 "--scaling", a.scaling,
+                                                 {{"none", kls::v1::SubmitJobRequest::NONE},
+                                                  {"zscore", kls::v1::SubmitJobRequest::ZSCORE},
+                                                  {"minmax", kls::v1::SubmitJobRequest::MINMAX}}));
+    r.set_scaling(scaling);
   }
 
   // Which flags each method understands; anything else given is an error.
@@ -1257,7 +1265,7 @@ int main(int argc, char** argv) {
   option("--graph-connect", submit_args.graph_connect,
          "qsdp regmvu, disconnected k-NN graph: error, grow_k or mst (default: join components by shortest edges)");
   submit->add_option("--scaling", submit_args.scaling,
-                     "Feature scaling: none, zscore or minmax (default: zscore for simple_npkl, none otherwise); "
+                     "Feature scaling: none (default), zscore or minmax; "
                      "stored with the kernel and applied to feature queries");
 
   std::string job_id;

@@ -76,8 +76,8 @@ Status ValidateLossEnum(const std::string& method, kls::v1::Loss loss) {
 
 using Submit = kls::v1::SubmitJobRequest;
 
-// SubmitJobRequest.scaling → core; UNSPECIFIED (a record stored before the
-// field existed) is none. social_strength has no feature columns to scale.
+// SubmitJobRequest.scaling → core; UNSPECIFIED is none (also every record
+// stored before the field existed). social_strength has no feature columns to scale.
 StatusOr<FeatureScaling> ScalingToCore(kls::v1::SubmitJobRequest::Scaling s, const std::string& method) {
   KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::SubmitJobRequest::Scaling_IsValid(s), "scaling", s, "NONE, ZSCORE, MINMAX"));
   const FeatureScaling out = s == Submit::ZSCORE   ? FeatureScaling::kZScore
@@ -392,9 +392,6 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec) {
                    "CONNECT_ERROR, GROW_K, MST");
 }
 
-kls::v1::SubmitJobRequest::Scaling DefaultScaling(const std::string& method) {
-  return method == kMethodSimpleNpkl ? Submit::ZSCORE : Submit::NONE;
-}
 
 // ---- Submit / stored spec --------------------------------------------------
 
@@ -488,13 +485,10 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
   }
   KLS_ASSIGN_OR_RETURN(JobSpec spec, SpecFromRequest(request));
 
-  // Keep only what the worker needs to rebuild the spec: graph, scaling (the
-  // family default resolved now, so a later change of defaults leaves queued
-  // jobs alone) and the solver oneof.
+  // Keep only what the worker needs to rebuild the spec: graph, scaling + solver oneof.
   kls::v1::SubmitJobRequest stored;
   if (request.has_graph()) *stored.mutable_graph() = request.graph();
-  stored.set_scaling(request.scaling() == Submit::SCALING_UNSPECIFIED ? DefaultScaling(spec.method)
-                                                                       : request.scaling());
+  stored.set_scaling(request.scaling());
   switch (request.solver_case()) {
     case kls::v1::SubmitJobRequest::kKlAdmm: *stored.mutable_kl_admm() = request.kl_admm(); break;
     case kls::v1::SubmitJobRequest::kBcdNpkl: *stored.mutable_bcd_npkl() = request.bcd_npkl(); break;

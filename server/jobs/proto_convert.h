@@ -93,20 +93,13 @@ struct JobSpec {
                ClassifierTrainingOptions, NpkRankingJobOptions, SocialStrengthOptions>
       options;
   /// Feature scaling fitted on the data set before the solver runs (never for
-  /// social_strength). A stored record without the field runs unscaled.
+  /// social_strength). Unset = none for every family: each family's paper
+  /// tables are reproduced on raw features (docs/SERVICE.md "Job options").
   FeatureScaling scaling = FeatureScaling::kNone;
   /// graph.connect (qsdp REGMVU; also copied into QsdpJobOptions::mvu_options).
   ConnectMode connect = ConnectMode::kMst;
 };
 
-/// The scaling a submitted job gets when it names none (SCALING_UNSPECIFIED),
-/// chosen per family by what reproduces its paper on the paper's data
-/// (docs/REPRODUCTION.md): ZSCORE for simple_npkl (thesis Table 3.2 on wine is
-/// reached only with standardized features), NONE for every other family
-/// (KL-ADMM and BCDNPKL reproduce their tables on raw features; onk and mkl
-/// z-score inside the classifier already; the others keep their behaviour).
-/// Resolved at submit time and stored in the record.
-kls::v1::SubmitJobRequest::Scaling DefaultScaling(const std::string& method);
 
 // ---- Solver options: proto ↔ core ------------------------------------------
 // ToCore: every unset optional field keeps the core struct's in-class default.

@@ -102,7 +102,7 @@ TEST(FeatureScalingTest, SerializeRoundTripsAndRejectsDamage) {
   EXPECT_THAT(ParseFeatureScaler(future).status().message(), HasSubstr("format version 9"));
 }
 
-TEST(FeatureScalingTest, WineRangesDifferByOrdersOfMagnitude) {
+TEST(FeatureScalingTest, RangeRatioIsLargeForWineAndSmallForIris) {
   auto wine = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/wine.csv");
   ASSERT_TRUE(wine.ok()) << wine.status();
   EXPECT_GT(FeatureRangeRatio(wine->features), 1000.0);  // proline ≈ 10³ vs hue ≈ 1
@@ -110,6 +110,9 @@ TEST(FeatureScalingTest, WineRangesDifferByOrdersOfMagnitude) {
   ASSERT_TRUE(z.ok());
   EXPECT_LT(FeatureRangeRatio(*z), 10.0);
   EXPECT_EQ(FeatureRangeRatio(Sample().col(2)), 1.0);  // one constant column: nothing to compare
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris.ok());
+  EXPECT_NEAR(FeatureRangeRatio(iris->features), 5.9 / 2.4, 1e-9);  // no hint for iris
 }
 
 }  // namespace

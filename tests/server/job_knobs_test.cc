@@ -46,40 +46,8 @@ Eigen::MatrixXd Standardized(const Eigen::MatrixXd& x) {
   return z;
 }
 
-class JobKnobsTest : public ::testing::Test {
+class JobKnobsTest : public kls::testing::ServerJobTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
-    const Status started = server_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-    client_ = kls::testing::ClientFor(*server_);
-  }
-
-  std::string Upload(const Dataset& data, const PairwiseConstraints& constraints = {}) {
-    UploadOptions o;
-    o.name = "t";
-    auto info = client_->UploadDataset(data, constraints, o);
-    EXPECT_TRUE(info.ok()) << info.status();
-    return info.ok() ? info->id() : "";
-  }
-
-  // Submits and waits for the job to end.
-  kls::v1::Job Finish(kls::v1::SubmitJobRequest r, const std::string& kernel_name) {
-    r.set_kernel_name(kernel_name);
-    auto job = client_->SubmitJob(r);
-    EXPECT_TRUE(job.ok()) << job.status();
-    if (!job.ok()) return {};
-    auto done = client_->WatchJob(job->id(), [](const kls::v1::Job&) {}, 300);
-    EXPECT_TRUE(done.ok()) << done.status();
-    return done.ok() ? *done : kls::v1::Job();
-  }
-
-  kls::v1::Job Run(const kls::v1::SubmitJobRequest& r, const std::string& kernel_name) {
-    kls::v1::Job job = Finish(r, kernel_name);
-    EXPECT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
-    return job;
-  }
-
   // The evaluation protocol of docs/REPRODUCTION.md: kernel k-means on the
   // stored embedding (10 restarts), pair accuracy against the labels.
   double PairAccuracyOf(const std::string& kernel, const std::vector<int>& labels, LearnedKernel::Embedding* v) {
@@ -95,10 +63,6 @@ class JobKnobsTest : public ::testing::Test {
     EXPECT_TRUE(accuracy.ok());
     return accuracy.ok() ? *accuracy : 0;
   }
-
-  kls::testing::TempDir dir_;
-  std::unique_ptr<KlsServer> server_;
-  std::unique_ptr<Client> client_;
 };
 
 // SimpleNPKL on wine under the thesis protocol (§3.5.1: binary 5-NN graph,
@@ -118,8 +82,7 @@ TEST_F(JobKnobsTest, WineWithZscoreScalingGivesTheStandardizedAccuracy) {
   kls::v1::SubmitJobRequest r;
   r.mutable_simple_npkl()->set_loss(kls::v1::SQUARE_HINGE);
   r.set_dataset_id(raw_id);
-  r.set_scaling(kls::v1::SubmitJobRequest::NONE);
-  Run(r, "wine-raw");
+  Run(r, "wine-raw");  // the default: no scaling
   r.set_scaling(kls::v1::SubmitJobRequest::ZSCORE);
   const kls::v1::Job zjob = Run(r, "wine-z");
   r.set_dataset_id(pre_id);
@@ -303,21 +266,21 @@ TEST_F(JobKnobsTest, BadKnobsAreInvalidArgumentNamingFieldAndValue) {
   EXPECT_THAT(job.status().message(), HasSubstr("scaling = ZSCORE does not apply to social_strength"));
 }
 
-// Defaults: resolved per family at submit time and stored with the job, so a
-// record stored before the field existed (no scaling) still runs unscaled.
-TEST(JobKnobsDefaults, FamilyDefaultIsStoredAndOldRecordsStayUnscaled) {
+// Defaults: no scaling for every family (also for records stored before the
+// field existed); graph.connect MST, copied into the RegMVU options.
+TEST(JobKnobsDefaults, UnsetScalingIsNoneAndUnsetConnectIsMst) {
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id("d");
   r.mutable_simple_npkl();
   auto simple = JobRecordFromSubmit(r);
   ASSERT_TRUE(simple.ok());
-  EXPECT_THAT(simple->options_json, HasSubstr("\"scaling\":\"ZSCORE\""));
-  EXPECT_EQ(ParseJobSpec("simple_npkl", simple->options_json)->scaling, FeatureScaling::kZScore);
-  r.mutable_kl_admm();
-  auto admm = JobRecordFromSubmit(r);
-  ASSERT_TRUE(admm.ok());
-  EXPECT_THAT(admm->options_json, HasSubstr("\"scaling\":\"NONE\""));
+  EXPECT_EQ(ParseJobSpec("simple_npkl", simple->options_json)->scaling, FeatureScaling::kNone);
   EXPECT_EQ(ParseJobSpec("simple_npkl", "{\"simple_npkl\":{}}")->scaling, FeatureScaling::kNone);
+  r.set_scaling(kls::v1::SubmitJobRequest::MINMAX);
+  auto minmax = JobRecordFromSubmit(r);
+  ASSERT_TRUE(minmax.ok());
+  EXPECT_THAT(minmax->options_json, HasSubstr("\"scaling\":\"MINMAX\""));
+  EXPECT_EQ(ParseJobSpec("simple_npkl", minmax->options_json)->scaling, FeatureScaling::kMinMax);
   EXPECT_EQ(ParseJobSpec("qsdp", "{\"qsdp\":{\"problem\":\"REGMVU\"}}")->connect, ConnectMode::kMst);
   auto mvu = ParseJobSpec("qsdp", "{\"graph\":{\"connect\":\"CONNECT_ERROR\"},\"qsdp\":{\"problem\":\"REGMVU\"}}");
   ASSERT_TRUE(mvu.ok()) << mvu.status();
