@@ -78,13 +78,13 @@ using Submit = kls::v1::SubmitJobRequest;
 
 // SubmitJobRequest.scaling → core; UNSPECIFIED is none (also every record
 // stored before the field existed). social_strength has no feature columns to scale.
-StatusOr<FeatureScaling> ScalingToCore(kls::v1::SubmitJobRequest::Scaling s, const std::string& method) {
-  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::SubmitJobRequest::Scaling_IsValid(s), "scaling", s, "NONE, ZSCORE, MINMAX"));
+StatusOr<FeatureScaling> ScalingToCore(Submit::Scaling s, const std::string& method) {
+  KLS_RETURN_IF_ERROR(CheckEnum(Submit::Scaling_IsValid(s), "scaling", s, "NONE, ZSCORE, MINMAX"));
   const FeatureScaling out = s == Submit::ZSCORE   ? FeatureScaling::kZScore
                              : s == Submit::MINMAX ? FeatureScaling::kMinMax
                                                     : FeatureScaling::kNone;
   if (out != FeatureScaling::kNone && method == kMethodSocialStrength) {
-    return InvalidArgumentError("scaling = " + kls::v1::SubmitJobRequest::Scaling_Name(s) +
+    return InvalidArgumentError("scaling = " + Submit::Scaling_Name(s) +
                                 " does not apply to social_strength (its kernels come from social records, not "
                                 "feature columns)");
   }
@@ -391,7 +391,6 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec) {
   return CheckEnum(kls::v1::GraphSpec::Connect_IsValid(spec.connect()), "graph.connect", spec.connect(),
                    "CONNECT_ERROR, GROW_K, MST");
 }
-
 
 // ---- Submit / stored spec --------------------------------------------------
 

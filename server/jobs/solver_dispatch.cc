@@ -78,7 +78,8 @@ StatusOr<JobOutput> RunQsdp(const QsdpJobOptions& o, const store::StoredDataset&
     p.sigma_neighbor = std::min(p.sigma_neighbor, std::max(1, static_cast<int>(x.rows()) - 1));
     problem = BuildRegPcp(x, data.constraints, p);
   }
-  if (o.mvu && problem.status().code() == StatusCode::kFailedPrecondition) {
+  if (o.mvu && o.mvu_options.connect != ConnectMode::kMst &&
+      problem.status().code() == StatusCode::kFailedPrecondition) {
     return FailedPreconditionError(problem.status().message() +
                                    " (graph.connect = MST, the default, joins the components by their shortest edges)");
   }
@@ -216,23 +217,23 @@ StatusOr<JobOutput> RunSocial(const SocialStrengthOptions& o, const store::Store
 StatusOr<JobOutput> Dispatch(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
                              const SolveControl& control) {
   return std::visit(
-        [&](const auto& options) -> StatusOr<JobOutput> {
-          using T = std::decay_t<decltype(options)>;
-          if constexpr (std::is_same_v<T, QsdpJobOptions>) {
-            return RunQsdp(options, data, control);
-          } else if constexpr (std::is_same_v<T, EmbeddingJobOptions>) {
-            return RunEmbedding(options, data, control);
-          } else if constexpr (std::is_same_v<T, ClassifierTrainingOptions>) {
-            return RunClassifier(options, data, control);
-          } else if constexpr (std::is_same_v<T, NpkRankingJobOptions>) {
-            return RunNpkRanking(options, data, store, control);
-          } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
-            return RunSocial(options, data, control);
-          } else {
-            return RunNpkl(spec, data, control);
-          }
-        },
-        spec.options);
+      [&](const auto& options) -> StatusOr<JobOutput> {
+        using T = std::decay_t<decltype(options)>;
+        if constexpr (std::is_same_v<T, QsdpJobOptions>) {
+          return RunQsdp(options, data, control);
+        } else if constexpr (std::is_same_v<T, EmbeddingJobOptions>) {
+          return RunEmbedding(options, data, control);
+        } else if constexpr (std::is_same_v<T, ClassifierTrainingOptions>) {
+          return RunClassifier(options, data, control);
+        } else if constexpr (std::is_same_v<T, NpkRankingJobOptions>) {
+          return RunNpkRanking(options, data, store, control);
+        } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
+          return RunSocial(options, data, control);
+        } else {
+          return RunNpkl(spec, data, control);
+        }
+      },
+      spec.options);
 }
 
 // Unscaled features whose column ranges differ by more than this get a hint in the summary.
