@@ -11,7 +11,8 @@
 //   datasets                                   list the stored data sets
 //   submit --dataset ID --kernel NAME --method kl_admm|bcd_npkl|simple_npkl|qsdp|embedding|onk|mkl|
 //          npk_ranking|social_strength
-//          [solver and graph options] [--priority P] [--deadline-seconds S] [--watch]
+//          [solver and graph options] [--scaling none|zscore|minmax] [--graph-connect error|grow_k|mst]
+//          [--priority P] [--deadline-seconds S] [--watch]
 //   watch JOB | get JOB | cancel JOB
 //   list [--state STATE] [--dataset ID] [--page-size N] [--page-token T]
 //   kernels [--name NAME]                      list learned kernels
@@ -172,6 +173,13 @@ json DatasetJson(const kls::v1::DatasetInfo& d) {
           {"created_unix_ms", d.created_unix_ms()}};
 }
 
+// A summary_json string as a JSON value: {} when empty, the raw string when it does not parse.
+json SummaryJson(const std::string& text) {
+  if (text.empty()) return json::object();
+  json summary = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return summary.is_discarded() ? json(text) : summary;
+}
+
 json JobJson(const kls::v1::Job& j) {
   const kls::v1::Progress& p = j.progress();
   return {{"id", j.id()},
@@ -193,15 +201,12 @@ json JobJson(const kls::v1::Job& j) {
             {"elapsed_seconds", p.elapsed_seconds()}}},
           {"created_unix_ms", j.created_unix_ms()},
           {"started_unix_ms", j.started_unix_ms()},
-          {"finished_unix_ms", j.finished_unix_ms()}};
+          {"finished_unix_ms", j.finished_unix_ms()},
+          {"summary", SummaryJson(j.summary_json())}};
 }
 
 json KernelJson(const kls::v1::KernelInfo& k) {
-  json summary = json::object();
-  if (!k.summary_json().empty()) {
-    summary = json::parse(k.summary_json(), nullptr, /*allow_exceptions=*/false);
-    if (summary.is_discarded()) summary = k.summary_json();
-  }
+  const json summary = SummaryJson(k.summary_json());
   return {{"name", k.name()},           {"version", k.version()},     {"job_id", k.job_id()},
           {"dataset_id", k.dataset_id()}, {"method", k.method()},       {"num_points", k.num_points()},
           {"rank", k.rank()},           {"summary", summary},         {"created_unix_ms", k.created_unix_ms()}};
@@ -427,6 +432,7 @@ std::string JobText(const kls::v1::Job& j) {
        << " s\n";
   if (!j.termination().empty()) text << "termination     " << j.termination() << "\n";
   if (!j.error().empty()) text << "error           " << j.error() << "\n";
+  if (!j.summary_json().empty()) text << "summary         " << j.summary_json() << "\n";
   return text.str();
 }
 
@@ -459,7 +465,7 @@ struct SubmitArgs {
   int rank = 0, max_iterations = 0, threads = 0, low_rank = 0, graph_k = 0;
   bool adaptive_rho = true, active_set = true;
   uint64_t seed = 0;
-  std::string loss, graph_weight;
+  std::string loss, graph_weight, graph_connect, scaling;
   // Families beyond NPKL (qsdp, embedding, onk, mkl, npk_ranking, social_strength).
   std::string problem, algorithm, text_dataset, weighting;
   int m = 0, neighbors = 0, dims = 0, sigma_k = 0, positive_class = 0, folds = 0, laplacian_neighbors = 0;
@@ -481,6 +487,18 @@ kls::StatusOr<kls::v1::Loss> ParseLoss(const std::string& s) {
   return kls::InvalidArgumentError("--loss = '" + s + "' is not one of linear, hinge, square_hinge, square");
 }
 
+// `value` of `flag` among named choices: "--scaling = 'foo' is not one of none, zscore, minmax".
+template <typename E>
+kls::StatusOr<E> ParseChoice(const std::string& flag, const std::string& value,
+                             const std::vector<std::pair<std::string, E>>& choices) {
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (name == value) return e;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return kls::InvalidArgumentError(flag + " = '" + value + "' is not one of " + names);
+}
+
 kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(a.dataset);
@@ -500,6 +518,22 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     } else {
       return kls::InvalidArgumentError("--graph-weight = '" + a.graph_weight + "' is not binary or gaussian");
     }
+  }
+  if (a.Given("--graph-connect")) {
+    KLS_ASSIGN_OR_RETURN(const auto connect, ParseChoice<kls::v1::GraphSpec::Connect>(
+                                                 "--graph-connect", a.graph_connect,
+                                                 {{"error", kls::v1::GraphSpec::CONNECT_ERROR},
+                                                  {"grow_k", kls::v1::GraphSpec::GROW_K},
+                                                  {"mst", kls::v1::GraphSpec::MST}}));
+    g->set_connect(connect);
+  }
+  if (!a.scaling.empty()) {
+    KLS_ASSIGN_OR_RETURN(const auto scaling, ParseChoice<kls::v1::SubmitJobRequest::Scaling>(
+                                                 "--scaling", a.scaling,
+                                                 {{"none", kls::v1::SubmitJobRequest::NONE},
+                                                  {"zscore", kls::v1::SubmitJobRequest::ZSCORE},
+                                                  {"minmax", kls::v1::SubmitJobRequest::MINMAX}}));
+    r.set_scaling(scaling);
   }
 
   // Which flags each method understands; anything else given is an error.
@@ -683,6 +717,11 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
   }
   for (const auto& [name, option] : a.flags) {
     if (option->count() == 0) continue;
+    if (name == "--graph-connect") {  // only a family that needs a connected graph uses it
+      if (a.method == "qsdp") continue;
+      return kls::InvalidArgumentError(name + " does not apply to --method " + a.method +
+                                       " (only qsdp regmvu needs a connected graph)");
+    }
     if (name.rfind("--graph-", 0) == 0) {
       if (a.method == "kl_admm" || a.method == "bcd_npkl" || a.method == "simple_npkl") continue;
       return kls::InvalidArgumentError(name + " does not apply to --method " + a.method +
@@ -1223,6 +1262,11 @@ int main(int argc, char** argv) {
   option("--graph-weight", submit_args.graph_weight, "Graph: binary or gaussian");
   option("--graph-sigma", submit_args.graph_sigma, "Graph: Gaussian width (0 = auto)");
   option("--graph-delta", submit_args.graph_delta, "Graph: δ ≥ 0");
+  option("--graph-connect", submit_args.graph_connect,
+         "qsdp regmvu, disconnected k-NN graph: error, grow_k or mst (default: join components by shortest edges)");
+  submit->add_option("--scaling", submit_args.scaling,
+                     "Feature scaling: none (default), zscore or minmax; "
+                     "stored with the kernel and applied to feature queries");
 
   std::string job_id;
   CLI::App* watch = app.add_subcommand("watch", "Show a job's progress until it ends");

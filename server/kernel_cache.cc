@@ -61,6 +61,10 @@ StatusOr<ModelExtras> ParseExtras(const store::StoredModel& model, const std::st
       if (!klr.ok()) return DataLossError(what + "social_klr: " + klr.status().message());
       extras.bytes += static_cast<int64_t>(klr->memory_bytes());
       extras.social_klr = std::move(klr).value();
+    } else if (a.name == kFeatureScalingAttachment) {
+      StatusOr<FeatureScaler> f = ParseFeatureScaler(a.bytes);
+      if (!f.ok()) return DataLossError(what + f.status().message());
+      extras.scaling = std::move(f).value();
     }
     // Unknown attachments (from a newer server) are ignored, not an error.
   }
@@ -198,10 +202,19 @@ StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::
       KeyBytes);
 }
 
-StatusOr<std::shared_ptr<const Eigen::MatrixXd>> KernelCache::GetTrainingFeatures(const store::KernelRecord& record) {
+StatusOr<std::shared_ptr<const Eigen::MatrixXd>> KernelCache::GetTrainingFeatures(const Handle& handle) {
+  const std::optional<FeatureScaler>& scaling = handle.extras->scaling;
   return FromDataset<Eigen::MatrixXd>(
-      record, &Entry::features,
-      [](store::StoredDataset& data) { return std::make_shared<Eigen::MatrixXd>(std::move(data.data.features)); },
+      handle.record, &Entry::features,
+      [&](store::StoredDataset& data) {
+        // A width mismatch (not the data set the statistics were fitted on) is left
+        // unscaled here and reported by the query, which scales its own rows.
+        if (scaling && scaling->dim() == data.data.features.cols()) {
+          StatusOr<Eigen::MatrixXd> scaled = scaling->Apply(data.data.features);
+          if (scaled.ok()) return std::make_shared<Eigen::MatrixXd>(std::move(scaled).value());
+        }
+        return std::make_shared<Eigen::MatrixXd>(std::move(data.data.features));
+      },
       [](const Eigen::MatrixXd& x) { return static_cast<int64_t>(x.size() * sizeof(double)); });
 }
 

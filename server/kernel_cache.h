@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "core/common/status.h"
+#include "core/data/feature_scaling.h"
 #include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
@@ -73,6 +74,10 @@ struct ModelExtras {
   std::optional<KernelClassifier> classifier;  ///< onk, mkl
   std::optional<SocialGraph> social;           ///< social_strength
   std::optional<KlrStrength> social_klr;       ///< social_strength with weighting KLR
+  /// The job's feature scaling (attachment "feature_scaling"); absent = none
+  /// (also every kernel stored before scaling existed). Feature queries
+  /// apply it to their rows; GetTrainingFeatures returns scaled rows.
+  std::optional<FeatureScaler> scaling;
   int64_t bytes = 0;                           ///< charged to the cache budget
 };
 
@@ -102,10 +107,11 @@ class KernelCache {
   /// the kernel entry when the kernel is cached.
   StatusOr<std::shared_ptr<const ItemKeys>> GetItemKeys(const store::KernelRecord& record);
 
-  /// The feature rows of that data set (n × d), for extending the kernel to
+  /// The feature rows of that data set (n × d) as the solver saw them (with
+  /// the kernel's feature scaling applied), for extending the kernel to
   /// unseen points. Same errors and caching as GetItemKeys; loaded only when
   /// first asked for (charged to the budget with the entry).
-  StatusOr<std::shared_ptr<const Eigen::MatrixXd>> GetTrainingFeatures(const store::KernelRecord& record);
+  StatusOr<std::shared_ptr<const Eigen::MatrixXd>> GetTrainingFeatures(const Handle& handle);
 
   /// Drops the cached `name` at `version` (0 = every version). Call after
   /// deleting a kernel from the store, since a later kernel of the same name

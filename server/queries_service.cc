@@ -44,6 +44,13 @@ Status MissingModel(const store::KernelRecord& r, const char* query, const char*
                                  (std::string(needs) == "classifier" ? "an onk or mkl job" : "a social_strength job"));
 }
 
+// Feature rows of a query in the space the kernel was learned in: the job's
+// feature scaling (stored with the kernel) applied; unchanged without one.
+StatusOr<Eigen::MatrixXd> InKernelSpace(const KernelCache::Handle& handle, Eigen::MatrixXd x) {
+  if (!handle.extras->scaling) return x;
+  return handle.extras->scaling->Apply(x);
+}
+
 // Embedding rows of points the kernel was not trained on (harmonic extension, thesis §6.3.3):
 // `values` is rows × dim raw features; `field` names them in errors.
 StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const KernelCache::Handle& handle,
@@ -68,7 +75,7 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
   if (sigma && !(std::isfinite(*sigma) && *sigma > 0)) {
     return InvalidArgumentError("sigma = " + FormatNumber(*sigma) + " must be finite and > 0 (or unset)");
   }
-  KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> train, cache->GetTrainingFeatures(handle.record));
+  KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> train, cache->GetTrainingFeatures(handle));
   const LearnedKernel& kernel = *handle.kernel;
   if (train->rows() != kernel.num_points()) {
     return FailedPreconditionError("kernel " + handle.record.name + " v" + std::to_string(handle.record.version) +
@@ -92,6 +99,7 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
       x(i, j) = v;
     }
   }
+  KLS_ASSIGN_OR_RETURN(x, InKernelSpace(handle, std::move(x)));
   return HarmonicExtension(kernel, *train, x, options);
 }
 
@@ -396,7 +404,9 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
       x(i, j) = v;
     }
   }
-  const StatusOr<Eigen::VectorXd> f = model.DecisionValues(x);
+  const StatusOr<Eigen::MatrixXd> scaled = InKernelSpace(*handle, std::move(x));
+  if (!scaled.ok()) return ToGrpcStatus(scaled.status());
+  const StatusOr<Eigen::VectorXd> f = model.DecisionValues(*scaled);
   if (!f.ok()) return ToGrpcStatus(f.status());
   for (int i = 0; i < rows; ++i) {
     response->add_decision_values((*f)[i]);

@@ -77,33 +77,6 @@ QsdpProblem MakeRegPcpProblem(const Eigen::MatrixXd& q, const PairwiseConstraint
   return p;
 }
 
-namespace {
-
-int CountComponents(const Eigen::SparseMatrix<double>& adjacency) {
-  const int n = static_cast<int>(adjacency.rows());
-  std::vector<int> seen(static_cast<size_t>(n), 0), stack;
-  int components = 0;
-  for (int s = 0; s < n; ++s) {
-    if (seen[static_cast<size_t>(s)]) continue;
-    ++components;
-    seen[static_cast<size_t>(s)] = 1;
-    stack.push_back(s);
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      for (Eigen::SparseMatrix<double>::InnerIterator it(adjacency, v); it; ++it) {
-        const int u = static_cast<int>(it.row());
-        if (!seen[static_cast<size_t>(u)]) {
-          seen[static_cast<size_t>(u)] = 1;
-          stack.push_back(u);
-        }
-      }
-    }
-  }
-  return components;
-}
-
-}  // namespace
 
 StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, const RegMvuOptions& options) {
   return GuardExceptions("BuildRegMvu", [&]() -> StatusOr<RegularizedKernelProblem> {
@@ -112,17 +85,14 @@ StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, co
     RegularizedKernelProblem out;
     out.sign = -1.0;
     Stopwatch watch;
-    KnnOptions knn;
+    ConnectedKnnOptions knn;
     knn.k = options.neighbors;
+    knn.mode = options.connect;
+    knn.weight = EdgeWeight::kBinary;
     knn.num_threads = options.num_threads;
-    KLS_ASSIGN_OR_RETURN(KnnGraph g, ExactKnn(points, knn));
-    const Eigen::SparseMatrix<double> w = SymmetricAdjacency(g, options.neighbors, EdgeWeight::kBinary, 0.0);
-    const int components = CountComponents(w);
-    if (components != 1) {
-      return FailedPreconditionError("the " + std::to_string(options.neighbors) + "-NN graph has " +
-                                     std::to_string(components) +
-                                     " connected components; RegMVU (11) is unbounded unless it is connected");
-    }
+    KLS_ASSIGN_OR_RETURN(const Eigen::SparseMatrix<double> w,
+                         MakeConnectedKnnGraph(points, knn, "RegMVU (11) is unbounded unless it is connected",
+                                               &out.connect));
     out.laplacian = CombinatorialLaplacian(w);
     std::vector<int> ei, ej;
     std::vector<double> d2;

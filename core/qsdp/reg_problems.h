@@ -30,6 +30,7 @@
 
 #include "core/common/status.h"
 #include "core/data/constraints.h"
+#include "core/graph/connect.h"
 #include "core/qsdp/qsdp_problem.h"
 #include "core/qsdp/smooth_basis.h"
 
@@ -40,6 +41,10 @@ struct RegMvuOptions {
   int neighbors = 4;   ///< k of the k-NN graph (paper: 4)
   double nu = 1.0;     ///< ν > 0, weight of the distance penalty in (11)
   int num_threads = 1; ///< k-NN search threads (0 = all cores)
+  /// A disconnected k-NN graph: an error (the paper's setting), grow k, or
+  /// join the components by their shortest edges (core/graph/connect.h); the
+  /// added edges join N like k-NN edges.
+  ConnectMode connect = ConnectMode::kError;
   SmoothBasisOptions basis;
   Status Validate(int num_points) const;
 };
@@ -65,6 +70,7 @@ struct RegularizedKernelProblem {
   /// The paper's objective value for a solution Y: tr(Y) − ν Σ(…)² for RegMVU
   /// (= −f), Σ(…)² for RegPCP (= f). `sign` is −1 and +1 respectively.
   double sign = 1.0;
+  ConnectReport connect;       ///< RegMVU: components found and edges added
 };
 
 /// RegMVU terms for a given basis: a_k = b_k = q_i − q_j, t_k = d_k², w_k = ν,
@@ -77,7 +83,8 @@ QsdpProblem MakeRegMvuProblem(const Eigen::MatrixXd& q, const std::vector<int>& 
 QsdpProblem MakeRegPcpProblem(const Eigen::MatrixXd& q, const PairwiseConstraints& constraints);
 
 /// Full pipeline for RegMVU on `points` (n × d). Errors: bad options, a
-/// disconnected graph (its second Laplacian eigenvalue ~ 0: unbounded (11)).
+/// disconnected graph left disconnected by options.connect (FAILED_PRECONDITION:
+/// its second Laplacian eigenvalue ~ 0, (11) is unbounded).
 StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, const RegMvuOptions& options);
 
 /// Full pipeline for RegPCP. Errors: bad options, constraints out of range.

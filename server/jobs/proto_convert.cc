@@ -74,6 +74,31 @@ Status ValidateLossEnum(const std::string& method, kls::v1::Loss loss) {
   return OkStatus();
 }
 
+using Submit = kls::v1::SubmitJobRequest;
+
+// SubmitJobRequest.scaling → core; UNSPECIFIED is none (also every record
+// stored before the field existed). social_strength has no feature columns to scale.
+StatusOr<FeatureScaling> ScalingToCore(Submit::Scaling s, const std::string& method) {
+  KLS_RETURN_IF_ERROR(CheckEnum(Submit::Scaling_IsValid(s), "scaling", s, "NONE, ZSCORE, MINMAX"));
+  const FeatureScaling out = s == Submit::ZSCORE   ? FeatureScaling::kZScore
+                             : s == Submit::MINMAX ? FeatureScaling::kMinMax
+                                                    : FeatureScaling::kNone;
+  if (out != FeatureScaling::kNone && method == kMethodSocialStrength) {
+    return InvalidArgumentError("scaling = " + Submit::Scaling_Name(s) +
+                                " does not apply to social_strength (its kernels come from social records, not "
+                                "feature columns)");
+  }
+  return out;
+}
+
+ConnectMode ConnectToCore(kls::v1::GraphSpec::Connect c) {
+  switch (c) {
+    case kls::v1::GraphSpec::CONNECT_ERROR: return ConnectMode::kError;
+    case kls::v1::GraphSpec::GROW_K: return ConnectMode::kGrowK;
+    default: return ConnectMode::kMst;  // MST, CONNECT_UNSPECIFIED
+  }
+}
+
 pbu::JsonPrintOptions PrintOptions() {
   pbu::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
@@ -363,7 +388,8 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec) {
   if (spec.has_delta() && !(std::isfinite(spec.delta()) && spec.delta() >= 0.0)) {
     return InvalidArgumentError("graph.delta = " + Num(spec.delta()) + " must be finite and >= 0");
   }
-  return OkStatus();
+  return CheckEnum(kls::v1::GraphSpec::Connect_IsValid(spec.connect()), "graph.connect", spec.connect(),
+                   "CONNECT_ERROR, GROW_K, MST");
 }
 
 // ---- Submit / stored spec --------------------------------------------------
@@ -439,6 +465,9 @@ StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& r) {
   if (spec.method != kMethodKlAdmm && spec.method != kMethodBcdNpkl && spec.method != kMethodSimpleNpkl) {
     spec.graph = ToCoreGraph(r.graph(), spec.method, 0.0);  // unused: these methods build their own graphs
   }
+  KLS_ASSIGN_OR_RETURN(spec.scaling, ScalingToCore(r.scaling(), spec.method));
+  spec.connect = ConnectToCore(r.graph().connect());
+  if (auto* q = std::get_if<QsdpJobOptions>(&spec.options)) q->mvu_options.connect = spec.connect;
   return spec;
 }
 
@@ -455,9 +484,10 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
   }
   KLS_ASSIGN_OR_RETURN(JobSpec spec, SpecFromRequest(request));
 
-  // Keep only what the worker needs to rebuild the spec: graph + solver oneof.
+  // Keep only what the worker needs to rebuild the spec: graph, scaling + solver oneof.
   kls::v1::SubmitJobRequest stored;
   if (request.has_graph()) *stored.mutable_graph() = request.graph();
+  stored.set_scaling(request.scaling());
   switch (request.solver_case()) {
     case kls::v1::SubmitJobRequest::kKlAdmm: *stored.mutable_kl_admm() = request.kl_admm(); break;
     case kls::v1::SubmitJobRequest::kBcdNpkl: *stored.mutable_bcd_npkl() = request.bcd_npkl(); break;
@@ -613,6 +643,7 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
     if (pbu::JsonStringToMessage(r.progress_json, &partial, po).ok()) {
       *job.mutable_progress() = partial.progress();
       job.set_termination(partial.termination());
+      job.set_summary_json(partial.summary_json());
     }
   }
   job.set_id(r.id);
@@ -633,7 +664,7 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
   return job;
 }
 
-std::string ProgressJson(const ProgressEvent& e, const std::string& termination) {
+std::string ProgressJson(const ProgressEvent& e, const std::string& termination, const std::string& summary_json) {
   kls::v1::Job partial;
   kls::v1::Progress* p = partial.mutable_progress();
   p->set_iteration(e.iteration);
@@ -646,6 +677,7 @@ std::string ProgressJson(const ProgressEvent& e, const std::string& termination)
   p->set_dual_residual(finite(e.dual_residual));
   p->set_elapsed_seconds(finite(e.elapsed_seconds));
   partial.set_termination(termination);
+  partial.set_summary_json(summary_json);
   std::string out;
   if (!pbu::MessageToJsonString(partial, &out, PrintOptions()).ok()) return "{}";
   return out;
@@ -667,7 +699,7 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request) 
 }
 
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds) {
+                              double dual_residual, double seconds, const std::string& notes) {
   // Written by hand: every string here is one of a few fixed identifiers
   // (method names are validated, termination names are constants), so no
   // escaping is needed; numbers use %.17g and non-finite values become 0.
@@ -687,6 +719,7 @@ std::string KernelSummaryJson(const std::string& method, const SolveStats& stats
   out += ",\"primal_residual\":" + num(primal_residual);
   out += ",\"dual_residual\":" + num(dual_residual);
   out += ",\"resumed_from_iteration\":" + std::to_string(stats.resumed_from_iteration);
+  out += notes;
   out += "}";
   return out;
 }

@@ -25,6 +25,8 @@
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
+#include "core/data/feature_scaling.h"
+#include "core/graph/connect.h"
 #include "core/graph/laplacian.h"
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
@@ -90,7 +92,14 @@ struct JobSpec {
   std::variant<KlAdmmOptions, BcdNpklOptions, SimpleNpklOptions, QsdpJobOptions, EmbeddingJobOptions,
                ClassifierTrainingOptions, NpkRankingJobOptions, SocialStrengthOptions>
       options;
+  /// Feature scaling fitted on the data set before the solver runs (never for
+  /// social_strength). Unset = none for every family: each family's paper
+  /// tables are reproduced on raw features (docs/SERVICE.md "Job options").
+  FeatureScaling scaling = FeatureScaling::kNone;
+  /// graph.connect (qsdp REGMVU; also copied into QsdpJobOptions::mvu_options).
+  ConnectMode connect = ConnectMode::kMst;
 };
+
 
 // ---- Solver options: proto ↔ core ------------------------------------------
 // ToCore: every unset optional field keeps the core struct's in-class default.
@@ -117,7 +126,8 @@ kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o);
 /// (the worker pool already uses every core).
 GraphOptions ToCoreGraph(const kls::v1::GraphSpec& spec, const std::string& method, double bcd_c);
 
-/// Checks the graph spec fields that do not depend on the data set size.
+/// Checks the graph spec fields that do not depend on the data set size
+/// (k, weight, sigma, delta, connect).
 Status ValidateGraphSpec(const kls::v1::GraphSpec& spec);
 
 // ---- Submit → JobRecord ----------------------------------------------------
@@ -147,16 +157,20 @@ StatusOr<store::JobState> ToStore(kls::v1::JobState s);
 kls::v1::Job ToProtoJob(const store::JobRecord& record);
 
 /// JSON for JobRecord::progress_json (see the file comment). `termination`
-/// empty = not finished yet.
-std::string ProgressJson(const ProgressEvent& event, const std::string& termination);
+/// empty = not finished yet; `summary_json` (the kernel's, once stored) is
+/// reported as Job.summary_json.
+std::string ProgressJson(const ProgressEvent& event, const std::string& termination,
+                         const std::string& summary_json = "");
 
 /// ListJobsRequest → JobFilter: page_size 0 → 100, > 1000 or < 0 is
 /// INVALID_ARGUMENT.
 StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request);
 
 /// A kernel's summary_json: {"method", "termination", "iterations",
-/// "objective", "seconds", "setup_seconds", "primal_residual", "dual_residual"}.
+/// "objective", "seconds", "setup_seconds", "primal_residual", "dual_residual",
+/// …} followed by `notes`, further members the job adds (JobOutput::summary_notes:
+/// ',"scaling":"zscore","graph_connect":{…}').
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds);
+                              double dual_residual, double seconds, const std::string& notes = "");
 
 }  // namespace kls::server

@@ -3,6 +3,8 @@
 #include <Eigen/Eigenvalues>
 #include <Eigen/SparseCore>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -76,9 +78,15 @@ StatusOr<JobOutput> RunQsdp(const QsdpJobOptions& o, const store::StoredDataset&
     p.sigma_neighbor = std::min(p.sigma_neighbor, std::max(1, static_cast<int>(x.rows()) - 1));
     problem = BuildRegPcp(x, data.constraints, p);
   }
+  if (o.mvu && o.mvu_options.connect != ConnectMode::kMst &&
+      problem.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPreconditionError(problem.status().message() +
+                                   " (graph.connect = MST, the default, joins the components by their shortest edges)");
+  }
   KLS_RETURN_IF_ERROR(problem.status());
   KLS_ASSIGN_OR_RETURN(QsdpSubspaceResult r, SolveQsdpSubspace(problem->problem, o.solver, control));
   JobOutput out;
+  if (o.mvu) out.connect = problem->connect;
   out.stats = r.stats;
   out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
   out.primal_residual = r.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
@@ -206,29 +214,69 @@ StatusOr<JobOutput> RunSocial(const SocialStrengthOptions& o, const store::Store
   return out;
 }
 
+StatusOr<JobOutput> Dispatch(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
+                             const SolveControl& control) {
+  return std::visit(
+      [&](const auto& options) -> StatusOr<JobOutput> {
+        using T = std::decay_t<decltype(options)>;
+        if constexpr (std::is_same_v<T, QsdpJobOptions>) {
+          return RunQsdp(options, data, control);
+        } else if constexpr (std::is_same_v<T, EmbeddingJobOptions>) {
+          return RunEmbedding(options, data, control);
+        } else if constexpr (std::is_same_v<T, ClassifierTrainingOptions>) {
+          return RunClassifier(options, data, control);
+        } else if constexpr (std::is_same_v<T, NpkRankingJobOptions>) {
+          return RunNpkRanking(options, data, store, control);
+        } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
+          return RunSocial(options, data, control);
+        } else {
+          return RunNpkl(spec, data, control);
+        }
+      },
+      spec.options);
+}
+
+// Unscaled features whose column ranges differ by more than this get a hint in the summary.
+constexpr double kHintRangeRatio = 100.0;
+
+// The summary members every feature-based job adds: the scaling used, the
+// unscaled-range hint, and what the connectivity check found or added.
+std::string SummaryNotes(const JobSpec& spec, const Eigen::MatrixXd& raw, const JobOutput& out) {
+  std::string notes;
+  if (spec.method != kMethodSocialStrength) {
+    notes += ",\"scaling\":\"" + std::string(FeatureScalingName(spec.scaling)) + "\"";
+    const double ratio = spec.scaling == FeatureScaling::kNone ? FeatureRangeRatio(raw) : 1.0;
+    if (ratio > kHintRangeRatio) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    ",\"feature_range_ratio\":%.6g,\"hint\":\"feature ranges differ by %.3gx, so the widest "
+                    "features dominate distances; consider scaling ZSCORE (kls submit --scaling zscore)\"",
+                    ratio, ratio);
+      notes += buf;
+    }
+  }
+  if (out.connect) notes += ",\"graph_connect\":" + out.connect->Json();
+  return notes;
+}
+
 }  // namespace
 
 StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
                                  const SolveControl& control) {
   return GuardExceptions("job", [&]() -> StatusOr<JobOutput> {
-    return std::visit(
-        [&](const auto& options) -> StatusOr<JobOutput> {
-          using T = std::decay_t<decltype(options)>;
-          if constexpr (std::is_same_v<T, QsdpJobOptions>) {
-            return RunQsdp(options, data, control);
-          } else if constexpr (std::is_same_v<T, EmbeddingJobOptions>) {
-            return RunEmbedding(options, data, control);
-          } else if constexpr (std::is_same_v<T, ClassifierTrainingOptions>) {
-            return RunClassifier(options, data, control);
-          } else if constexpr (std::is_same_v<T, NpkRankingJobOptions>) {
-            return RunNpkRanking(options, data, store, control);
-          } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
-            return RunSocial(options, data, control);
-          } else {
-            return RunNpkl(spec, data, control);
-          }
-        },
-        spec.options);
+    std::optional<FeatureScaler> scaler;
+    std::optional<store::StoredDataset> scaled;
+    if (spec.scaling != FeatureScaling::kNone && spec.method != kMethodSocialStrength) {
+      KLS_ASSIGN_OR_RETURN(scaler, FeatureScaler::Fit(data.data.features, spec.scaling));
+      scaled = data;
+      KLS_ASSIGN_OR_RETURN(scaled->data.features, scaler->Apply(data.data.features));
+    }
+    KLS_ASSIGN_OR_RETURN(JobOutput out, Dispatch(spec, scaled ? *scaled : data, store, control));
+    if (scaler && out.kernel.num_points() > 0) {
+      out.attachments.push_back({kFeatureScalingAttachment, scaler->Serialize()});
+    }
+    out.summary_notes = SummaryNotes(spec, data.data.features, out);
+    return out;
   });
 }
 

@@ -9,6 +9,7 @@
 // Run* case here. Nothing else in the job layer changes.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -23,6 +24,9 @@ namespace kls::server {
 inline constexpr const char* kClassifierAttachment = "classifier";     ///< SerializeClassifier
 inline constexpr const char* kSocialGraphAttachment = "social_graph";  ///< SerializeSocialGraph
 inline constexpr const char* kSocialKlrAttachment = "social_klr";      ///< SerializePairwiseKlrModel
+/// The job's feature scaling statistics (FeatureScaler::Serialize, versioned);
+/// stored only when the scaling is not none. Absent = identity.
+inline constexpr const char* kFeatureScalingAttachment = "feature_scaling";
 
 /// What a finished job stores.
 struct JobOutput {
@@ -31,9 +35,15 @@ struct JobOutput {
   SolveStats stats;              ///< termination, iterations, objective, timings
   double primal_residual = 0.0;  ///< solver-specific certificate (see KernelSummaryJson callers)
   double dual_residual = 0.0;
+  std::optional<ConnectReport> connect;  ///< graph connectivity check / repair (qsdp REGMVU)
+  /// Further members of the kernel's summary_json (KernelSummaryJson notes):
+  /// the scaling used, a hint when unscaled feature ranges differ by > 100×,
+  /// and graph_connect (ConnectReport::Json).
+  std::string summary_notes;
 };
 
-/// Runs `spec` on `data`. `store` is used only to load a second data set
+/// Runs `spec` on `data`, with the features scaled per spec.scaling first
+/// (the statistics become the kFeatureScalingAttachment). `store` is used only to load a second data set
 /// (npk_ranking's text_dataset_id). Outcomes (converged, iteration cap, time
 /// limit, cancelled, numerical issue) are in result.stats.termination; a
 /// cancelled run's kernel is empty. Errors: FAILED_PRECONDITION when the data

@@ -203,6 +203,31 @@ TEST(QsdpSolverTest, DisconnectedGraphIsRejectedForRegMvu) {
   auto b = BuildRegMvu(x, o);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(b.status().message().find("the 2-NN graph has 2 connected components"), std::string::npos) << b.status();
+
+  // The MST repair joins the two clusters by their closest pair (9, 10) and the problem is bounded again.
+  o.connect = ConnectMode::kMst;
+  auto joined = BuildRegMvu(x, o);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->connect.components, 2);
+  ASSERT_EQ(joined->connect.added_edges.size(), 1u);
+  EXPECT_EQ(joined->connect.added_edges[0].i, 9);
+  EXPECT_EQ(joined->connect.added_edges[0].j, 10);
+  EXPECT_NEAR(joined->connect.added_edges[0].distance, 100.1, 1e-9);
+  auto solved = SolveQsdp(joined->problem, {});
+  ASSERT_TRUE(solved.ok()) << solved.status();
+  EXPECT_TRUE(solved->y.allFinite());
+
+  // grow_k: clusters of 10 points need k = 10 to touch; the bound 4k = 8 is too small.
+  o.connect = ConnectMode::kGrowK;
+  auto grown = BuildRegMvu(x, o);
+  ASSERT_FALSE(grown.ok());
+  EXPECT_NE(grown.status().message().find("grow_k's bound"), std::string::npos) << grown.status();
+  o.neighbors = 3;  // bound 12 ≥ 10
+  grown = BuildRegMvu(x, o);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ(grown->connect.k_used, 10);
+  EXPECT_TRUE(grown->connect.added_edges.empty());
 }
 
 TEST(QsdpSolverTest, CancellationStopsTheRun) {

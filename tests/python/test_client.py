@@ -276,6 +276,17 @@ def test_embedding_job_with_an_enum_option(client):
     assert done.method == "embedding"
 
 
+def test_scaling_is_stored_with_the_kernel(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y), name="iris-scaled")
+    done = client.wait(client.submit(data, "kl_admm", "iris-minmax", scaling="minmax", gamma=10))
+    assert kls_client.state_name(done) == "SUCCEEDED"
+    assert '"scaling":"minmax"' in done.summary_json
+    assert '"scaling":"minmax"' in client.kernel("iris-minmax").summary_json
+    with pytest.raises(ValueError, match="scaling = 'foo' is not one of none, zscore, minmax"):
+        client.submit(data, "kl_admm", "never", scaling="foo")
+
+
 def test_classify_with_an_mkl_model(client):
     x, y, _ = kls_client.read_csv(IRIS)
     data = client.upload(x, labels=y, name="iris-mkl")

@@ -56,24 +56,8 @@ kls::v1::KernelRef Ref(const std::string& name) {
   return r;
 }
 
-class ModelJobsTest : public ::testing::Test {
+class ModelJobsTest : public kls::testing::ServerJobTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
-    const Status started = server_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-    client_ = kls::testing::ClientFor(*server_);
-  }
-
-  std::string Upload(const Dataset& data, const PairwiseConstraints& constraints = {},
-                     const Community* social = nullptr) {
-    UploadOptions o;
-    o.name = "t";
-    auto info = client_->UploadDataset(data, constraints, o, social);
-    EXPECT_TRUE(info.ok()) << info.status();
-    return info.ok() ? info->id() : "";
-  }
-
   // Generates an 80-user community (`seed`) and uploads it as a social data set; returns its id.
   std::string UploadCommunity(uint64_t seed, Community* community) {
     CommunityOptions co;
@@ -89,22 +73,6 @@ class ModelJobsTest : public ::testing::Test {
     photos.features = community->photo_visual;
     return Upload(photos, {}, community);
   }
-
-  // Submits and waits; returns the finished job.
-  kls::v1::Job Run(kls::v1::SubmitJobRequest r, const std::string& kernel_name) {
-    r.set_kernel_name(kernel_name);
-    auto job = client_->SubmitJob(r);
-    EXPECT_TRUE(job.ok()) << job.status();
-    if (!job.ok()) return {};
-    auto done = client_->WatchJob(job->id(), [](const kls::v1::Job&) {}, 300);
-    EXPECT_TRUE(done.ok()) << done.status();
-    EXPECT_EQ(done->state(), kls::v1::SUCCEEDED) << done->error();
-    return *done;
-  }
-
-  kls::testing::TempDir dir_;
-  std::unique_ptr<KlsServer> server_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {

@@ -4,6 +4,8 @@
 // test_store.h), plus a client. Test-only.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
@@ -38,5 +40,49 @@ inline std::unique_ptr<kls::Client> ClientFor(const kls::server::KlsServer& serv
   options.target = server.target();
   return std::make_unique<kls::Client>(options);
 }
+
+/// A test with a started in-process server and a client, plus the upload /
+/// submit-and-wait steps the job suites share.
+class ServerJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<kls::server::KlsServer>(TestServerConfig(dir_));
+    const Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started;
+    client_ = ClientFor(*server_);
+  }
+
+  /// Uploads `data` (named "t"); returns its id, "" after a failed expectation.
+  std::string Upload(const Dataset& data, const PairwiseConstraints& constraints = {},
+                     const Community* social = nullptr) {
+    UploadOptions o;
+    o.name = "t";
+    auto info = client_->UploadDataset(data, constraints, o, social);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->id() : "";
+  }
+
+  /// Submits and waits until the job ends, in whatever state.
+  kls::v1::Job Finish(kls::v1::SubmitJobRequest r, const std::string& kernel_name) {
+    r.set_kernel_name(kernel_name);
+    auto job = client_->SubmitJob(r);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    auto done = client_->WatchJob(job->id(), [](const kls::v1::Job&) {}, 300);
+    EXPECT_TRUE(done.ok()) << done.status();
+    return done.ok() ? *done : kls::v1::Job();
+  }
+
+  /// Submits, waits and expects SUCCEEDED; returns the finished job.
+  kls::v1::Job Run(const kls::v1::SubmitJobRequest& r, const std::string& kernel_name) {
+    kls::v1::Job job = Finish(r, kernel_name);
+    EXPECT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
+    return job;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<kls::server::KlsServer> server_;
+  std::unique_ptr<Client> client_;
+};
 
 }  // namespace kls::testing

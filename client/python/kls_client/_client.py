@@ -453,13 +453,16 @@ class Client:
     #: submit's method names: the solver oneof of SubmitJobRequest.
     METHODS = tuple(f.name for f in jobs_pb2.SubmitJobRequest.DESCRIPTOR.oneofs_by_name["solver"].fields)
 
-    def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, **options):
+    def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, scaling=None,
+               **options):
         """Jobs.Submit; returns the queued Job.
 
         dataset: a data-set id or DatasetInfo. method: one of Client.METHODS
         ("kl_admm", "bcd_npkl", "simple_npkl", "qsdp", "embedding", "onk",
         "mkl", "npk_ranking", "social_strength"). kernel: the output kernel's name.
-        graph:   GraphSpec fields as a dict, e.g. {"k": 7, "weight": "binary"}.
+        graph:   GraphSpec fields as a dict, e.g. {"k": 7, "weight": "binary"},
+                 {"connect": "grow_k"} (qsdp regmvu: connect_error | grow_k | mst).
+        scaling: "none", "zscore" or "minmax" (None = none).
         options: fields of the method's options message (jobs.proto), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
                  core default. `algorithm=` names the options' `method` enum
@@ -473,6 +476,8 @@ class Client:
             priority=priority, deadline_seconds=deadline_seconds)
         if graph is not None:
             _set_field(request, "graph", graph)
+        if scaling is not None:
+            _set_field(request, "scaling", scaling)
         solver = getattr(request, method)
         solver.SetInParent()
         fields = solver.DESCRIPTOR.fields_by_name
