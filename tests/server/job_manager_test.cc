@@ -232,6 +232,41 @@ TEST_F(JobManagerTest, CancellingARunningJobStopsTheSolverPromptly) {
   EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
 }
 
+// A cancel acknowledged while the job runs is durable when Cancel returns:
+// the store already says CANCELLED, so a crash right after the OK (before the
+// solver's next iteration) cannot bring the job back. The crash soak
+// (kls-bench crash) found the old behaviour: the cancellation lived only in
+// memory until the solver stopped, and a job cancelled while RUNNING was
+// re-queued by the restart after a SIGKILL and then SUCCEEDED.
+TEST_F(JobManagerTest, ACancelOfARunningJobIsStoredBeforeItIsAcknowledged) {
+  JobManager m(store_.get(), Opts(1));
+  ASSERT_TRUE(m.Start().ok());
+  auto job = m.Submit(EndlessJob());
+  ASSERT_TRUE(job.ok()) << job.status();
+  WaitRunningWithProgress(m, job->id);
+
+  auto cancelled = m.Cancel(job->id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state, store::JobState::kCancelled);
+  // What a restarted server would read, at once:
+  auto stored = store_->GetJob(job->id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, store::JobState::kCancelled);
+  EXPECT_EQ(ToProtoJob(*stored).termination(), "cancelled");
+  EXPECT_GT(ToProtoJob(*stored).progress().iteration(), 0);
+
+  // The solver stops, nothing is stored, the state stays, the worker is free.
+  EXPECT_EQ(WaitTerminal(m, job->id, std::chrono::seconds(5)).state, store::JobState::kCancelled);
+  auto next = m.Submit(KlAdmmJob(small_id_, 5));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(WaitTerminal(m, next->id).state, store::JobState::kSucceeded);
+  EXPECT_EQ(store_->GetJob(job->id)->state, store::JobState::kCancelled);
+  auto kernels = store_->ListKernels("");
+  ASSERT_TRUE(kernels.ok());
+  for (const auto& k : *kernels) EXPECT_NE(k.job_id, job->id);
+  EXPECT_EQ(m.Cancel(job->id).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(JobManagerTest, CancellingAQueuedJobIsImmediate) {
   JobManager m(store_.get(), Opts(1));  // not started
   auto job = m.Submit(KlAdmmJob(small_id_, 5));
