@@ -200,6 +200,14 @@ class Soak {
   bool DoCancel(Client& c, ClientModel& m, std::mt19937_64& rng);
   bool DoQuery(Client& c, ClientModel& m, std::mt19937_64& rng);
   bool DoPoll(Client& c, ClientModel& m);
+  // Runs one write RPC, counted in writes_in_flight_ while it runs.
+  template <typename Call>
+  auto Write(Call call) {
+    ++writes_in_flight_;
+    auto r = call();
+    --writes_in_flight_;
+    return r;
+  }
   // A write's failure: false (stop this client) when in doubt.
   bool WriteFailed(ClientModel& m, const Status& s, const std::string& what, Pending pending);
   // Compares `ref`'s answer with the first answer of (name, version); records it if none.
@@ -353,16 +361,8 @@ bool Soak::DoImport(Client& c, ClientModel& m, std::mt19937_64& rng) {
   if (m.retired[i]) return true;
   if (static_cast<int>(m.states[i].versions.size()) >= kMaxVersionsPerName) return DoDelete(c, m, rng);
   const uint64_t seed = m.next_seed++;
-  ++writes_in_flight_;
-  auto info = c.ImportKernel(m.names[i], ImportEmbedding(seed));
-  --writes_in_flight_;
-  if (!info.ok()) {
-    Pending p;
-    p.kind = Pending::kImport;
-    p.name = i;
-    p.seed = seed;
-    return WriteFailed(m, info.status(), "import of " + m.names[i], p);
-  }
+  auto info = Write([&] { return c.ImportKernel(m.names[i], ImportEmbedding(seed)); });
+  if (!info.ok()) return WriteFailed(m, info.status(), "import of " + m.names[i], {Pending::kImport, i, seed, 0, ""});
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++result_.acknowledged_writes;
@@ -394,9 +394,7 @@ bool Soak::DoDelete(Client& c, ClientModel& m, std::mt19937_64& rng) {
   const auto [which, version] = candidates[rng() % candidates.size()];
   JobModel* jm = which < 0 ? &m.jobs[static_cast<size_t>(-1 - which)] : nullptr;
   const std::string name = jm ? jm->kernel_name : m.names[which];
-  ++writes_in_flight_;
-  const Status s = c.DeleteKernel(name, version);
-  --writes_in_flight_;
+  const Status s = Write([&] { return c.DeleteKernel(name, version); });
   if (!s.ok()) {
     if (jm && InDoubt(s)) {
       jm->kernel_delete_in_doubt = true;
@@ -411,11 +409,7 @@ bool Soak::DoDelete(Client& c, ClientModel& m, std::mt19937_64& rng) {
       else m.retired[which] = true;
       return true;
     }
-    Pending p;
-    p.kind = Pending::kDelete;
-    p.name = which;
-    p.version = version;
-    return WriteFailed(m, s, "delete of " + VersionName(name, version), p);
+    return WriteFailed(m, s, "delete of " + VersionName(name, version), {Pending::kDelete, which, 0, version, ""});
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -442,16 +436,10 @@ bool Soak::DoAlias(Client& c, ClientModel& m, std::mt19937_64& rng) {
   auto it = st.versions.begin();
   std::advance(it, static_cast<long>(rng() % st.versions.size()));
   const int64_t version = it->first;  // a move when the alias named another version
-  ++writes_in_flight_;
-  auto info = c.SetAlias(m.names[i], alias, version);
-  --writes_in_flight_;
+  auto info = Write([&] { return c.SetAlias(m.names[i], alias, version); });
   if (!info.ok()) {
-    Pending p;
-    p.kind = Pending::kAlias;
-    p.name = i;
-    p.version = version;
-    p.alias = alias;
-    return WriteFailed(m, info.status(), "alias " + m.names[i] + "@" + alias + " → v" + std::to_string(version), p);
+    return WriteFailed(m, info.status(), "alias " + m.names[i] + "@" + alias + " → v" + std::to_string(version),
+                       {Pending::kAlias, i, 0, version, alias});
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -471,9 +459,7 @@ bool Soak::DoUpload(Client& c, ClientModel& m, std::mt19937_64& rng) {
   if (!data.ok()) return true;
   UploadOptions o;
   o.name = "c" + std::to_string(m.index) + "-upload-" + std::to_string(m.next_upload++);
-  ++writes_in_flight_;
-  auto info = c.UploadDataset(*data, PairwiseConstraints{}, o);
-  --writes_in_flight_;
+  auto info = Write([&] { return c.UploadDataset(*data, PairwiseConstraints{}, o); });
   if (!info.ok()) return WriteFailed(m, info.status(), "upload " + o.name, Pending{});
   std::lock_guard<std::mutex> lock(mu_);
   ++result_.acknowledged_writes;
@@ -494,9 +480,7 @@ bool Soak::DoSubmit(Client& c, ClientModel& m) {
   submit.mutable_kl_admm()->set_max_iterations(1000000);
   submit.mutable_kl_admm()->set_tolerance(0);
   submit.mutable_kl_admm()->set_num_threads(1);
-  ++writes_in_flight_;
-  auto job = c.SubmitJob(submit);
-  --writes_in_flight_;
+  auto job = Write([&] { return c.SubmitJob(submit); });
   if (!job.ok()) {
     if (job.status().code() == StatusCode::kResourceExhausted) return true;  // queue full: not a write
     return WriteFailed(m, job.status(), "submit " + submit.kernel_name(), Pending{});
@@ -520,9 +504,7 @@ bool Soak::DoCancel(Client& c, ClientModel& m, std::mt19937_64& rng) {
   }
   if (open.empty()) return true;
   JobModel& jm = *open[rng() % open.size()];
-  ++writes_in_flight_;
-  auto job = c.CancelJob(jm.id);
-  --writes_in_flight_;
+  auto job = Write([&] { return c.CancelJob(jm.id); });
   if (!job.ok()) {
     if (job.status().code() == StatusCode::kFailedPrecondition) return true;  // it had ended: not a write
     if (InDoubt(job.status())) {
@@ -655,8 +637,8 @@ void Soak::ClientLoop(ClientModel& m, uint64_t seed, const std::atomic<bool>& st
   o.timeout_seconds = 10;
   Client c(o);
   std::mt19937_64 rng(seed);
-  // Weights: import 18, delete 10, alias 12, upload 8, submit 10, cancel 7, query 25, poll 10.
-  const std::vector<int> cumulative = {18, 28, 40, 48, 58, 65, 90, 100};
+  // Weights: import 18, delete 10, alias 12, upload 8, submit 12, cancel 4, query 26, poll 10.
+  const std::vector<int> cumulative = {18, 28, 40, 48, 60, 64, 90, 100};
   for (int op = 0; !stop && op < 100000; ++op) {
     const int draw = static_cast<int>(rng() % 100);
     const int kind = static_cast<int>(std::upper_bound(cumulative.begin(), cumulative.end(), draw) - cumulative.begin());
@@ -961,7 +943,7 @@ Status Soak::Run() {
         std::this_thread::sleep_for(
             std::chrono::milliseconds(std::uniform_int_distribution<int>(0, options_.early_kill_max_ms)(rng_)));
         KLS_RETURN_IF_ERROR(KillServer());
-        ++result_.kills_during_recovery;
+        ++result_.kills_during_restart;
         KLS_RETURN_IF_ERROR(RunCheck(false));
         log_kill(round_start, "during the restart");
         continue;
@@ -1049,7 +1031,7 @@ bool CrashSoakResult::Clean() const {
 
 nlohmann::json CrashSoakResult::ToJson() const {
   return {{"kills", kills},
-          {"kills_during_recovery", kills_during_recovery},
+          {"kills_during_restart", kills_during_restart},
           {"kills_during_writes", kills_during_writes},
           {"kills_during_jobs", kills_during_jobs},
           {"acknowledged_writes", acknowledged_writes},

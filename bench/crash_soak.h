@@ -70,7 +70,7 @@ struct CrashSoakOptions {
 
 struct CrashSoakResult {
   int kills = 0;
-  int kills_during_recovery = 0;    ///< kills before the restarted server was serving
+  int kills_during_restart = 0;     ///< kills within early_kill_max_ms of a restart's spawn (startup, recovery)
   int kills_during_writes = 0;      ///< kills with a write RPC in flight
   int kills_during_jobs = 0;        ///< kills with a job running
   int64_t acknowledged_writes = 0;
