@@ -161,12 +161,12 @@ TEST_P(StoreTest, JobsUpdateFilterAndPage) {
 // another commits job kernels whose jobs a third thread cancels while the
 // kernel's artifact is written, so that many commits roll back.
 TEST_F(SqliteStoreTest, AWriteIsNeverTakenIntoAnotherThreadsTransaction) {
+  KernelRecord target;  // the kernel the aliases name
+  target.name = "a";
   auto small = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(5, 2));
-  auto large = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(4000, 32));
-  ASSERT_TRUE(small.ok() && large.ok());
-  KernelRecord a;
-  a.name = "a";
-  ASSERT_TRUE(store_->PutKernel(a, *small).ok());
+  ASSERT_TRUE(small.ok() && store_->PutKernel(target, *small).ok());
+  auto large = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(4000, 32));  // a slow artifact write
+  ASSERT_TRUE(large.ok());
 
   std::atomic<bool> stop{false};
   std::vector<std::string> acknowledged;
