@@ -240,6 +240,7 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
   constexpr int kTries = 8;
   for (int attempt = 0; attempt < kTries; ++attempt) {
     KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+    std::shared_ptr<LiveJob> local;  // set when the job runs on this replica
     if (store::IsTerminal(job.state)) {
       return FailedPreconditionError("job \"" + id + "\" already " + store::JobStateName(job.state) +
                                      "; only queued or running jobs can be cancelled");
@@ -258,18 +259,20 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
         continue;
       }
       if (it != live_.end() && it->second->attempt == job.attempts && job.state == store::JobState::kRunning) {
-        // Running here: the worker persists "cancelled" when the solver returns
-        // (its next outer iteration).
-        it->second->user_cancelled = true;
-        it->second->cancel.Cancel();
-        spdlog::info("job {}: cancellation requested", id);
-        return job;
+        // Running here: "cancelled" is written below before the OK, and the
+        // solver is stopped after it. (Acknowledging first and letting the
+        // worker write "cancelled" when the solver returns loses the cancel
+        // to a crash in between: the restart re-queues the job.) Until the
+        // write is done the heartbeat leaves the job alone.
+        local = it->second;
+        local->cancelling = true;
+        if (local->has_progress) job.progress_json = ProgressJson(local->progress, "cancelled");
       }
     }
-    // Queued, or running on another replica: cancelled in the store, fenced on
-    // the state read, so a concurrent claim or commit wins cleanly (then the
-    // loop reads again). The owner finds out at its next lease renewal (at
-    // once through the store's events) and stops.
+    // Cancelled in the store, fenced on the state read, so a concurrent claim
+    // or commit wins cleanly (then the loop reads again). A job running here
+    // is then stopped; one running on another replica finds out at its next
+    // lease renewal (at once through the store's events) and stops.
     store::JobFence fence;
     fence.state = job.state;
     fence.attempt = job.attempts;
@@ -277,6 +280,10 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
     job.state = store::JobState::kCancelled;
     job.finished_unix_ms = NowUnixMs();
     const Status s = store_->UpdateJobFenced(job, fence);
+    if (!s.ok() && local != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      local->cancelling = false;
+    }
     if (s.code() == StatusCode::kAborted) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
       continue;
@@ -284,7 +291,11 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
     KLS_RETURN_IF_ERROR(s);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      BumpLocked(nullptr);
+      if (local != nullptr) {
+        local->user_cancelled = true;  // the worker writes nothing more
+        local->cancel.Cancel();
+      }
+      BumpLocked(local.get());
     }
     if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kCancelled);
     spdlog::info("job {}: cancelled while {}", id, store::JobStateName(was));
@@ -379,7 +390,10 @@ void JobManager::RenewLeases() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, live] : live_) {
-    if (live->lost || live->finishing || std::find(held->begin(), held->end(), id) != held->end()) continue;
+    if (live->lost || live->finishing || live->cancelling || live->user_cancelled ||
+        std::find(held->begin(), held->end(), id) != held->end()) {
+      continue;
+    }
     live->lost = true;
     live->cancel.Cancel();
     BumpLocked(live.get());
@@ -493,7 +507,9 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
 
   auto mark_lost = [&](const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!live->lost) spdlog::warn("job {}: fenced out ({}); stopping", job.id, s.message());
+    if (!live->lost && !live->cancelling && !live->user_cancelled) {
+      spdlog::warn("job {}: fenced out ({}); stopping", job.id, s.message());
+    }
     live->lost = true;
     live->cancel.Cancel();
     BumpLocked(live.get());
@@ -596,7 +612,11 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       options_.metrics->JobFinished(record.method, record.state);
     }
   };
-  if (lost) {
+  if (user_cancelled) {
+    // Cancel() has written "cancelled" (and counted it) before stopping the solver.
+    spdlog::info("job {}: cancelled; the solver stopped after {} iterations", job.id,
+                 result.ok() ? result->stats.iterations : last.iteration);
+  } else if (lost) {
     spdlog::info("job {}: attempt {} ended without writing (lease lost)", job.id, job.attempts);
   } else if (!result.ok()) {
     if (counted_failure && job.counted_failures + 1 < options_.max_attempts) {

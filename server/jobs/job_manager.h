@@ -178,7 +178,8 @@ class JobManager {
     CancellationToken cancel;    ///< shared with the job's SolveControl
     std::shared_ptr<std::atomic<bool>> checkpoint_requested = std::make_shared<std::atomic<bool>>(false);
     int attempt = 0;             ///< the fencing token of this run
-    bool user_cancelled = false; ///< Cancel() (vs. Shutdown()) stopped it
+    bool cancelling = false;     ///< Cancel() is writing "cancelled" to the store
+    bool user_cancelled = false; ///< Cancel() wrote "cancelled" and stopped it: the worker writes nothing
     bool lost = false;           ///< the lease was lost: write nothing more
     bool finishing = false;      ///< the solver returned; the outcome's fenced write decides
     int checkpoints_written = 0;

@@ -324,6 +324,7 @@ class SqliteStore final : public Store {
     }
     const std::string artifact = r.id + ".art";
     KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
+    std::lock_guard<std::mutex> lock(tx_mu_);
     Stmt s(db_, "INSERT INTO datasets VALUES (?,?,?,?,?,?,?,?)");
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.num_points).Bind(4, r.dim).Bind(5, r.num_classes)
         .Bind(6, r.num_constraints).Bind(7, artifact).Bind(8, r.created_unix_ms);
@@ -388,6 +389,7 @@ class SqliteStore final : public Store {
   }
 
   Status DeleteDataset(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(tx_mu_);
     std::string artifact;
     KLS_RETURN_IF_ERROR(ReadDataset(id, &artifact).status());
     Stmt s(db_, "DELETE FROM datasets WHERE id = ?");
@@ -403,6 +405,7 @@ class SqliteStore final : public Store {
     job.id = NewId("job");
     job.created_unix_ms = NowMs();
     if (job.kernel_name.empty()) job.kernel_name = job.id;
+    std::lock_guard<std::mutex> lock(tx_mu_);
     Stmt s(db_,
            "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, "
            "deadline_seconds, error, kernel_name, kernel_version, progress_json, created_ms, started_ms, "
@@ -678,29 +681,43 @@ class SqliteStore final : public Store {
   }
 
   Status DeleteKernel(const std::string& name, int64_t version) override {
-    Stmt q(db_, version == 0 ? "SELECT artifact FROM kernels WHERE name = ?"
-                             : "SELECT artifact FROM kernels WHERE name = ? AND version = ?");
-    q.Bind(1, name);
-    if (version) q.Bind(2, version);
+    std::lock_guard<std::mutex> lock(tx_mu_);
     std::vector<std::string> files;
-    while (q.Step() == SQLITE_ROW) files.push_back(q.Text(0));
+    {
+      Stmt q(db_, version == 0 ? "SELECT artifact FROM kernels WHERE name = ?"
+                               : "SELECT artifact FROM kernels WHERE name = ? AND version = ?");
+      q.Bind(1, name);
+      if (version) q.Bind(2, version);
+      while (q.Step() == SQLITE_ROW) files.push_back(q.Text(0));
+    }
     if (files.empty()) {
       return NotFoundError("kernel \"" + name + "\"" + (version ? " version " + std::to_string(version) : "") +
                            " does not exist");
     }
-    // Aliases first, then the records: a crash in between leaves the kernel
-    // without its aliases (the delete did not complete; the caller saw no
-    // OK), never an alias naming a deleted version. The files go after the
-    // records; a crash before their removal leaves leftovers that the next
-    // open removes.
-    Stmt a(db_, version == 0 ? "DELETE FROM aliases WHERE name = ?" : "DELETE FROM aliases WHERE name = ? AND version = ?");
-    a.Bind(1, name);
-    if (version) a.Bind(2, version);
-    if (a.Step() != SQLITE_DONE) return a.Error("deleting aliases");
-    Stmt d(db_, version == 0 ? "DELETE FROM kernels WHERE name = ?" : "DELETE FROM kernels WHERE name = ? AND version = ?");
-    d.Bind(1, name);
-    if (version) d.Bind(2, version);
-    if (d.Step() != SQLITE_DONE) return d.Error("deleting kernel");
+    // The aliases and the records in one transaction: a crash leaves both or
+    // neither. The files go after the commit; a crash before their removal
+    // leaves leftovers that the next open removes.
+    KLS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status s = OkStatus();
+    {
+      Stmt a(db_, version == 0 ? "DELETE FROM aliases WHERE name = ?"
+                               : "DELETE FROM aliases WHERE name = ? AND version = ?");
+      a.Bind(1, name);
+      if (version) a.Bind(2, version);
+      if (a.Step() != SQLITE_DONE) s = a.Error("deleting aliases");
+    }
+    if (s.ok()) {
+      Stmt d(db_, version == 0 ? "DELETE FROM kernels WHERE name = ?"
+                               : "DELETE FROM kernels WHERE name = ? AND version = ?");
+      d.Bind(1, name);
+      if (version) d.Bind(2, version);
+      if (d.Step() != SQLITE_DONE) s = d.Error("deleting kernel");
+    }
+    if (s.ok()) s = Exec("COMMIT");
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s;
+    }
     for (const auto& f : files) {
       std::error_code ec;
       fs::remove(ArtifactPath(f), ec);
@@ -711,6 +728,9 @@ class SqliteStore final : public Store {
 
   Status SetAlias(const std::string& name, const std::string& alias, int64_t version) override {
     if (alias.empty()) return InvalidArgumentError("alias is empty");
+    // The check and the insert under one lock: a concurrent DeleteKernel
+    // cannot slip between them and leave the alias naming a deleted version.
+    std::lock_guard<std::mutex> lock(tx_mu_);
     KLS_RETURN_IF_ERROR(GetKernelRecord(name, version, "").status());
     Stmt s(db_, "INSERT OR REPLACE INTO aliases VALUES (?,?,?)");
     s.Bind(1, name).Bind(2, alias).Bind(3, version);
@@ -992,7 +1012,11 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex kernel_mu_;  ///< kernel version numbering (taken before tx_mu_)
   /// Multi-statement writes and fenced checks share one connection; this
-  /// keeps them from interleaving.
+  /// keeps them from interleaving. Every write takes it: the store has one SQLite connection, and a
+  /// statement run while another thread's transaction (CommitJobKernel,
+  /// DeleteKernel) is open on it joins that transaction: it would be undone by
+  /// its ROLLBACK, or lost with it in a crash before its COMMIT, after the
+  /// caller was told OK.
   std::mutex tx_mu_;
   std::mutex listener_mu_;
   std::function<void(const StoreEvent&)> listener_;

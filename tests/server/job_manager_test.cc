@@ -104,6 +104,16 @@ class JobManagerTest : public ::testing::Test {
     }
   }
 
+  /// Submits EndlessJob() to the started manager `m` and waits until it runs
+  /// with progress; returns its id.
+  std::string RunEndlessJob(JobManager& m) {
+    auto job = m.Submit(EndlessJob());
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return "";
+    WaitRunningWithProgress(m, job->id);
+    return job->id;
+  }
+
   /// Waits until the job is running and has reported at least one iteration.
   void WaitRunningWithProgress(JobManager& m, const std::string& id) {
     const auto end = Clock::now() + std::chrono::seconds(20);
@@ -212,14 +222,13 @@ TEST_F(JobManagerTest, SubmitValidatesAgainstTheDataSet) {
 TEST_F(JobManagerTest, CancellingARunningJobStopsTheSolverPromptly) {
   JobManager m(store_.get(), Opts(1));
   ASSERT_TRUE(m.Start().ok());
-  auto job = m.Submit(EndlessJob());
-  ASSERT_TRUE(job.ok()) << job.status();
-  WaitRunningWithProgress(m, job->id);
+  const std::string id = RunEndlessJob(m);
+  ASSERT_FALSE(HasFailure());
 
   const auto t0 = Clock::now();
-  auto cancelled = m.Cancel(job->id);
+  auto cancelled = m.Cancel(id);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
-  const store::JobRecord done = WaitTerminal(m, job->id, std::chrono::seconds(5));
+  const store::JobRecord done = WaitTerminal(m, id, std::chrono::seconds(5));
   const double latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   RecordProperty("cancel_latency_ms", std::to_string(latency_ms));
   std::printf("cancel latency: %.1f ms\n", latency_ms);
@@ -228,8 +237,42 @@ TEST_F(JobManagerTest, CancellingARunningJobStopsTheSolverPromptly) {
   EXPECT_LT(latency_ms, 500.0);
   EXPECT_FALSE(store_->GetKernelRecord("k", 0).ok());  // nothing stored
 
-  auto again = m.Cancel(job->id);
+  auto again = m.Cancel(id);
   EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A cancel acknowledged while the job runs is durable when Cancel returns:
+// the store already says CANCELLED, so a crash right after the OK (before the
+// solver's next iteration) cannot bring the job back. The crash soak
+// (kls-bench crash) found the old behaviour: the cancellation lived only in
+// memory until the solver stopped, and a job cancelled while RUNNING was
+// re-queued by the restart after a SIGKILL and then SUCCEEDED.
+TEST_F(JobManagerTest, ACancelOfARunningJobIsStoredBeforeItIsAcknowledged) {
+  JobManager m(store_.get(), Opts(1));
+  ASSERT_TRUE(m.Start().ok());
+  const std::string id = RunEndlessJob(m);
+  ASSERT_FALSE(HasFailure());
+
+  auto cancelled = m.Cancel(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state, store::JobState::kCancelled);
+  // What a restarted server would read, at once:
+  auto stored = store_->GetJob(id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, store::JobState::kCancelled);
+  EXPECT_EQ(ToProtoJob(*stored).termination(), "cancelled");
+  EXPECT_GT(ToProtoJob(*stored).progress().iteration(), 0);
+
+  // The solver stops, nothing is stored, the state stays, the worker is free.
+  EXPECT_EQ(WaitTerminal(m, id, std::chrono::seconds(5)).state, store::JobState::kCancelled);
+  auto next = m.Submit(KlAdmmJob(small_id_, 5));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(WaitTerminal(m, next->id).state, store::JobState::kSucceeded);
+  EXPECT_EQ(store_->GetJob(id)->state, store::JobState::kCancelled);
+  auto kernels = store_->ListKernels("");
+  ASSERT_TRUE(kernels.ok());
+  for (const auto& k : *kernels) EXPECT_NE(k.job_id, id);
+  EXPECT_EQ(m.Cancel(id).status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(JobManagerTest, CancellingAQueuedJobIsImmediate) {
