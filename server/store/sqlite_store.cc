@@ -17,8 +17,8 @@
 #include <set>
 
 #include "server/store/artifact.h"
+#include "server/store/record_artifacts.h"
 #include "server/store/store.h"
-#include "core/social/social_model.h"
 #include <zlib.h>
 
 
@@ -45,10 +45,9 @@ StatusOr<JobState> ParseJobState(const std::string& s) {
 
 namespace {
 
-namespace fs = std::filesystem;
+using TxLock = std::lock_guard<std::recursive_mutex>;
 
-/// Artifact section names of kernel attachments: "model:" + Attachment::name.
-const std::string kAttachmentPrefix = "model:";
+namespace fs = std::filesystem;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -282,8 +281,6 @@ class SqliteStore final : public Store {
 
   // ---- data sets ---------------------------------------------------------
   StatusOr<DatasetRecord> PutDataset(const std::string& name, const StoredDataset& d) override {
-    KLS_RETURN_IF_ERROR(d.data.Validate());
-    KLS_RETURN_IF_ERROR(d.constraints.Validate(d.data.num_points()));
     DatasetRecord r;
     r.id = NewId("ds");
     r.name = name;
@@ -292,39 +289,10 @@ class SqliteStore final : public Store {
     r.num_classes = d.data.num_classes();
     r.num_constraints = d.constraints.size();
     r.created_unix_ms = NowMs();
-    // Features are column-major in Eigen; stored as such (rows = n, cols = d).
-    std::vector<SectionView> sections;
-    sections.push_back({"features", DType::kFloat64, static_cast<uint64_t>(r.num_points),
-                        static_cast<uint64_t>(r.dim), d.data.features.data(),
-                        static_cast<uint64_t>(d.data.features.size()) * 8});
-    if (d.data.has_labels()) {
-      sections.push_back({"labels", DType::kInt32, static_cast<uint64_t>(r.num_points), 1,
-                          d.data.labels.data(), d.data.labels.size() * 4});
-    }
-    std::string keys;
-    if (!d.data.item_keys.empty()) {
-      for (const auto& k : d.data.item_keys) keys.append(k).push_back('\0');
-      sections.push_back({"item_keys", DType::kBytes, static_cast<uint64_t>(r.num_points), 1, keys.data(), keys.size()});
-    }
-    std::vector<int32_t> pairs;
-    for (const Pair& p : d.constraints.pairs) {
-      pairs.push_back(p.i);
-      pairs.push_back(p.j);
-      pairs.push_back(static_cast<int32_t>(p.kind));
-    }
-    if (!pairs.empty()) {
-      sections.push_back({"constraints", DType::kInt32, static_cast<uint64_t>(d.constraints.size()), 3,
-                          pairs.data(), pairs.size() * 4});
-    }
-    std::string social;
-    if (d.social) {
-      social = SerializeCommunityRelations(*d.social);
-      sections.push_back({"social", DType::kBytes, static_cast<uint64_t>(social.size()), 1, social.data(),
-                          social.size()});
-    }
+    KLS_ASSIGN_OR_RETURN(const std::string image, EncodeDatasetArtifact(d));
     const std::string artifact = r.id + ".art";
-    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(artifact), sections));
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    KLS_RETURN_IF_ERROR(WriteFileAtomically(ArtifactPath(artifact), image));
+    TxLock lock(tx_mu_);
     Stmt s(db_, "INSERT INTO datasets VALUES (?,?,?,?,?,?,?,?)");
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.num_points).Bind(4, r.dim).Bind(5, r.num_classes)
         .Bind(6, r.num_constraints).Bind(7, artifact).Bind(8, r.created_unix_ms);
@@ -341,42 +309,11 @@ class SqliteStore final : public Store {
     std::string artifact;
     KLS_ASSIGN_OR_RETURN(DatasetRecord r, ReadDataset(id, &artifact));
     KLS_ASSIGN_OR_RETURN(auto a, MappedArtifact::Open(ArtifactPath(artifact)));
-    StoredDataset out;
-    const auto* f = a->Find("features");
-    if (!f || f->rows != static_cast<uint64_t>(r.num_points) || f->cols != static_cast<uint64_t>(r.dim)) {
-      return DataLossError("data set " + id + ": features section missing or mis-sized");
-    }
-    out.data.features.resize(r.num_points, r.dim);
-    std::memcpy(out.data.features.data(), f->data, f->bytes);
-    if (const auto* l = a->Find("labels")) {
-      out.data.labels.resize(l->rows);
-      std::memcpy(out.data.labels.data(), l->data, l->bytes);
-    }
-    if (const auto* k = a->Find("item_keys")) {
-      const char* p = reinterpret_cast<const char*>(k->data);
-      const char* end = p + k->bytes;
-      while (p < end) {
-        const size_t len = strnlen(p, end - p);
-        out.data.item_keys.emplace_back(p, len);
-        p += len + 1;
-      }
-    }
-    if (const auto* c = a->Find("constraints")) {
-      const int32_t* v = reinterpret_cast<const int32_t*>(c->data);
-      for (uint64_t t = 0; t < c->rows; ++t) {
-        out.constraints.pairs.push_back({v[3 * t], v[3 * t + 1], static_cast<PairKind>(v[3 * t + 2])});
-      }
-    }
-    if (const auto* so = a->Find("social")) {
-      StatusOr<Community> social = ParseCommunityRelations(
-          std::string(reinterpret_cast<const char*>(so->data), so->bytes), out.data.features);
-      if (!social.ok()) return DataLossError("data set " + id + ": " + social.status().message());
-      out.social = std::move(social).value();
-    }
-    return out;
+    return DecodeDatasetArtifact(*a, r);
   }
 
   StatusOr<std::vector<DatasetRecord>> ListDatasets() override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT id FROM datasets ORDER BY created_ms, id");
     std::vector<DatasetRecord> out;
     std::vector<std::string> ids;
@@ -389,7 +326,7 @@ class SqliteStore final : public Store {
   }
 
   Status DeleteDataset(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     std::string artifact;
     KLS_RETURN_IF_ERROR(ReadDataset(id, &artifact).status());
     Stmt s(db_, "DELETE FROM datasets WHERE id = ?");
@@ -405,7 +342,7 @@ class SqliteStore final : public Store {
     job.id = NewId("job");
     job.created_unix_ms = NowMs();
     if (job.kernel_name.empty()) job.kernel_name = job.id;
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     Stmt s(db_,
            "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, "
            "deadline_seconds, error, kernel_name, kernel_version, progress_json, created_ms, started_ms, "
@@ -417,6 +354,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<JobRecord> GetJob(const std::string& id) override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, (std::string(kJobColumnsNoFrom) + " FROM jobs WHERE id = ?").c_str());
     s.Bind(1, id);
     if (s.Step() != SQLITE_ROW) return NotFoundError("job \"" + id + "\" does not exist");
@@ -424,7 +362,7 @@ class SqliteStore final : public Store {
   }
 
   Status UpdateJob(const JobRecord& job) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     JobRecord j = job;
     ClearLeaseUnlessRunning(&j);
     Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
@@ -437,6 +375,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<int64_t> CountJobs(JobState state) override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT COUNT(*) FROM jobs WHERE state = ?");
     s.Bind(1, std::string(JobStateName(state)));
     if (s.Step() != SQLITE_ROW) return s.Error("counting jobs");
@@ -445,7 +384,7 @@ class SqliteStore final : public Store {
 
   // ---- shared queue (one process here: the data directory is locked) -------
   StatusOr<std::optional<JobRecord>> ClaimJob(const std::string& replica_id, int64_t lease_ms) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     std::string id;
     {
       Stmt q(db_, "SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, seq LIMIT 1");
@@ -473,7 +412,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& replica_id, int64_t lease_ms) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     {
       Stmt u(db_, "UPDATE jobs SET lease_expires_ms = ? WHERE state = 'running' AND owner = ?");
       u.Bind(1, NowMs() + lease_ms).Bind(2, replica_id);
@@ -487,7 +426,7 @@ class SqliteStore final : public Store {
   }
 
   Status UpdateJobFenced(const JobRecord& job, const JobFence& fence) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     KLS_RETURN_IF_ERROR(CheckFenceLocked(job.id, fence));
     JobRecord j = job;
     ClearLeaseUnlessRunning(&j);
@@ -502,12 +441,12 @@ class SqliteStore final : public Store {
                                          const LearnedKernel& kernel,
                                          const std::vector<Attachment>& attachments) override {
     {
-      std::lock_guard<std::mutex> lock(tx_mu_);
+      TxLock lock(tx_mu_);
       KLS_RETURN_IF_ERROR(CheckFenceLocked(job.id, fence));
     }
     std::lock_guard<std::mutex> klock(kernel_mu_);
     KLS_ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareKernel(std::move(record), kernel, attachments));
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     auto discard = [&](Status s) {
       std::error_code ec;
       fs::remove(ArtifactPath(prepared.artifact), ec);
@@ -538,6 +477,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::vector<JobRecord>> ListExpiredLeases() override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, (std::string(kJobColumnsNoFrom) +
                  " FROM jobs WHERE state = 'running' AND lease_expires_ms < ? ORDER BY seq").c_str());
     s.Bind(1, NowMs());
@@ -547,7 +487,7 @@ class SqliteStore final : public Store {
   }
 
   Status PutCheckpoint(const CheckpointRecord& c, const JobFence& fence) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     KLS_RETURN_IF_ERROR(CheckFenceLocked(c.job_id, fence));
     Stmt s(db_, "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?,?,?,?)");
     s.Bind(1, c.job_id).Bind(2, c.attempt).Bind(3, c.iteration).Bind(4, c.solver);
@@ -558,6 +498,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::optional<CheckpointRecord>> GetCheckpoint(const std::string& job_id) override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT job_id, attempt, iteration, solver, bytes, crc32, created_ms FROM checkpoints WHERE job_id = ?");
     s.Bind(1, job_id);
     if (s.Step() != SQLITE_ROW) return std::optional<CheckpointRecord>();
@@ -580,6 +521,7 @@ class SqliteStore final : public Store {
   }
 
   Status Ping() override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT 1");
     if (s.Step() != SQLITE_ROW) return Status(StatusCode::kUnavailable, "the embedded store does not answer");
     return OkStatus();
@@ -599,6 +541,7 @@ class SqliteStore final : public Store {
     if (f.state) sql += " AND state = ?";
     if (!f.dataset_id.empty()) sql += " AND dataset_id = ?";
     sql += " ORDER BY seq LIMIT ?";
+    TxLock lock(tx_mu_);
     Stmt s(db_, sql.c_str());
     int b = 1;
     s.Bind(b++, after);
@@ -625,7 +568,7 @@ class SqliteStore final : public Store {
                                    const std::vector<Attachment>& attachments) override {
     std::lock_guard<std::mutex> lock(kernel_mu_);  // version numbering is read-then-write
     KLS_ASSIGN_OR_RETURN(PreparedKernel prepared, PrepareKernel(std::move(r), kernel, attachments));
-    std::lock_guard<std::mutex> tx(tx_mu_);
+    TxLock tx(tx_mu_);
     if (Status s = InsertKernelRow(prepared); !s.ok()) {
       std::error_code ec;
       fs::remove(ArtifactPath(prepared.artifact), ec);
@@ -650,23 +593,11 @@ class SqliteStore final : public Store {
     std::string artifact;
     KLS_ASSIGN_OR_RETURN(KernelRecord r, ReadKernel(name, version, "", &artifact));
     KLS_ASSIGN_OR_RETURN(auto a, MappedArtifact::Open(ArtifactPath(artifact)));
-    const auto* e = a->Find("embedding");
-    if (!e || e->rows != static_cast<uint64_t>(r.num_points) || e->cols != static_cast<uint64_t>(r.rank)) {
-      return DataLossError("kernel " + name + " v" + std::to_string(r.version) + ": embedding section missing or mis-sized");
-    }
-    LearnedKernel::Embedding v(r.num_points, r.rank);
-    std::memcpy(v.data(), e->data, e->bytes);
-    StoredModel model;
-    KLS_ASSIGN_OR_RETURN(model.kernel, LearnedKernel::FromEmbedding(std::move(v)));
-    for (const auto& sec : a->sections()) {
-      if (sec.name.compare(0, kAttachmentPrefix.size(), kAttachmentPrefix) != 0) continue;
-      model.attachments.push_back(
-          {sec.name.substr(kAttachmentPrefix.size()), std::string(reinterpret_cast<const char*>(sec.data), sec.bytes)});
-    }
-    return model;
+    return DecodeKernelArtifact(*a, r);
   }
 
   StatusOr<std::vector<KernelRecord>> ListKernels(const std::string& name) override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, name.empty() ? "SELECT name, version FROM kernels ORDER BY name, version"
                              : "SELECT name, version FROM kernels WHERE name = ? ORDER BY version");
     if (!name.empty()) s.Bind(1, name);
@@ -681,7 +612,7 @@ class SqliteStore final : public Store {
   }
 
   Status DeleteKernel(const std::string& name, int64_t version) override {
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     std::vector<std::string> files;
     {
       Stmt q(db_, version == 0 ? "SELECT artifact FROM kernels WHERE name = ?"
@@ -730,7 +661,7 @@ class SqliteStore final : public Store {
     if (alias.empty()) return InvalidArgumentError("alias is empty");
     // The check and the insert under one lock: a concurrent DeleteKernel
     // cannot slip between them and leave the alias naming a deleted version.
-    std::lock_guard<std::mutex> lock(tx_mu_);
+    TxLock lock(tx_mu_);
     KLS_RETURN_IF_ERROR(GetKernelRecord(name, version, "").status());
     Stmt s(db_, "INSERT OR REPLACE INTO aliases VALUES (?,?,?)");
     s.Bind(1, name).Bind(2, alias).Bind(3, version);
@@ -740,6 +671,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::vector<AliasRecord>> ListAliases() override {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT name, alias, version FROM aliases ORDER BY name, alias");
     std::vector<AliasRecord> out;
     while (s.Step() == SQLITE_ROW) out.push_back({s.Text(0), s.Text(1), s.Int(2)});
@@ -750,6 +682,7 @@ class SqliteStore final : public Store {
   Status ImportJob(const JobRecord&) override { return NotAShared("ImportJob"); }
 
   StatusOr<std::vector<std::string>> CheckIntegrity() override {
+    TxLock lock(tx_mu_);
     std::vector<std::string> problems;
     std::set<std::string> referenced;
     for (const char* sql : {"SELECT artifact FROM datasets", "SELECT artifact FROM kernels"}) {
@@ -791,12 +724,8 @@ class SqliteStore final : public Store {
   StatusOr<PreparedKernel> PrepareKernel(KernelRecord r, const LearnedKernel& kernel,
                                          const std::vector<Attachment>& attachments) {
     if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
-    for (const auto& a : attachments) {
-      if (a.name.empty() || a.name.size() > 40) {
-        return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
-      }
-    }
     {
+      TxLock lock(tx_mu_);
       Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
       s.Bind(1, r.name);
       if (s.Step() != SQLITE_ROW) return s.Error("reading kernel versions");
@@ -807,14 +736,8 @@ class SqliteStore final : public Store {
     r.created_unix_ms = NowMs();
     PreparedKernel out;
     out.artifact = NewId("k") + ".art";
-    const auto& v = kernel.embedding();  // row-major n × r
-    std::vector<SectionView> sections = {{"embedding", DType::kFloat64, static_cast<uint64_t>(v.rows()),
-                                          static_cast<uint64_t>(v.cols()), v.data(), static_cast<uint64_t>(v.size()) * 8}};
-    for (const auto& a : attachments) {
-      sections.push_back({kAttachmentPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
-                          a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
-    }
-    KLS_RETURN_IF_ERROR(WriteArtifact(ArtifactPath(out.artifact), sections));
+    KLS_ASSIGN_OR_RETURN(const std::string image, EncodeKernelArtifact(kernel, attachments));
+    KLS_RETURN_IF_ERROR(WriteFileAtomically(ArtifactPath(out.artifact), image));
     out.record = std::move(r);
     return out;
   }
@@ -957,6 +880,7 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<DatasetRecord> ReadDataset(const std::string& id, std::string* artifact) {
+    TxLock lock(tx_mu_);
     Stmt s(db_, "SELECT id, name, num_points, dim, num_classes, num_constraints, artifact, created_ms "
                 "FROM datasets WHERE id = ?");
     s.Bind(1, id);
@@ -975,6 +899,7 @@ class SqliteStore final : public Store {
 
   StatusOr<KernelRecord> ReadKernel(const std::string& name, int64_t version, const std::string& alias,
                                     std::string* artifact) {
+    TxLock lock(tx_mu_);
     if (!alias.empty()) {
       Stmt a(db_, "SELECT version FROM aliases WHERE name = ? AND alias = ?");
       a.Bind(1, name).Bind(2, alias);
@@ -1011,13 +936,14 @@ class SqliteStore final : public Store {
   std::string dir_, artifacts_;
   sqlite3* db_ = nullptr;
   std::mutex kernel_mu_;  ///< kernel version numbering (taken before tx_mu_)
-  /// Multi-statement writes and fenced checks share one connection; this
-  /// keeps them from interleaving. Every write takes it: the store has one SQLite connection, and a
-  /// statement run while another thread's transaction (CommitJobKernel,
-  /// DeleteKernel) is open on it joins that transaction: it would be undone by
-  /// its ROLLBACK, or lost with it in a crash before its COMMIT, after the
-  /// caller was told OK.
-  std::mutex tx_mu_;
+  /// The store has one SQLite connection, and a statement run while another
+  /// thread's transaction (CommitJobKernel, DeleteKernel) is open on it joins
+  /// that transaction. So every statement takes this lock: a write would
+  /// otherwise be undone by that transaction's ROLLBACK (or lost with it in a
+  /// crash before its COMMIT) after its caller was told OK, and a read would
+  /// see a job SUCCEEDED before the COMMIT made it durable. Recursive: writes
+  /// call the read helpers while holding it.
+  std::recursive_mutex tx_mu_;
   std::mutex listener_mu_;
   std::function<void(const StoreEvent&)> listener_;
 };

@@ -84,7 +84,9 @@ TEST_P(StoreTest, InvalidDatasetIsRejectedAndNothingIsWritten) {
   EXPECT_THAT(rec.status().message(), HasSubstr("j = 99 is out of range"));
   EXPECT_TRUE(store_->ListDatasets()->empty());
   EXPECT_THAT(*store_->CheckIntegrity(), ::testing::IsEmpty());
-  if (!postgres()) EXPECT_TRUE(fs::is_empty(fs::path(dir_.Sub("data")) / "artifacts"));
+  if (!postgres()) {
+    EXPECT_TRUE(fs::is_empty(fs::path(dir_.Sub("data")) / "artifacts"));
+  }
 }
 
 TEST_P(StoreTest, KernelVersionsAliasesAndDelete) {
