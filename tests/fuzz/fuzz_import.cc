@@ -3,6 +3,7 @@
 // Import call's stream — fed until the first error, then Finish and the
 // conversion to a LearnedKernel the handler stores.
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/delimited_message_util.h>
 
 #include <cstddef>
@@ -11,6 +12,9 @@
 #include "server/import_assembler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Invalid UTF-8 in a string field is a rejected parse; protobuf would log each one.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   kls::server::ImportLimits limits;
   limits.max_points = 4096;
   limits.max_dim = 256;
