@@ -74,4 +74,42 @@ StatusOr<double> SplitKnnAccuracy(const Eigen::MatrixXd& points, const std::vect
   return static_cast<double>(correct) / static_cast<double>(query.size());
 }
 
+StatusOr<SplitScore> ScoreOnSplit(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                  const std::vector<int>& train, const std::vector<int>& validation,
+                                  const std::vector<int>& test, int k_max) {
+  if (k_max < 1) return InvalidArgumentError("k_max = " + std::to_string(k_max) + " must be >= 1");
+  SplitScore score;
+  const int top = std::min(k_max, static_cast<int>(train.size()));
+  for (int k = 1; k <= top; k += 2) {
+    KLS_ASSIGN_OR_RETURN(double v, SplitKnnAccuracy(points, labels, train, validation, k));
+    if (v > score.validation_accuracy) {
+      score.k = k;
+      score.validation_accuracy = v;
+      if (!test.empty()) {
+        KLS_ASSIGN_OR_RETURN(score.test_accuracy, SplitKnnAccuracy(points, labels, train, test, k));
+      }
+    }
+  }
+  if (score.k == 0) return InvalidArgumentError("train: is empty");
+  return score;
+}
+
+StatusOr<int> ChooseOnValidation(const std::vector<Eigen::MatrixXd>& candidates, const std::vector<int>& labels,
+                                 const std::vector<int>& train, const std::vector<int>& validation,
+                                 const std::vector<int>& test, int k_max, std::vector<SplitScore>* scores) {
+  if (candidates.empty()) return InvalidArgumentError("candidates: is empty");
+  if (scores) scores->clear();
+  int best = 0;
+  double best_val = -1.0;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    KLS_ASSIGN_OR_RETURN(SplitScore s, ScoreOnSplit(candidates[c], labels, train, validation, test, k_max));
+    if (s.validation_accuracy > best_val) {
+      best = static_cast<int>(c);
+      best_val = s.validation_accuracy;
+    }
+    if (scores) scores->push_back(s);
+  }
+  return best;
+}
+
 }  // namespace kls
