@@ -74,6 +74,25 @@ StatusOr<double> SplitKnnAccuracy(const Eigen::MatrixXd& points, const std::vect
   return static_cast<double>(correct) / static_cast<double>(query.size());
 }
 
+StatusOr<double> LeaveOneOutKnnAccuracy(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                        const std::vector<int>& subset, int k) {
+  if (k < 1 || k >= static_cast<int>(subset.size())) {
+    return InvalidArgumentError("k = " + std::to_string(k) + " must be in [1, " + std::to_string(subset.size()) +
+                                ") (the subset size minus one)");
+  }
+  std::vector<int> others;
+  others.reserve(subset.size());
+  int correct = 0;
+  for (size_t q = 0; q < subset.size(); ++q) {
+    others.clear();
+    for (size_t t = 0; t < subset.size(); ++t)
+      if (t != q) others.push_back(subset[t]);
+    KLS_ASSIGN_OR_RETURN(std::vector<int> pred, KnnPredict(points, labels, others, {subset[q]}, k));
+    correct += pred[0] == labels[subset[q]];
+  }
+  return static_cast<double>(correct) / static_cast<double>(subset.size());
+}
+
 StatusOr<SplitScore> ScoreOnSplit(const Eigen::MatrixXd& points, const std::vector<int>& labels,
                                   const std::vector<int>& train, const std::vector<int>& validation,
                                   const std::vector<int>& test, int k_max) {

@@ -39,6 +39,12 @@ StatusOr<SplitScore> ScoreOnSplit(const Eigen::MatrixXd& points, const std::vect
                                   const std::vector<int>& train, const std::vector<int>& validation,
                                   const std::vector<int>& test, int k_max);
 
+/// Leave-one-out k-NN accuracy over `subset`: each of its points classified
+/// by KnnPredict from the other points of `subset`. Errors: k < 1 or
+/// k >= |subset|, or any KnnPredict error.
+StatusOr<double> LeaveOneOutKnnAccuracy(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                        const std::vector<int>& subset, int k);
+
 /// Index of the candidate embedding (same points and split) with the best
 /// validation accuracy under ScoreOnSplit; ties go to the earlier candidate.
 /// Put the embedding the others must improve on first (issue 23: MVE's start,

@@ -619,7 +619,7 @@ TEST(KnnClassifier, ChooseOnValidationKeepsTheFirstCandidateOnTies) {
   Eigen::MatrixXd good(8, 1), same(8, 1), bad(8, 1);
   good << 0, 0.1, 0.2, 0.3, 5, 5.1, 5.2, 5.3;
   same = 2.0 * good;  // same neighbours: same scores
-  bad << 0, 0.1, 5.2, 0.3, 5, 5.1, 0.2, 5.3;
+  bad << 0, 0.1, 5.25, 0.3, 5, 5.1, 0.35, 5.3;
   const std::vector<int> y = {0, 0, 0, 0, 1, 1, 1, 1};
   const std::vector<int> train = {0, 1, 4, 5}, val = {2, 6}, test = {3, 7};
   auto p = ChooseOnValidation({good, same}, y, train, val, test, 3);
@@ -629,6 +629,16 @@ TEST(KnnClassifier, ChooseOnValidationKeepsTheFirstCandidateOnTies) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, 1);
   EXPECT_FALSE(ChooseOnValidation({}, y, train, val, test, 3).ok());
+  // Leave-one-out over train ∪ validation: the good line is perfect, the bad one
+  // misclassifies the two swapped points (each sits among the other class).
+  const std::vector<int> subset = {0, 1, 2, 4, 5, 6};
+  auto loo = LeaveOneOutKnnAccuracy(good, y, subset, 1);
+  ASSERT_TRUE(loo.ok());
+  EXPECT_DOUBLE_EQ(*loo, 1.0);
+  loo = LeaveOneOutKnnAccuracy(bad, y, subset, 1);
+  ASSERT_TRUE(loo.ok());
+  EXPECT_DOUBLE_EQ(*loo, 4.0 / 6.0);
+  EXPECT_FALSE(LeaveOneOutKnnAccuracy(good, y, subset, 6).ok());
 }
 
 TEST(Spe, DualIsCertifiedAndTripletViolationsShrink) {
