@@ -74,4 +74,61 @@ StatusOr<double> SplitKnnAccuracy(const Eigen::MatrixXd& points, const std::vect
   return static_cast<double>(correct) / static_cast<double>(query.size());
 }
 
+StatusOr<double> LeaveOneOutKnnAccuracy(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                        const std::vector<int>& subset, int k) {
+  if (k < 1 || k >= static_cast<int>(subset.size())) {
+    return InvalidArgumentError("k = " + std::to_string(k) + " must be in [1, " + std::to_string(subset.size()) +
+                                ") (the subset size minus one)");
+  }
+  std::vector<int> others;
+  others.reserve(subset.size());
+  int correct = 0;
+  for (size_t q = 0; q < subset.size(); ++q) {
+    others.clear();
+    for (size_t t = 0; t < subset.size(); ++t)
+      if (t != q) others.push_back(subset[t]);
+    KLS_ASSIGN_OR_RETURN(std::vector<int> pred, KnnPredict(points, labels, others, {subset[q]}, k));
+    correct += pred[0] == labels[subset[q]];
+  }
+  return static_cast<double>(correct) / static_cast<double>(subset.size());
+}
+
+StatusOr<SplitScore> ScoreOnSplit(const Eigen::MatrixXd& points, const std::vector<int>& labels,
+                                  const std::vector<int>& train, const std::vector<int>& validation,
+                                  const std::vector<int>& test, int k_max) {
+  if (k_max < 1) return InvalidArgumentError("k_max = " + std::to_string(k_max) + " must be >= 1");
+  SplitScore score;
+  const int top = std::min(k_max, static_cast<int>(train.size()));
+  for (int k = 1; k <= top; k += 2) {
+    KLS_ASSIGN_OR_RETURN(double v, SplitKnnAccuracy(points, labels, train, validation, k));
+    if (v > score.validation_accuracy) {
+      score.k = k;
+      score.validation_accuracy = v;
+      if (!test.empty()) {
+        KLS_ASSIGN_OR_RETURN(score.test_accuracy, SplitKnnAccuracy(points, labels, train, test, k));
+      }
+    }
+  }
+  if (score.k == 0) return InvalidArgumentError("train: is empty");
+  return score;
+}
+
+StatusOr<int> ChooseOnValidation(const std::vector<Eigen::MatrixXd>& candidates, const std::vector<int>& labels,
+                                 const std::vector<int>& train, const std::vector<int>& validation,
+                                 const std::vector<int>& test, int k_max, std::vector<SplitScore>* scores) {
+  if (candidates.empty()) return InvalidArgumentError("candidates: is empty");
+  if (scores) scores->clear();
+  int best = 0;
+  double best_val = -1.0;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    KLS_ASSIGN_OR_RETURN(SplitScore s, ScoreOnSplit(candidates[c], labels, train, validation, test, k_max));
+    if (s.validation_accuracy > best_val) {
+      best = static_cast<int>(c);
+      best_val = s.validation_accuracy;
+    }
+    if (scores) scores->push_back(s);
+  }
+  return best;
+}
+
 }  // namespace kls

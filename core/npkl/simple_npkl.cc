@@ -299,7 +299,24 @@ Eigen::VectorXd ProjectDual(const Eigen::VectorXd& a, const SimpleNpklOptions& o
   return a;
 }
 
-double RelativeGap(const Iterate& x) { return (x.primal - x.dual) / std::max(1.0, std::abs(x.primal)); }
+// P(0): the objective at K = 0, i.e. the loss of z = 0 on every constraint
+// (linear 0, quadratic losses C/2 each, hinge C each). It does not depend on
+// K, so it is left out of the scale of the relative gap (see the header).
+double ObjectiveAtZero(const SimpleNpklOptions& o, int m) {
+  switch (o.loss) {
+    case NpklLoss::kLinear: return 0.0;
+    case NpklLoss::kSquareHinge:
+    case NpklLoss::kSquare: return 0.5 * o.c * m;
+    case NpklLoss::kHinge: return o.c * m;
+  }
+  return 0.0;
+}
+
+// (P − J) / max(1, |P − P(0)|): the gap against the part of the objective that
+// K moves, not against the constant P(0) (issue 23).
+double RelativeGapFrom(const Iterate& x, double p0) {
+  return (x.primal - x.dual) / std::max(1.0, std::abs(x.primal - p0));
+}
 
 Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   const Eigen::SparseMatrix<double> lt = l.transpose();
@@ -450,6 +467,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     terms = MakeTerms(problem.constraints, &active);
   }
   const int m = terms.size();
+  const double p0 = ObjectiveAtZero(options, m);
+  auto RelativeGap = [p0](const Iterate& x) { return RelativeGapFrom(x, p0); };
 
   Eigen::MatrixXd basis;
   if (options.low_rank > 0) {

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -543,6 +545,100 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   bad.inexact_factor = -0.5;
   auto r3 = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, bad);
   EXPECT_THAT(r3.status().message(), HasSubstr("options.inexact_factor = -0.5"));
+}
+
+// Issue 23 regression guard (MVE at chance level). With a capacity B below
+// what the local distances need (here B = 0.1·N while the input kernel has
+// ‖HKH‖_F² = N), the distance slacks' multipliers α = Cξ push neighbours apart
+// and dominate A = H(K₀ + Σ α T)H; within tr K² <= B the best use of the
+// capacity is then the highest-frequency eigenvectors of the α-weighted graph
+// Laplacian, so the top-2 coordinates separate neighbours (mean squared edge
+// length above the mean squared spread) and k-NN on them is at chance level.
+// MVE's own objective F still rises from the start (F is maximized, not the
+// class structure), so no ascent check on F can catch it; the guard is the
+// validation choice with the start (linear KPCA) as the candidate to beat
+// (ChooseOnValidation, used by kls-bench embed).
+TEST(Mve, SmallCapacityShattersNeighbourhoodsAndTheStartIsKept) {
+  const int n = 100;
+  const Sample s = WineSample(n);
+  auto graph = BuildNeighborhood(s.x, 5);
+  ASSERT_TRUE(graph.ok());
+  MveOptions options;  // kls-bench embed's defaults (docs/EMBEDDING.md)
+  options.inner.b = 0.1 * n;
+  options.inner.relative_slack = true;
+  options.inner.method = EmbeddingMinimaxOptions::Method::kNewton;
+  options.max_outer_iterations = 200;
+  options.objective_tolerance = 1e-4;
+  options.inexact_factor = 0.1;
+  auto mve = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, options);
+  ASSERT_TRUE(mve.ok()) << mve.status();
+  auto start = LearnedKernel::FromEmbedding(LearnedKernel::Embedding(s.x));
+  ASSERT_TRUE(start.ok());
+  auto start_coords = PrincipalCoordinates(*start, 2);
+  auto mve_coords = PrincipalCoordinates(mve->kernel, 2);
+  ASSERT_TRUE(start_coords.ok() && mve_coords.ok());
+  // Mean squared edge length over mean squared distance to the centroid.
+  auto edge_ratio = [&](const Eigen::MatrixXd& c) {
+    const Eigen::MatrixXd cc = c.rowwise() - c.colwise().mean();
+    double e = 0;
+    for (int k = 0; k < graph->num_edges(); ++k) e += (cc.row(graph->edge_i[k]) - cc.row(graph->edge_j[k])).squaredNorm();
+    return (e / graph->num_edges()) / (cc.squaredNorm() / n);
+  };
+  const double shattered = edge_ratio(*mve_coords), smooth = edge_ratio(*start_coords);
+  auto full = PrincipalCoordinates(*start, static_cast<int>(s.x.cols()));
+  ASSERT_TRUE(full.ok());
+  const double f_start = MveObjective(*full, 2, *graph, mve->slack_weight);
+  std::mt19937_64 rng(1);
+  std::vector<int> perm(n);
+  for (int i = 0; i < n; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const std::vector<int> train(perm.begin(), perm.begin() + 60), val(perm.begin() + 60, perm.begin() + 80),
+      test(perm.begin() + 80, perm.end());
+  std::vector<SplitScore> scores;
+  auto pick = ChooseOnValidation({*start_coords, *mve_coords}, s.y, train, val, test, 15, &scores);
+  ASSERT_TRUE(pick.ok()) << pick.status();
+  std::printf("edge/spread ratio: start %.3f, MVE %.3f; F: start %.4g, MVE %.4g; validation / test accuracy: "
+              "start %.2f / %.2f, MVE %.2f / %.2f; chosen %d\n",
+              smooth, shattered, f_start, mve->stats.final_objective, scores[0].validation_accuracy,
+              scores[0].test_accuracy, scores[1].validation_accuracy, scores[1].test_accuracy, *pick);
+  // The cause, measured: neighbourhoods shattered, F nevertheless above the start's.
+  EXPECT_GT(shattered, 1.0);
+  EXPECT_LT(smooth, 0.5);
+  EXPECT_GT(mve->stats.final_objective, f_start);
+  // The old behaviour: the MVE embedding alone is far below its start.
+  EXPECT_LE(scores[1].validation_accuracy, 0.75);
+  EXPECT_GE(scores[0].validation_accuracy, 0.85);
+  // The guard: the start is kept, so the result is the start's.
+  EXPECT_EQ(*pick, 0);
+  EXPECT_GE(scores[*pick].test_accuracy, scores[0].test_accuracy);
+}
+
+// ChooseOnValidation: ties go to the earlier candidate; a strictly better one wins.
+TEST(KnnClassifier, ChooseOnValidationKeepsTheFirstCandidateOnTies) {
+  // Two classes on a line; the second embedding swaps two validation points' positions.
+  Eigen::MatrixXd good(8, 1), same(8, 1), bad(8, 1);
+  good << 0, 0.1, 0.2, 0.3, 5, 5.1, 5.2, 5.3;
+  same = 2.0 * good;  // same neighbours: same scores
+  bad << 0, 0.1, 5.25, 0.3, 5, 5.1, 0.35, 5.3;
+  const std::vector<int> y = {0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int> train = {0, 1, 4, 5}, val = {2, 6}, test = {3, 7};
+  auto p = ChooseOnValidation({good, same}, y, train, val, test, 3);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, 0);
+  p = ChooseOnValidation({bad, good}, y, train, val, test, 3);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, 1);
+  EXPECT_FALSE(ChooseOnValidation({}, y, train, val, test, 3).ok());
+  // Leave-one-out over train ∪ validation: the good line is perfect, the bad one
+  // misclassifies the two swapped points (each sits among the other class).
+  const std::vector<int> subset = {0, 1, 2, 4, 5, 6};
+  auto loo = LeaveOneOutKnnAccuracy(good, y, subset, 1);
+  ASSERT_TRUE(loo.ok());
+  EXPECT_DOUBLE_EQ(*loo, 1.0);
+  loo = LeaveOneOutKnnAccuracy(bad, y, subset, 1);
+  ASSERT_TRUE(loo.ok());
+  EXPECT_DOUBLE_EQ(*loo, 4.0 / 6.0);
+  EXPECT_FALSE(LeaveOneOutKnnAccuracy(good, y, subset, 6).ok());
 }
 
 TEST(Spe, DualIsCertifiedAndTripletViolationsShrink) {
