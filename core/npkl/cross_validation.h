@@ -11,9 +11,8 @@
 // about a grouping and stay in every training set.
 //
 // Score. For candidate v and fold f, K = learn(pairs ∉ f, v); the similarity
-// of a pair is the cosine s_ij = K_ij / √(K_ii K_jj) (0 when K_ii or K_jj is
-// 0), which does not change with the overall scale of K (the loss weight
-// rescales K); the threshold t is fitted on the *training* pairs — the
+// of a pair is s_ij = K_ij, the quantity the NPKL losses act on (margins
+// z_ij = T_ij K_ij); the threshold t is fitted on the *training* pairs — the
 // midpoint between consecutive sorted training similarities that maximizes
 // the training accuracy of "must-link iff s > t" (ties: the smallest such
 // t) — and the fold's score is the accuracy of that rule on the held-out
@@ -82,7 +81,7 @@ using LearnKernelFn =
 /// (fewer non-self pairs than folds).
 StatusOr<std::vector<int>> AssignPairFolds(const PairwiseConstraints& constraints, int folds, uint64_t seed);
 
-/// Accuracy on `test` of the cosine-threshold rule fitted on `train` (file
+/// Accuracy on `test` of the K_ij-threshold rule fitted on `train` (file
 /// comment), self pairs of either set ignored; 1 when `test` has no pair i ≠ j.
 double HeldOutPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& train,
                            const PairwiseConstraints& test);

@@ -76,12 +76,12 @@ TEST(CrossValidationTest, PerfectKernelScoresOneAndThresholdIsFittedOnTraining) 
   auto c = GenerateBcdProtocol(labels, 0.5, 1);
   ASSERT_TRUE(c.ok());
   EXPECT_DOUBLE_EQ(HeldOutPairAccuracy(IdealKernel(labels), *c, *c), 1.0);
-  // Cosine similarities of the ideal kernel are 1 (same class) and 0: any
-  // threshold in (0, 1) separates them, but a kernel that is the ideal one
-  // plus a constant shifts both, and the fitted threshold follows.
+  // K_ij of the ideal kernel is 1 (same class) or 0: any threshold in (0, 1)
+  // separates them, but a kernel that is the ideal one plus a constant
+  // shifts both, and the fitted threshold follows.
   LearnedKernel::Embedding v = IdealKernel(labels).embedding();
   v.conservativeResize(Eigen::NoChange, 3);
-  v.col(2).setConstant(3.0);  // cos(same) = 1, cos(different) = 9/10
+  v.col(2).setConstant(3.0);  // K_ij = 10 (same class) or 9
   auto shifted = LearnedKernel::FromEmbedding(std::move(v));
   ASSERT_TRUE(shifted.ok());
   EXPECT_DOUBLE_EQ(HeldOutPairAccuracy(*shifted, *c, *c), 1.0);
