@@ -80,6 +80,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       } else if (!params.admm_mode.empty()) {
         return InvalidArgumentError("--admm-mode = \"" + params.admm_mode + "\" is not one of paper, polish");
       }
+      o.initial_factor = params.initial_factor;
       return SolveKlAdmm(problem, o, Control(params));
     }
     case MethodSpec::Family::kBcd: {
@@ -95,6 +96,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       // at (4 on adult-like data) the block GEMMs are thin and memory-bound,
       // and 2 threads measured slower (docs/BENCHMARKS.md).
       o.num_threads = params.threads > 0 ? params.threads : 1;
+      o.initial_factor = params.initial_factor;
       return SolveBcdNpkl(problem, o, Control(params), params.bcd_diagnostics);
     }
     case MethodSpec::Family::kSimple: {
@@ -107,10 +109,31 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       if (params.tighten_factor > 0.0) o.tighten_factor = params.tighten_factor;
       if (params.tolerance > 0.0) o.tolerance = params.tolerance;
       o.num_threads = params.threads;
+      o.initial_factor = params.initial_factor;
       return SolveSimpleNpkl(problem, o, Control(params));
     }
   }
   return InternalError("unknown method family");
+}
+
+StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
+                                   const std::function<const Eigen::SparseMatrix<double>&(double)>& laplacian,
+                                   const PairwiseConstraints& constraints, const RunParams& params,
+                                   const CrossValidationOptions& cv, CrossValidationResult* cv_result) {
+  LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
+                            const SolveControl&) -> StatusOr<LearnedKernel> {
+    RunParams p = params;
+    p.c = value;
+    p.threads = 1;
+    p.progress = nullptr;
+    p.bcd_diagnostics = nullptr;
+    KLS_ASSIGN_OR_RETURN(NpklResult r, RunMethod(method, NpklProblem{laplacian(value), train}, p));
+    return std::move(r.kernel);
+  };
+  KLS_ASSIGN_OR_RETURN(*cv_result, CrossValidate(constraints, learn, cv));
+  RunParams p = params;
+  p.c = cv_result->best_value;
+  return RunMethod(method, NpklProblem{laplacian(p.c), constraints}, p);
 }
 
 }  // namespace kls::bench

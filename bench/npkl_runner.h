@@ -10,6 +10,7 @@
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
 #include "core/graph/laplacian.h"
+#include "core/npkl/cross_validation.h"
 #include "core/npkl/npkl_problem.h"
 
 namespace kls {
@@ -61,10 +62,23 @@ struct RunParams {
   double tolerance = 0.0;         ///< SimpleNPKL relative-gap tolerance; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
+  /// Warm start: the factor of an earlier kernel of the same points (null: cold).
+  InitialFactor initial_factor;
 };
 
 /// Solves with the named method; the result's stats carry timings.
 StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& problem, const RunParams& params);
+
+/// `--C auto`: CrossValidate (core/npkl/cross_validation.h, the code the
+/// server's cross_validation option runs) with `params`' method over
+/// `cv.grid`, each learn single-threaded with cv.num_threads learns in
+/// parallel, then the learn on every pair with the chosen value (params.c is
+/// ignored). `laplacian(value)` is the problem's Laplacian for a value
+/// (BCDNPKL's δ = C/2 follows C). The cross-validation lands in *cv_result.
+StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
+                                   const std::function<const Eigen::SparseMatrix<double>&(double)>& laplacian,
+                                   const PairwiseConstraints& constraints, const RunParams& params,
+                                   const CrossValidationOptions& cv, CrossValidationResult* cv_result);
 
 /// Default C / γ per family: KL-ADMM γ = 10, BCDNPKL C = 1, SimpleNPKL C = 1.
 double DefaultC(const MethodSpec& method);

@@ -224,8 +224,14 @@ StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
 
 StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
                                                      const UploadOptions& upload, const Community* social) {
-  const int n = data.num_points();
-  const int d = data.dim();
+  int n = data.num_points();
+  int d = data.dim();
+  const bool append = !upload.base_dataset_id.empty();
+  if (append) {
+    KLS_ASSIGN_OR_RETURN(const kls::v1::DatasetInfo base, GetDataset(upload.base_dataset_id));
+    n = static_cast<int>(base.num_points());
+    d = base.dim();
+  }
   grpc::ClientContext context;
   SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * n * d + 12.0 * constraints.size()), &context);
   kls::v1::DatasetInfo info;
@@ -248,6 +254,7 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
   header->set_has_labels(!data.labels.empty());
   header->set_has_item_keys(!data.item_keys.empty());
   header->set_num_constraints(constraints.size());
+  header->set_base_dataset_id(upload.base_dataset_id);
   if (social) {
     if (social->num_photos() != n) {
       return InvalidArgumentError("social data has " + std::to_string(social->num_photos()) + " photos but " +
@@ -261,7 +268,7 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
 
   const bool sparse = UseSparse(data, upload.encoding);
   const int64_t budget = std::max<int64_t>(upload.chunk_bytes, 1);
-  int row = 0;
+  int row = append ? n : 0;  // an append sends no feature rows
   while (row < n) {
     message.Clear();
     kls::v1::FeatureChunk* chunk = message.mutable_features();

@@ -81,6 +81,11 @@ struct UploadOptions {
   std::string name;                          ///< data-set name, optional: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (core/common/names.h)
   FeatureEncoding encoding = FeatureEncoding::kAuto;
   int64_t chunk_bytes = int64_t{1} << 20;    ///< target size of one stream message (about 1 MiB)
+  /// Set: append the constraints to this stored data set (a new data set
+  /// sharing its features, DatasetHeader.base_dataset_id). UploadDataset's
+  /// `data` is then not sent (pass an empty Dataset); the sizes come from
+  /// Datasets.Get of the base.
+  std::string base_dataset_id;
 };
 
 /// Parses "NAME", "NAME:VERSION" or "NAME@ALIAS" into a KernelRef.

@@ -277,6 +277,7 @@ struct UploadArgs {
   std::string protocol;
   uint64_t seed = 1;
   bool social = false;  ///< `file` is a directory of social CSV files
+  std::string append_to;  ///< --append-constraints BASE: `file` is a constraints file
 };
 
 kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol,
@@ -310,7 +311,32 @@ int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a)
   return out.Success(j, text.str());
 }
 
+// `kls upload --append-constraints BASE pairs.csv`: a new data set with BASE's
+// features and its pairs followed by the file's (the server merges them).
+int RunAppendConstraints(kls::Client& client, const Output& out, const UploadArgs& a) {
+  if (a.social || !a.constraints_file.empty() || !a.protocol.empty()) {
+    return out.Failure(kls::InvalidArgumentError(
+        "--append-constraints takes the constraints file as FILE; --social, --constraints and --protocol do not apply"));
+  }
+  auto read = kls::ReadConstraintsFile(a.file);
+  if (!read.ok()) return out.Failure(read.status());
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  options.base_dataset_id = a.append_to;
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(kls::Dataset(), *read, options);
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
+       << " features (shared with " << a.append_to << "), " << info->num_constraints() << " constraints ("
+       << read->size() << " appended)";
+  json j = DatasetJson(*info);
+  j["base_dataset_id"] = a.append_to;
+  j["appended_constraints"] = read->size();
+  return out.Success(j, text.str());
+}
+
 int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
+  if (!a.append_to.empty()) return RunAppendConstraints(client, out, a);
   if (a.social) {
     if (!a.constraints_file.empty() || !a.protocol.empty()) {
       return out.Failure(kls::InvalidArgumentError("--social data sets take no --constraints or --protocol"));
@@ -460,8 +486,10 @@ struct SubmitArgs {
   double deadline_seconds = 0;
   bool watch = false;
   // Each value is read only when its CLI::Option counted.
-  double gamma = 0, rho_initial = 0, rho_min = 0, tolerance = 0, c = 0, b = 0, p = 0, graph_sigma = 0,
-         graph_delta = 0;
+  double rho_initial = 0, rho_min = 0, tolerance = 0, b = 0, p = 0, graph_sigma = 0, graph_delta = 0;
+  std::string gamma, c;  // a number, or "auto" (kl_admm / bcd_npkl / simple_npkl: cross-validation)
+  int cv_folds = 0, cv_threads = -1;  // -1: not given
+  std::string cv_grid, warm_start;
   int rank = 0, max_iterations = 0, threads = 0, low_rank = 0, graph_k = 0;
   bool adaptive_rho = true, active_set = true;
   uint64_t seed = 0;
@@ -497,6 +525,50 @@ kls::StatusOr<E> ParseChoice(const std::string& flag, const std::string& value,
     names += (names.empty() ? "" : ", ") + name;
   }
   return kls::InvalidArgumentError(flag + " = '" + value + "' is not one of " + names);
+}
+
+// --c / --gamma: a positive number, or "auto" where the family allows it.
+kls::StatusOr<double> ParseWeight(const std::string& flag, const std::string& text) {
+  double v = 0;
+  if (!ParseDouble(text, &v)) return kls::InvalidArgumentError(flag + " = '" + text + "' is not a number or auto");
+  return v;
+}
+
+// --c auto / --gamma auto, --cv-*, --warm-start: the NPKL families' knobs
+// (SubmitJobRequest.cross_validation, warm_start).
+kls::Status AddNpklKnobs(const SubmitArgs& a, const std::string& weight_flag, const std::string& weight,
+                         kls::v1::SubmitJobRequest* r) {
+  const bool npkl = a.method == "kl_admm" || a.method == "bcd_npkl" || a.method == "simple_npkl";
+  const bool cv_flags = a.cv_folds != 0 || a.cv_threads != -1 || !a.cv_grid.empty();
+  if (weight == "auto") {
+    if (!npkl) {
+      return kls::InvalidArgumentError(weight_flag + " auto applies to kl_admm (--gamma), bcd_npkl and simple_npkl (--c)");
+    }
+    kls::v1::CrossValidation* cv = r->mutable_cross_validation();
+    if (a.cv_folds != 0) cv->set_folds(a.cv_folds);
+    if (a.cv_threads != -1) cv->set_num_threads(a.cv_threads);
+    if (!a.cv_grid.empty()) {
+      std::stringstream in(a.cv_grid);
+      std::string item;
+      while (std::getline(in, item, ',')) {
+        double v = 0;
+        if (!ParseDouble(item, &v)) return kls::InvalidArgumentError("--cv-grid: '" + item + "' is not a number");
+        cv->add_grid(v);
+      }
+    }
+  } else if (cv_flags) {
+    return kls::InvalidArgumentError("--cv-folds, --cv-grid and --cv-threads need --c auto (kl_admm: --gamma auto)");
+  }
+  if (!a.warm_start.empty()) {
+    if (!npkl) return kls::InvalidArgumentError("--warm-start applies to kl_admm, bcd_npkl and simple_npkl");
+    KLS_ASSIGN_OR_RETURN(const kls::v1::KernelRef ref, kls::ParseKernelRef(a.warm_start));
+    if (!ref.alias().empty()) {
+      return kls::InvalidArgumentError("--warm-start = '" + a.warm_start + "': give NAME or NAME:VERSION, not an alias");
+    }
+    r->mutable_warm_start()->set_kernel_name(ref.name());
+    r->mutable_warm_start()->set_version(ref.version());
+  }
+  return kls::OkStatus();
 }
 
 kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
@@ -536,13 +608,24 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     r.set_scaling(scaling);
   }
 
+  const bool gamma_auto = a.Given("--gamma") && a.gamma == "auto";
+  const bool c_auto = a.Given("--c") && a.c == "auto";
+  KLS_RETURN_IF_ERROR(AddNpklKnobs(a, gamma_auto ? "--gamma" : "--c", gamma_auto || c_auto ? "auto" : "", &r));
+  double gamma = 0, c = 0;  // the numbers, when given and not auto
+  if (a.Given("--gamma") && !gamma_auto) {
+    KLS_ASSIGN_OR_RETURN(gamma, ParseWeight("--gamma", a.gamma));
+  }
+  if (a.Given("--c") && !c_auto) {
+    KLS_ASSIGN_OR_RETURN(c, ParseWeight("--c", a.c));
+  }
+
   // Which flags each method understands; anything else given is an error.
   std::vector<std::string> allowed;
   if (a.method == "kl_admm") {
     allowed = {"--gamma", "--rank", "--rho-initial", "--rho-min", "--adaptive-rho", "--max-iterations",
                "--tolerance", "--seed", "--threads"};
     kls::v1::KlAdmmOptions* o = r.mutable_kl_admm();
-    if (a.Given("--gamma")) o->set_gamma(a.gamma);
+    if (a.Given("--gamma") && !gamma_auto) o->set_gamma(gamma);
     if (a.Given("--rank")) o->set_rank(a.rank);
     if (a.Given("--rho-initial")) o->set_rho_initial(a.rho_initial);
     if (a.Given("--rho-min")) o->set_rho_min(a.rho_min);
@@ -558,7 +641,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
       KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
       o->set_loss(loss);
     }
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--rank")) o->set_rank(a.rank);
     if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
@@ -571,7 +654,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
       KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
       o->set_loss(loss);
     }
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--b")) o->set_b(a.b);
     if (a.Given("--p")) o->set_p(a.p);
     if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
@@ -609,7 +692,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     o->set_method(it->second);
     if (a.Given("--dims")) o->set_dims(a.dims);
     if (a.Given("--neighbors")) o->set_neighbors(a.neighbors);
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--b")) o->set_b(a.b);
     if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
@@ -631,7 +714,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
         return kls::InvalidArgumentError("--algorithm = '" + a.algorithm + "' is not gradient, accelerated or level");
       }
     }
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--rho")) o->set_rho(a.rho);
     if (a.Given("--tolerance")) o->set_tolerance(a.tolerance);
     if (a.Given("--max-iterations")) o->set_max_iterations(a.max_iterations);
@@ -658,7 +741,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
                                          "' is not kta, svm, 2lmkl, 2lmkl-inf or umkl");
       }
     }
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--single-features")) o->set_single_features(a.single_features);
     if (a.Given("--positive-class")) o->set_positive_class(a.positive_class);
     if (a.Given("--folds")) o->set_folds(a.folds);
@@ -668,7 +751,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
                "--distance-ratio", "--max-iterations", "--tolerance"};
     kls::v1::NpkRankingOptions* o = r.mutable_npk_ranking();
     o->set_text_dataset_id(a.text_dataset);
-    if (a.Given("--c")) o->set_c(a.c);
+    if (a.Given("--c") && !c_auto) o->set_c(c);
     if (a.Given("--b")) o->set_b(a.b);
     if (a.Given("--neighbors")) o->set_constraint_neighbors(a.neighbors);
     if (a.Given("--laplacian-neighbors")) o->set_laplacian_neighbors(a.laplacian_neighbors);
@@ -1185,7 +1268,9 @@ int main(int argc, char** argv) {
 
   UploadArgs upload_args;
   CLI::App* upload = app.add_subcommand("upload", "Upload a CSV or LIBSVM data set (with constraints)");
-  upload->add_option("file", upload_args.file, "CSV (header; last column 'label') or LIBSVM file")->required();
+  upload->add_option("file", upload_args.file,
+                     "CSV (header; last column 'label') or LIBSVM file; with --append-constraints the pairs file")
+      ->required();
   upload->add_option("--name", upload_args.name, "Data-set name (default: the file name)");
   upload->add_option("--format", upload_args.format, "auto (by extension: .csv → csv), csv or libsvm")
       ->check(CLI::IsMember({"auto", "csv", "libsvm"}))
@@ -1195,6 +1280,9 @@ int main(int argc, char** argv) {
   upload->add_option("--protocol", upload_args.protocol, "Generate constraints from the labels: admm, bcd, simplenpkl")
       ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
   upload->add_option("--seed", upload_args.seed, "Seed of the constraint protocol")->capture_default_str();
+  upload->add_option("--append-constraints", upload_args.append_to,
+                     "BASE: FILE is a constraints file ('i,j,kind' lines); store a new data set sharing BASE's "
+                     "features with BASE's pairs plus FILE's");
   upload->add_flag("--social", upload_args.social,
                    "FILE is a directory of social CSV files (photos.csv, tags.csv, comments.csv, contacts.csv, "
                    "groups.csv, faves.csv; README)");
@@ -1214,7 +1302,7 @@ int main(int argc, char** argv) {
   const auto option = [&](const std::string& name, auto& value, const std::string& help) {
     submit_args.flags[name] = submit->add_option(name, value, help);
   };
-  option("--gamma", submit_args.gamma, "kl_admm: weight of the graph term γ");
+  option("--gamma", submit_args.gamma, "kl_admm: weight γ of the constraint loss, or auto (cross-validation)");
   option("--rank", submit_args.rank, "kl_admm, bcd_npkl: embedding rank (0 = automatic)");
   option("--rho-initial", submit_args.rho_initial, "kl_admm: initial ρ");
   option("--rho-min", submit_args.rho_min, "kl_admm: smallest ρ");
@@ -1224,7 +1312,8 @@ int main(int argc, char** argv) {
   option("--seed", submit_args.seed, "kl_admm, bcd_npkl, onk, mkl, social_strength klr: random seed");
   option("--threads", submit_args.threads, "kl_admm, simple_npkl: threads (0 = all cores)");
   option("--loss", submit_args.loss, "bcd_npkl, simple_npkl: linear, hinge, square_hinge, square");
-  option("--c", submit_args.c, "bcd_npkl, simple_npkl, embedding, npk_ranking: C; onk, mkl: SVM C");
+  option("--c", submit_args.c,
+         "bcd_npkl, simple_npkl (number or auto = cross-validation), embedding, npk_ranking: C; onk, mkl: SVM C");
   option("--b", submit_args.b, "simple_npkl, embedding, npk_ranking: capacity B");
   option("--p", submit_args.p, "simple_npkl: p of the p-norm");
   option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
@@ -1264,6 +1353,13 @@ int main(int argc, char** argv) {
   option("--graph-delta", submit_args.graph_delta, "Graph: δ ≥ 0");
   option("--graph-connect", submit_args.graph_connect,
          "qsdp regmvu, disconnected k-NN graph: error, grow_k or mst (default: join components by shortest edges)");
+  submit->add_option("--cv-folds", submit_args.cv_folds, "--c/--gamma auto: folds (default 3)");
+  submit->add_option("--cv-grid", submit_args.cv_grid, "--c/--gamma auto: candidates 'a,b,c' (default 0.1,1,10)");
+  submit->add_option("--cv-threads", submit_args.cv_threads,
+                     "--c/--gamma auto: parallel (value, fold) learns (default 1, 0 = all cores)");
+  submit->add_option("--warm-start", submit_args.warm_start,
+                     "kl_admm, bcd_npkl, simple_npkl: start from kernel NAME[:VERSION] of a data set with the same "
+                     "features");
   submit->add_option("--scaling", submit_args.scaling,
                      "Feature scaling: none (default), zscore or minmax; "
                      "stored with the kernel and applied to feature queries");

@@ -30,7 +30,19 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled; nothing was stored");
   if (const Status s = upload.Finish(); !s.ok()) return ToGrpcStatus(s);
 
-  const StatusOr<store::DatasetRecord> stored = store_->PutDataset(upload.header().name(), upload.data());
+  const store::StoredDataset* data = &upload.data();
+  StatusOr<store::StoredDataset> merged = InvalidArgumentError("unset");
+  if (const std::string& base = upload.header().base_dataset_id(); !base.empty()) {
+    StatusOr<store::StoredDataset> loaded = store_->LoadDataset(base);
+    if (!loaded.ok()) {
+      return ToGrpcStatus(Status(loaded.status().code(),
+                                 "header.base_dataset_id = \"" + base + "\": " + loaded.status().message()));
+    }
+    merged = MergeAppend(upload.header(), *std::move(loaded), upload.data().constraints);
+    if (!merged.ok()) return ToGrpcStatus(merged.status());
+    data = &*merged;
+  }
+  const StatusOr<store::DatasetRecord> stored = store_->PutDataset(upload.header().name(), *data);
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   spdlog::info("data set {} '{}' stored: {} points × {} features, {} constraints", stored->id, stored->name,
                stored->num_points, stored->dim, stored->num_constraints);

@@ -83,6 +83,13 @@ Status UploadAssembler::Header(const kls::v1::DatasetHeader& h) {
     return ResourceExhaustedError("header.num_constraints = " + std::to_string(h.num_constraints()) +
                                   " exceeds the limit of " + std::to_string(limits_.max_constraints));
   }
+  if (!h.base_dataset_id().empty()) {  // an append: constraints only (datasets.proto)
+    if (h.has_social() || h.has_labels() || h.has_item_keys()) {
+      return InvalidArgumentError("header.base_dataset_id = \"" + h.base_dataset_id() +
+                                  "\" appends constraints only; header.social, has_labels and has_item_keys must "
+                                  "be unset (they are the base data set's)");
+    }
+  }
   header_ = h;
   n_ = static_cast<int>(h.num_points());
   dim_ = h.dim();
@@ -215,6 +222,10 @@ Status UploadAssembler::FinishSocial() {
 }
 
 Status UploadAssembler::Features(const kls::v1::FeatureChunk& c) {
+  if (!header_.base_dataset_id().empty()) {
+    return InvalidArgumentError("header.base_dataset_id = \"" + header_.base_dataset_id() +
+                                "\" is set: the features are the base data set's, no FeatureChunk may follow");
+  }
   if (c.first_row() != rows_) {
     return InvalidArgumentError("features.first_row = " + std::to_string(c.first_row()) + " but " +
                                 std::to_string(rows_) + " rows were received so far (rows must arrive in order)");
@@ -317,7 +328,7 @@ Status UploadAssembler::Constraints(const kls::v1::ConstraintChunk& c) {
 Status UploadAssembler::Finish() {
   if (!error_.ok()) return error_;
   if (!have_header_) return InvalidArgumentError("empty upload: no DatasetHeader was sent");
-  if (rows_ != n_) {
+  if (rows_ != n_ && header_.base_dataset_id().empty()) {
     return InvalidArgumentError("the stream ended after " + std::to_string(rows_) + " of header.num_points = " +
                                 std::to_string(n_) + " rows (truncated upload); nothing was stored");
   }
@@ -389,6 +400,25 @@ Status UploadAssembler::SparseRow(const kls::v1::SparseRow& s, int row) {
 Status UploadAssembler::NotFinite(int row, int col, double v) {
   return InvalidArgumentError("features[" + std::to_string(row) + "][" + std::to_string(col) + "] = " + Num(v) +
                               " is not finite");
+}
+
+StatusOr<store::StoredDataset> MergeAppend(const kls::v1::DatasetHeader& header, store::StoredDataset base,
+                                           const PairwiseConstraints& appended) {
+  const std::string field = "header.base_dataset_id = \"" + header.base_dataset_id() + "\"";
+  if (base.social) return InvalidArgumentError(field + " is a social data set; constraints cannot be appended to it");
+  const Eigen::MatrixXd& x = base.data.features;
+  if (header.num_points() != x.rows() || header.dim() != x.cols()) {
+    return InvalidArgumentError("header.num_points × header.dim = " + std::to_string(header.num_points()) + " × " +
+                                std::to_string(header.dim()) + " but " + field + " has " + std::to_string(x.rows()) +
+                                " × " + std::to_string(x.cols()));
+  }
+  const int base_pairs = base.constraints.size();
+  base.constraints.pairs.insert(base.constraints.pairs.end(), appended.pairs.begin(), appended.pairs.end());
+  if (Status s = base.constraints.Validate(static_cast<int>(x.rows())); !s.ok()) {
+    return InvalidArgumentError(field + ": the merged constraints (the base's " + std::to_string(base_pairs) +
+                                " first) are not valid: " + s.message());
+  }
+  return base;
 }
 
 }  // namespace kls::server

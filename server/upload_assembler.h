@@ -91,4 +91,13 @@ class UploadAssembler {
   store::StoredDataset data_;
 };
 
+/// An append upload (header.base_dataset_id: constraints only, no feature
+/// chunk, labels, keys or social header; Finish then expects no rows) on
+/// `base`: the base's features, labels and item keys with its constraints
+/// followed by `appended`'s. INVALID_ARGUMENT naming the field when
+/// header.num_points / dim differ from the base's, the base is a social data
+/// set, or a pair repeats (either order) or contradicts a base pair.
+StatusOr<store::StoredDataset> MergeAppend(const kls::v1::DatasetHeader& header, store::StoredDataset base,
+                                           const PairwiseConstraints& appended);
+
 }  // namespace kls::server

@@ -4,6 +4,13 @@
 
 namespace kls {
 
+int IterationsToObjective(const SolveStats& stats, double target, double relative) {
+  const double bound = target + relative * std::max(1.0, std::abs(target));
+  for (size_t k = 0; k < stats.objective_history.size(); ++k)
+    if (stats.objective_history[k] <= bound) return static_cast<int>(k) + 1;
+  return stats.iterations;
+}
+
 const char* TerminationName(Termination t) {
   switch (t) {
     case Termination::kConverged: return "converged";

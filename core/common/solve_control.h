@@ -157,6 +157,14 @@ struct SolveStats {
   int resumed_from_iteration = 0;
 };
 
+/// The iterations a run needed until its objective was within `relative` of
+/// `target` (objective ≤ target + relative · max(1, |target|)): the 1-based
+/// position of the first such entry of objective_history (where element 0 is
+/// an initial iterate, as SimpleNPKL's, that is iterations + 1: a
+/// conservative count); stats.iterations if none is. Compares a warm start
+/// with a cold one by "reaches the cold optimum within tolerance".
+int IterationsToObjective(const SolveStats& stats, double target, double relative);
+
 /// Wall-clock stopwatch for SolveStats timings.
 class Stopwatch {
  public:

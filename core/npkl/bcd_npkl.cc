@@ -634,6 +634,7 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const BcdNpklOptions&
   for (const Pair& p : problem.constraints.pairs) fp.AddInt(p.i).AddInt(p.j).AddInt(static_cast<int>(p.kind));
   fp.AddInt(static_cast<int>(o.loss)).AddDouble(o.c).AddInt(o.rank).AddDouble(o.over_relaxation).Add(o.seed);
   fp.AddInt(o.rank_escalation).AddInt(o.initial_rank).AddInt(o.escalation_step).AddDouble(o.certificate_tolerance);
+  if (o.initial_factor) fp.AddDense(*o.initial_factor);  // cold fingerprints unchanged
   return fp.value();
 }
 
@@ -736,13 +737,16 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   const int r_max = std::min(l, options.rank > 0 ? options.rank : RankBound(problem.constraints.size()));
   const bool smooth = options.loss != NpklLoss::kHinge;
   const bool escalate = smooth && options.rank == 0 && options.rank_escalation;
-  int r = escalate ? std::min(r_max, options.initial_rank) : r_max;
+  KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
+  const int start_rank = options.initial_factor ? static_cast<int>(options.initial_factor->cols()) : options.initial_rank;
+  int r = escalate ? std::min(r_max, start_rank) : r_max;
   // Over-relaxation applies to the square loss, whose block problem is an
   // exact quadratic; the (square) hinge blocks keep ω = 1.
   const double omega = options.loss == NpklLoss::kSquare ? options.over_relaxation : 1.0;
   reduced.SetThreads(ResolveThreadCount(options.num_threads));
 
   Eigen::MatrixXd v = RandomStart(r, l, options.seed);
+  if (options.initial_factor) v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
   Eigen::MatrixXd v_old;
   BcdNpklDiagnostics diag;
 

@@ -160,6 +160,13 @@ struct BcdNpklOptions {
   /// fixed thread count (the splitting is a pure function of it).
   int num_threads = 1;
 
+  /// Warm start (npkl_problem.h InitialFactor): V⁰ = the factor's rows of
+  /// the constrained points, transposed; with rank escalation the first
+  /// stage's r is the factor's rank (capped at RankBound(m) and l), otherwise
+  /// it is fitted to r (WarmStartRows). Null = the random V⁰. Part of the
+  /// checkpoint fingerprint.
+  InitialFactor initial_factor;
+
   /// INVALID_ARGUMENT naming the field and value ("options.c = -1 must be
   /// positive and finite") for any out-of-range field.
   Status Validate() const;

@@ -386,6 +386,7 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const KlAdmmOptions& 
   fp.AddDouble(o.gamma).AddDouble(o.rho_initial).AddDouble(o.rho_min).AddInt(o.adaptive_rho);
   fp.Add(o.seed).AddInt(static_cast<int>(o.polish)).AddDouble(o.polish_switch_tolerance);
   fp.AddInt(o.lbfgs_memory).AddInt(o.lbfgs_precondition);
+  if (o.initial_factor) fp.AddDense(*o.initial_factor);  // cold fingerprints unchanged
   return fp.value();
 }
 
@@ -481,6 +482,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     return InvalidArgumentError("options.rank = " + std::to_string(options.rank) +
                                 " exceeds the number of points " + std::to_string(n));
   }
+  KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
   const ConstraintRows rows = BuildRows(problem.constraints, n);
   const int r = options.rank > 0 ? options.rank : std::min(n, RankBound(rows.num_entries()));
   const double gamma = options.gamma;
@@ -489,12 +491,21 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   const BlockedLaplacian laplacian(l, BlockedLaplacian::CacheBlockColumns(r, n));
 
   Eigen::MatrixXd v = RandomStart(r, n, options.seed);
+  if (options.initial_factor) {
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    v = WarmStartRows(*options.initial_factor, all, r, v);
+  }
   Eigen::MatrixXd u = v;
   Eigen::MatrixXd lambda = Eigen::MatrixXd::Zero(r, n);
   Eigen::MatrixXd v_old(r, n), work(r, n);
   double rho = options.rho_initial;
   const bool polish = options.polish == KlAdmmOptions::Polish::kLbfgs;
   bool switched = false;  // ADMM handed over to the L-BFGS polish
+  if (polish && options.initial_factor) {  // a warm start goes straight to the polish
+    switched = true;
+    laplacian.Apply(v, threads, &work);  // `work` = V·L, as at the hand-over
+  }
 
   NpklResult result;
   SolveStats& stats = result.stats;

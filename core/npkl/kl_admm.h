@@ -135,6 +135,14 @@ struct KlAdmmOptions {
   /// bounded by tr(K) (equal at the optimum). NaN when not computed.
   bool certify = true;
 
+  /// Warm start (npkl_problem.h InitialFactor): V⁰ = U⁰ = the factor's rows
+  /// fitted to rank r (WarmStartRows; padding rows from the seeded random
+  /// start), Λ⁰ = 0. With Polish::kLbfgs the ADMM phase is skipped and the
+  /// polish starts at V⁰ (ADMM's job is to get a random start to
+  /// polish_switch_tolerance; a previous optimum is already there). Null =
+  /// the seeded random start. Part of the checkpoint fingerprint.
+  InitialFactor initial_factor;
+
   /// INVALID_ARGUMENT naming the field and value ("options.gamma = -1 must be
   /// positive and finite") for any out-of-range field.
   Status Validate() const;

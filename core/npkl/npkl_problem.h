@@ -8,8 +8,11 @@
 // (γ/2) Σ (K_ij − t_ij)² with t_ij = 1 (must) / 0 (cannot) (KL-ADMM eq. (1)).
 #pragma once
 
+#include <Eigen/Dense>
 #include <Eigen/SparseCore>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
@@ -47,5 +50,24 @@ struct NpklResult {
   /// Certified relative duality gap where the method has one; NaN otherwise.
   double duality_gap = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// A warm start (issue 25, item 4): the n × r' factor F of an earlier kernel
+/// K = F Fᵀ of the same points, e.g. LearnedKernel::embedding() of a kernel
+/// learned before some pairs were added. Every NPKL family's options carry one
+/// (`initial_factor`, null = the family's cold start).
+using InitialFactor = std::shared_ptr<const Eigen::MatrixXd>;
+
+/// INVALID_ARGUMENT "options.initial_factor has 150 rows for 178 points" (or
+/// non-finite entries, or no columns); OK for null.
+Status ValidateInitialFactor(const InitialFactor& factor, int num_points);
+
+/// The warm start as the r × |points| matrix the factored solvers iterate on
+/// (column k = point points[k]'s row of F): F's rows transposed when r' = r;
+/// the r leading principal directions Uᵣᵀ Fᵀ (thin SVD, the best rank-r
+/// approximation of K) when r' > r; F's rows followed by r − r' rows of
+/// `pad` (same shape as the result, scaled by 1e-3 so the added directions
+/// start small but not at the stationary 0) when r' < r. O(|points| r'²).
+Eigen::MatrixXd WarmStartRows(const Eigen::MatrixXd& factor, const std::vector<int>& points, int r,
+                              const Eigen::MatrixXd& pad);
 
 }  // namespace kls

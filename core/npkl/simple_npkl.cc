@@ -361,6 +361,7 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const SimpleNpklOptio
   fp.AddInt(o.dense_threshold).AddDouble(o.lanczos_tolerance).AddDouble(o.early_lanczos_tolerance);
   fp.AddDouble(o.tighten_factor).AddInt(o.block_warm_start).AddDouble(o.block_tolerance);
   fp.AddInt(o.block_points_per_column).AddInt(o.max_backtracks);
+  if (o.initial_factor) fp.AddDense(*o.initial_factor);  // cold fingerprints unchanged
   return fp.value();
 }
 
@@ -441,6 +442,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   KLS_RETURN_IF_ERROR(problem.Validate());
   KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian));
   const int n = problem.num_points();
+  KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
   if (options.low_rank > n) {
     return InvalidArgumentError("options.low_rank = " + std::to_string(options.low_rank) +
                                 " exceeds the number of points " + std::to_string(n));
@@ -481,6 +483,15 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     KLS_ASSIGN_OR_RETURN(basis, TopEigenvectors(a0, options.low_rank, so));
   }
 
+  Eigen::VectorXd alpha0 = initial_alpha(m);
+  if (options.initial_factor && !linear) {  // warm start: α⁰ = Π(C (1 − T_ij K_ij))
+    const Eigen::MatrixXd& f = *options.initial_factor;
+    for (int k = 0; k < m; ++k) {
+      const double z = terms.t[k] * f.row(terms.row[k]).dot(f.row(terms.col[k]));
+      alpha0[k] = options.loss == NpklLoss::kHinge ? (z < 1.0 ? options.c : 0.0) : options.c * (1.0 - z);
+    }
+    alpha0 = ProjectDual(alpha0, options);
+  }
   Evaluator eval(problem, options, std::move(terms), std::move(basis));
   // Early iterations may use a looser Lanczos tolerance (issue 3); `tight`
   // records whether the evaluator is at options.lanczos_tolerance. Only the
@@ -512,7 +523,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     }  // otherwise not this run's checkpoint: start afresh
   }
   const bool resumed = stats.resumed_from_iteration > 0;
-  if (!resumed) KLS_RETURN_IF_ERROR(eval.Evaluate(initial_alpha(m), &cur));
+  if (!resumed) KLS_RETURN_IF_ERROR(eval.Evaluate(alpha0, &cur));
   // Switches to the tight tolerance for good and re-evaluates the current
   // iterate there, so that its gap is certified to lanczos_tolerance.
   // Also re-evaluates an iterate whose A₊ came from the block solver, with

@@ -189,6 +189,12 @@ struct SimpleNpklOptions {
   int num_threads = 1;
   /// Doublings of η allowed per step before giving up with kNumericalIssue (>= 1).
   int max_backtracks = 40;
+  /// Warm start (npkl_problem.h InitialFactor): α⁰ from the earlier kernel
+  /// K = F Fᵀ by the optimality condition ∇J = 0 of (3.19), projected:
+  /// α_ij = Π(C (1 − T_ij K_ij)) (hinge: C where T_ij K_ij < 1, else 0)
+  /// instead of C·1. Ignored by the linear loss. Null = α⁰ = C·1. Part of
+  /// the checkpoint fingerprint.
+  InitialFactor initial_factor;
 
   /// INVALID_ARGUMENT naming the field and its value ("options.c = -1 must be
   /// finite and > 0") for any out-of-range field.

@@ -396,6 +396,51 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec) {
 
 namespace {
 
+// The loss weight a solver section sets explicitly, as "field = value"; empty when unset.
+std::string ExplicitLossWeight(const kls::v1::SubmitJobRequest& r) {
+  if (r.has_kl_admm() && r.kl_admm().has_gamma()) return "kl_admm.gamma = " + Num(r.kl_admm().gamma());
+  if (r.has_bcd_npkl() && r.bcd_npkl().has_c()) return "bcd_npkl.c = " + Num(r.bcd_npkl().c());
+  if (r.has_simple_npkl() && r.simple_npkl().has_c()) return "simple_npkl.c = " + Num(r.simple_npkl().c());
+  return "";
+}
+
+// cross_validation and warm_start: NPKL families only (issue 25, items 3–4).
+Status NpklKnobsToCore(const kls::v1::SubmitJobRequest& r, JobSpec* spec) {
+  const bool npkl = spec->method == kMethodKlAdmm || spec->method == kMethodBcdNpkl || spec->method == kMethodSimpleNpkl;
+  spec->delta_follows_c = spec->method == kMethodBcdNpkl && !r.graph().has_delta();
+  if (r.has_cross_validation()) {
+    if (!npkl) {
+      return InvalidArgumentError("cross_validation is set but method = " + spec->method +
+                                  "; it chooses C / gamma for kl_admm, bcd_npkl and simple_npkl only");
+    }
+    if (const std::string set = ExplicitLossWeight(r); !set.empty()) {
+      return InvalidArgumentError("cross_validation is set and so is " + set +
+                                  "; leave it unset to have it chosen (kls submit --c auto)");
+    }
+    const kls::v1::CrossValidation& p = r.cross_validation();
+    CrossValidationOptions o;
+    if (p.has_folds()) o.folds = p.folds();
+    if (p.grid_size() > 0) o.grid.assign(p.grid().begin(), p.grid().end());
+    if (p.has_seed()) o.seed = p.seed();
+    if (p.has_num_threads()) o.num_threads = p.num_threads();
+    KLS_RETURN_IF_ERROR(o.Validate());
+    spec->cross_validation = o;
+  }
+  if (r.has_warm_start()) {
+    if (!npkl) {
+      return InvalidArgumentError("warm_start is set but method = " + spec->method +
+                                  "; it is for kl_admm, bcd_npkl and simple_npkl only");
+    }
+    KLS_RETURN_IF_ERROR(ValidateName("warm_start.kernel_name", r.warm_start().kernel_name()));
+    if (r.warm_start().version() < 0) {
+      return InvalidArgumentError("warm_start.version = " + std::to_string(r.warm_start().version()) +
+                                  " must be >= 0 (0 = latest)");
+    }
+    spec->warm_start = JobSpec::WarmStartRef{r.warm_start().kernel_name(), r.warm_start().version()};
+  }
+  return OkStatus();
+}
+
 // Validates the solver + graph part of a request and returns the core spec.
 StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& r) {
   KLS_RETURN_IF_ERROR(ValidateGraphSpec(r.graph()));
@@ -466,6 +511,7 @@ StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& r) {
     spec.graph = ToCoreGraph(r.graph(), spec.method, 0.0);  // unused: these methods build their own graphs
   }
   KLS_ASSIGN_OR_RETURN(spec.scaling, ScalingToCore(r.scaling(), spec.method));
+  KLS_RETURN_IF_ERROR(NpklKnobsToCore(r, &spec));
   spec.connect = ConnectToCore(r.graph().connect());
   if (auto* q = std::get_if<QsdpJobOptions>(&spec.options)) q->mvu_options.connect = spec.connect;
   return spec;
@@ -488,6 +534,8 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
   kls::v1::SubmitJobRequest stored;
   if (request.has_graph()) *stored.mutable_graph() = request.graph();
   stored.set_scaling(request.scaling());
+  if (request.has_cross_validation()) *stored.mutable_cross_validation() = request.cross_validation();
+  if (request.has_warm_start()) *stored.mutable_warm_start() = request.warm_start();
   switch (request.solver_case()) {
     case kls::v1::SubmitJobRequest::kKlAdmm: *stored.mutable_kl_admm() = request.kl_admm(); break;
     case kls::v1::SubmitJobRequest::kBcdNpkl: *stored.mutable_bcd_npkl() = request.bcd_npkl(); break;

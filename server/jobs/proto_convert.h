@@ -20,6 +20,7 @@
 // Thread safety: free functions without shared state.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -29,6 +30,7 @@
 #include "core/graph/connect.h"
 #include "core/graph/laplacian.h"
 #include "core/npkl/bcd_npkl.h"
+#include "core/npkl/cross_validation.h"
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/simple_npkl.h"
 #include "core/embed/embedding.h"
@@ -98,6 +100,18 @@ struct JobSpec {
   FeatureScaling scaling = FeatureScaling::kNone;
   /// graph.connect (qsdp REGMVU; also copied into QsdpJobOptions::mvu_options).
   ConnectMode connect = ConnectMode::kMst;
+  /// SubmitJobRequest.cross_validation (NPKL families only): C / γ is chosen
+  /// by CrossValidate before the final learn.
+  std::optional<CrossValidationOptions> cross_validation;
+  /// BCDNPKL with graph.delta unset: δ = C/2 follows C, the chosen one too.
+  bool delta_follows_c = false;
+  /// SubmitJobRequest.warm_start (NPKL families only): the kernel to start
+  /// from (version 0 = latest), resolved by the worker from the store.
+  struct WarmStartRef {
+    std::string kernel_name;
+    int64_t version = 0;
+  };
+  std::optional<WarmStartRef> warm_start;
 };
 
 

@@ -4,6 +4,7 @@
 #include <Eigen/SparseCore>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <variant>
@@ -16,35 +17,112 @@ namespace {
 
 bool Stopped(const SolveStats& stats) { return stats.termination == Termination::kCancelled; }
 
-StatusOr<JobOutput> RunNpkl(const JobSpec& spec, const store::StoredDataset& data, const SolveControl& control) {
-  if (data.constraints.size() == 0) {
-    return FailedPreconditionError("the data set has no pairwise constraints; " + spec.method +
-                                   " learns from must-link / cannot-link pairs, upload some first");
-  }
-  KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(data.data.features, spec.graph));
-  NpklProblem problem;
-  problem.laplacian = std::move(graph.laplacian);
-  problem.constraints = data.constraints;
-  StatusOr<NpklResult> r = std::visit(
-      [&](const auto& options) -> StatusOr<NpklResult> {
+// One learn of the job's NPKL family. `value` (when set) replaces C / γ,
+// `single_thread` caps the solver at one thread (cross-validation runs its
+// learns in parallel instead), `warm` is the initial factor (may be null).
+StatusOr<NpklResult> SolveNpklFamily(const JobSpec& spec, const NpklProblem& problem, std::optional<double> value,
+                                     bool single_thread, const std::shared_ptr<const Eigen::MatrixXd>& warm,
+                                     const SolveControl& control) {
+  return std::visit(
+      [&](auto options) -> StatusOr<NpklResult> {
         using T = std::decay_t<decltype(options)>;
         if constexpr (std::is_same_v<T, KlAdmmOptions>) {
+          if (value) options.gamma = *value;
+          if (single_thread) options.num_threads = 1;
+          options.initial_factor = warm;
           return SolveKlAdmm(problem, options, control);
         } else if constexpr (std::is_same_v<T, BcdNpklOptions>) {
+          if (value) options.c = *value;
+          if (single_thread) options.num_threads = 1;
+          options.initial_factor = warm;
           return SolveBcdNpkl(problem, options, control);
         } else if constexpr (std::is_same_v<T, SimpleNpklOptions>) {
+          if (value) options.c = *value;
+          if (single_thread) options.num_threads = 1;
+          options.initial_factor = warm;
           return SolveSimpleNpkl(problem, options, control);
         } else {
           return InternalError("RunNpkl called for " + spec.method);
         }
       },
       spec.options);
-  KLS_RETURN_IF_ERROR(r.status());
+}
+
+// The warm start's factor: the stored kernel's embedding, which must come
+// from a data set with this data set's features.
+StatusOr<std::shared_ptr<const Eigen::MatrixXd>> ResolveWarmStart(const JobSpec& spec,
+                                                                  const store::StoredDataset& data,
+                                                                  store::Store* store) {
+  if (!spec.warm_start) return std::shared_ptr<const Eigen::MatrixXd>();
+  const std::string field = "warm_start.kernel_name = \"" + spec.warm_start->kernel_name + "\"" +
+                            (spec.warm_start->version ? " version " + std::to_string(spec.warm_start->version) : "");
+  StatusOr<store::KernelRecord> record = store->GetKernelRecord(spec.warm_start->kernel_name, spec.warm_start->version);
+  if (!record.ok()) {
+    return Status(record.status().code(), field + ": " + record.status().message());
+  }
+  const Eigen::MatrixXd& x = data.data.features;
+  if (record->num_points != x.rows()) {
+    return InvalidArgumentError(field + " has " + std::to_string(record->num_points) + " points, the data set " +
+                                std::to_string(x.rows()));
+  }
+  StatusOr<store::StoredDataset> base = store->LoadDataset(record->dataset_id);
+  if (!base.ok()) return Status(base.status().code(), field + ": its data set: " + base.status().message());
+  if (base->data.features.rows() != x.rows() || base->data.features.cols() != x.cols() ||
+      base->data.features != x) {
+    return InvalidArgumentError(field + " was learned on data set \"" + record->dataset_id +
+                                "\", whose features differ from this data set's (warm starts need the same "
+                                "features; kls upload --append-constraints shares them)");
+  }
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, store->LoadKernel(record->name, record->version));
+  return std::make_shared<const Eigen::MatrixXd>(k.embedding());
+}
+
+StatusOr<JobOutput> RunNpkl(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
+                            const SolveControl& control) {
+  if (data.constraints.size() == 0) {
+    return FailedPreconditionError("the data set has no pairwise constraints; " + spec.method +
+                                   " learns from must-link / cannot-link pairs, upload some first");
+  }
+  KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> warm, ResolveWarmStart(spec, data, store));
+  // BCDNPKL's default δ = C/2 follows the value being tried.
+  auto laplacian = [&](std::optional<double> value) -> StatusOr<Eigen::SparseMatrix<double>> {
+    GraphOptions g = spec.graph;
+    if (spec.delta_follows_c && value) g.delta = *value / 2.0;
+    KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(data.data.features, g));
+    return std::move(graph.laplacian);
+  };
   JobOutput out;
-  out.kernel = std::move(r->kernel);
-  out.stats = r->stats;
-  out.primal_residual = r->primal_residual;
-  out.dual_residual = r->dual_residual;
+  std::optional<double> chosen;
+  if (spec.cross_validation) {
+    const CrossValidationOptions& cv = *spec.cross_validation;
+    std::vector<std::pair<double, NpklProblem>> problems;  // one per grid value (δ may differ)
+    for (double v : cv.grid) {
+      KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> l, laplacian(v));
+      problems.push_back({v, NpklProblem{std::move(l), PairwiseConstraints()}});
+      if (!spec.delta_follows_c) break;  // the same Laplacian for every value
+    }
+    LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
+                              const SolveControl& c) -> StatusOr<LearnedKernel> {
+      const NpklProblem* base = &problems.front().second;
+      for (const auto& [v, p] : problems)
+        if (v == value) base = &p;
+      KLS_ASSIGN_OR_RETURN(NpklResult r, SolveNpklFamily(spec, NpklProblem{base->laplacian, train}, value,
+                                                         cv.num_threads != 1, warm, c));
+      return std::move(r.kernel);
+    };
+    KLS_ASSIGN_OR_RETURN(CrossValidationResult r, CrossValidate(data.constraints, learn, cv, control));
+    chosen = r.best_value;
+    out.cross_validation = std::move(r);
+  }
+  NpklProblem problem;
+  KLS_ASSIGN_OR_RETURN(problem.laplacian, laplacian(chosen));
+  problem.constraints = data.constraints;
+  KLS_ASSIGN_OR_RETURN(NpklResult r, SolveNpklFamily(spec, problem, chosen, false, warm, control));
+  out.kernel = std::move(r.kernel);
+  out.stats = r.stats;
+  if (out.cross_validation) out.stats.setup_seconds += out.cross_validation->seconds;
+  out.primal_residual = r.primal_residual;
+  out.dual_residual = r.dual_residual;
   return out;
 }
 
@@ -230,7 +308,7 @@ StatusOr<JobOutput> Dispatch(const JobSpec& spec, const store::StoredDataset& da
         } else if constexpr (std::is_same_v<T, SocialStrengthOptions>) {
           return RunSocial(options, data, control);
         } else {
-          return RunNpkl(spec, data, control);
+          return RunNpkl(spec, data, store, control);
         }
       },
       spec.options);
@@ -256,6 +334,11 @@ std::string SummaryNotes(const JobSpec& spec, const Eigen::MatrixXd& raw, const 
     }
   }
   if (out.connect) notes += ",\"graph_connect\":" + out.connect->Json();
+  if (out.cross_validation) notes += ",\"cross_validation\":" + out.cross_validation->Json();
+  if (spec.warm_start) {
+    notes += ",\"warm_start\":{\"kernel_name\":\"" + spec.warm_start->kernel_name +
+             "\",\"version\":" + std::to_string(spec.warm_start->version) + "}";
+  }
   return notes;
 }
 

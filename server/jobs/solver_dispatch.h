@@ -36,6 +36,7 @@ struct JobOutput {
   double primal_residual = 0.0;  ///< solver-specific certificate (see KernelSummaryJson callers)
   double dual_residual = 0.0;
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair (qsdp REGMVU)
+  std::optional<CrossValidationResult> cross_validation;  ///< C / γ chosen by cross-validation (NPKL)
   /// Further members of the kernel's summary_json (KernelSummaryJson notes):
   /// the scaling used, a hint when unscaled feature ranges differ by > 100×,
   /// and graph_connect (ConnectReport::Json).

@@ -459,4 +459,51 @@ TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {
   EXPECT_THAT(no_job.err, ::testing::StartsWith("NOT_FOUND: "));
 }
 
+
+// Issue 25, items 3–4 through the CLI: --c auto, --append-constraints, --warm-start.
+TEST_F(E2eTest, CAutoAppendConstraintsAndWarmStartThroughTheCli) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  const fs::path pairs = scratch_.path() / "pairs.csv";
+  const fs::path more = scratch_.path() / "more.csv";
+  {
+    std::ofstream p(pairs), m(more);
+    // iris rows 0–49 setosa, 50–99 versicolor, 100–149 virginica.
+    for (int k = 0; k < 40; ++k) p << k << "," << k + 5 << ",1\n" << k << "," << k + 60 << ",-1\n";
+    for (int k = 0; k < 40; ++k) p << 50 + k << "," << 55 + k << ",1\n" << 100 + k << "," << 104 + k << ",1\n";
+    for (int k = 0; k < 8; ++k) m << 60 + k << "," << 110 + k << ",-1\n" << 101 + k << "," << 120 + k << ",1\n";
+  }
+  const nlohmann::json base = KlsJson({"upload", std::string(KLS_TEST_DATA_DIR) + "/iris.csv", "--constraints",
+                                       pairs.string(), "--name", "iris"});
+  const nlohmann::json cv = KlsJson({"submit", "--dataset", base.at("id"), "--kernel", "iris", "--method",
+                                     "bcd_npkl", "--c", "auto", "--cv-folds", "4", "--cv-grid", "0.5,2", "--watch"});
+  ASSERT_EQ(cv.value("state", ""), "SUCCEEDED") << cv;
+  const nlohmann::json& folds = cv.at("summary").at("cross_validation");
+  EXPECT_EQ(folds.at("folds"), 4);
+  ASSERT_EQ(folds.at("candidates").size(), 2u);
+  EXPECT_EQ(folds.at("candidates")[1].at("value"), 2);
+  EXPECT_EQ(folds.at("candidates")[1].at("fold_scores").size(), 4u);
+
+  const nlohmann::json appended =
+      KlsJson({"upload", "--append-constraints", base.at("id"), more.string(), "--name", "iris-more"});
+  EXPECT_EQ(appended.at("num_points"), 150);
+  EXPECT_EQ(appended.at("num_constraints"), base.at("num_constraints").get<int>() + 16);
+  EXPECT_EQ(appended.at("base_dataset_id"), base.at("id"));
+  const nlohmann::json warm = KlsJson({"submit", "--dataset", appended.at("id"), "--kernel", "iris-more", "--method",
+                                       "bcd_npkl", "--warm-start", "iris:1", "--watch"});
+  ASSERT_EQ(warm.value("state", ""), "SUCCEEDED") << warm;
+  EXPECT_EQ(warm.at("summary").at("warm_start").at("kernel_name"), "iris");
+
+  const RunResult auto_elsewhere = Kls({"submit", "--dataset", base.at("id"), "--method", "mkl", "--c", "auto"});
+  EXPECT_EQ(auto_elsewhere.exit_code, 1);
+  EXPECT_THAT(auto_elsewhere.err, HasSubstr("--c auto applies to kl_admm (--gamma), bcd_npkl and simple_npkl"));
+  const RunResult not_a_number = Kls({"submit", "--dataset", base.at("id"), "--method", "bcd_npkl", "--c", "x"});
+  EXPECT_THAT(not_a_number.err, HasSubstr("--c = 'x' is not a number or auto"));
+  const RunResult bad_grid = Kls({"submit", "--dataset", base.at("id"), "--method", "bcd_npkl", "--c", "auto",
+                                  "--cv-grid", "1,0"});
+  EXPECT_THAT(bad_grid.err, HasSubstr("INVALID_ARGUMENT: cross_validation.grid[1] = 0 must be finite and > 0"));
+  const RunResult repeat = Kls({"upload", "--append-constraints", base.at("id"), pairs.string()});
+  EXPECT_EQ(repeat.exit_code, 1);
+  EXPECT_THAT(repeat.err, HasSubstr("header.base_dataset_id"));
+}
+
 }  // namespace

@@ -287,6 +287,19 @@ def test_scaling_is_stored_with_the_kernel(client):
         client.submit(data, "kl_admm", "never", scaling="foo")
 
 
+def test_cross_validation_and_warm_start(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y), name="iris-cv")
+    done = client.wait(client.submit(data, "bcd_npkl", "iris-cv",
+                                     cross_validation={"folds": 3, "grid": [0.1, 1, 10]}))
+    assert kls_client.state_name(done) == "SUCCEEDED"
+    assert '"cross_validation":{"folds":3,"best":' in done.summary_json
+    assert '{"value":10,"fold_scores":[' in done.summary_json
+    warm = client.wait(client.submit(data, "bcd_npkl", "iris-warm", warm_start="iris-cv:1"))
+    assert kls_client.state_name(warm) == "SUCCEEDED"
+    assert '"warm_start":{"kernel_name":"iris-cv","version":1}' in warm.summary_json
+
+
 def test_classify_with_an_mkl_model(client):
     x, y, _ = kls_client.read_csv(IRIS)
     data = client.upload(x, labels=y, name="iris-mkl")

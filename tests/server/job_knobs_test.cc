@@ -1,6 +1,8 @@
 // Job knobs through the in-process service (issue 25): feature scaling
 // (SubmitJobRequest.scaling, stored with the kernel and applied to feature
-// queries) and graph connectivity repair (GraphSpec.connect, qsdp REGMVU).
+// queries), graph connectivity repair (GraphSpec.connect, qsdp REGMVU),
+// C / γ by cross-validation (SubmitJobRequest.cross_validation) and learning
+// from appended pairs (DatasetHeader.base_dataset_id, SubmitJobRequest.warm_start).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -285,6 +287,137 @@ TEST(JobKnobsDefaults, UnsetScalingIsNoneAndUnsetConnectIsMst) {
   auto mvu = ParseJobSpec("qsdp", "{\"graph\":{\"connect\":\"CONNECT_ERROR\"},\"qsdp\":{\"problem\":\"REGMVU\"}}");
   ASSERT_TRUE(mvu.ok()) << mvu.status();
   EXPECT_EQ(std::get<QsdpJobOptions>(mvu->options).mvu_options.connect, ConnectMode::kError);
+}
+
+
+Dataset Iris() {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  EXPECT_TRUE(iris.ok()) << iris.status();
+  return iris.ok() ? *iris : Dataset();
+}
+
+// cross_validation on each NPKL family: the summary lists every candidate
+// with its fold scores and the chosen value; the job learns with it.
+TEST_F(JobKnobsTest, CrossValidationChoosesCAndReportsFoldScores) {
+  const Dataset iris = Iris();
+  auto constraints = GenerateBcdProtocol(iris.labels, 0.3, 1);
+  ASSERT_TRUE(constraints.ok());
+  const std::string id = Upload(iris, *constraints);
+  for (const char* method : {"kl_admm", "bcd_npkl", "simple_npkl"}) {
+    kls::v1::SubmitJobRequest r;
+    r.set_dataset_id(id);
+    if (std::string(method) == "kl_admm") r.mutable_kl_admm();
+    if (std::string(method) == "bcd_npkl") r.mutable_bcd_npkl();
+    if (std::string(method) == "simple_npkl") r.mutable_simple_npkl();
+    r.mutable_cross_validation()->set_folds(3);
+    r.mutable_cross_validation()->set_num_threads(2);
+    const kls::v1::Job job = Run(r, std::string("cv-") + method);
+    SCOPED_TRACE(method);
+    EXPECT_THAT(job.summary_json(), HasSubstr("\"cross_validation\":{\"folds\":3,\"best\":"));
+    for (const char* v : {"{\"value\":0.1,\"fold_scores\":[", "{\"value\":1,\"fold_scores\":[",
+                          "{\"value\":10,\"fold_scores\":["}) {
+      EXPECT_THAT(job.summary_json(), HasSubstr(v));
+    }
+  }
+}
+
+TEST_F(JobKnobsTest, CrossValidationAndWarmStartRejectBadValuesNamingTheField) {
+  const Dataset iris = Iris();
+  auto constraints = GenerateBcdProtocol(iris.labels, 0.3, 1);
+  ASSERT_TRUE(constraints.ok());
+  const std::string id = Upload(iris, *constraints);
+  auto expect_invalid = [&](const kls::v1::SubmitJobRequest& r, const std::string& text) {
+    auto job = client_->SubmitJob(r);
+    ASSERT_FALSE(job.ok());
+    EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(job.status().message(), HasSubstr(text));
+  };
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_bcd_npkl()->set_c(2);
+  r.mutable_cross_validation();
+  expect_invalid(r, "bcd_npkl.c = 2");
+  r.mutable_bcd_npkl()->clear_c();
+  r.mutable_cross_validation()->set_folds(1);
+  expect_invalid(r, "cross_validation.folds = 1");
+  r.mutable_cross_validation()->clear_folds();
+  r.mutable_cross_validation()->add_grid(-1);
+  expect_invalid(r, "cross_validation.grid[0] = -1");
+  r.clear_cross_validation();
+  r.mutable_warm_start()->set_kernel_name("");
+  expect_invalid(r, "warm_start.kernel_name");
+  r.mutable_warm_start()->set_kernel_name("k");
+  r.mutable_warm_start()->set_version(-2);
+  expect_invalid(r, "warm_start.version = -2");
+  kls::v1::SubmitJobRequest q;
+  q.set_dataset_id(id);
+  q.mutable_mkl();
+  q.mutable_cross_validation();
+  expect_invalid(q, "cross_validation is set but method = mkl");
+}
+
+// Appending 10 % more pairs makes a new data set sharing the features; a job
+// on it warm-started from the base's kernel reaches the cold job's objective
+// in fewer iterations, for each NPKL family. A warm start from a kernel of
+// other features fails naming the field.
+TEST_F(JobKnobsTest, AppendedPairsAndWarmStartReachTheColdObjectiveFaster) {
+  const Dataset iris = Iris();
+  auto all = GenerateBcdProtocol(iris.labels, 0.3, 2);
+  ASSERT_TRUE(all.ok());
+  PairwiseConstraints base, extra;
+  for (int k = 0; k < all->size(); ++k) (k % 11 == 0 ? extra : base).pairs.push_back(all->pairs[k]);
+  const std::string base_id = Upload(iris, base);
+  UploadOptions o;
+  o.name = "appended";
+  o.base_dataset_id = base_id;
+  auto appended = client_->UploadDataset(Dataset(), extra, o);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_EQ(appended->num_points(), 150);
+  EXPECT_EQ(appended->num_constraints(), all->size());
+  EXPECT_EQ(appended->num_classes(), 3);
+  // Repeating a base pair is rejected, naming the field.
+  PairwiseConstraints repeat;
+  repeat.pairs.push_back(base.pairs[0]);
+  auto bad = client_->UploadDataset(Dataset(), repeat, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("header.base_dataset_id"));
+
+  for (const char* method : {"kl_admm", "bcd_npkl", "simple_npkl"}) {
+    SCOPED_TRACE(method);
+    kls::v1::SubmitJobRequest r;
+    if (std::string(method) == "kl_admm") r.mutable_kl_admm();
+    if (std::string(method) == "bcd_npkl") r.mutable_bcd_npkl();
+    if (std::string(method) == "simple_npkl") r.mutable_simple_npkl()->set_b(150);
+    r.set_dataset_id(base_id);
+    Run(r, std::string("base-") + method);
+    r.set_dataset_id(appended->id());
+    const kls::v1::Job cold = Run(r, std::string("cold-") + method);
+    r.mutable_warm_start()->set_kernel_name(std::string("base-") + method);
+    const kls::v1::Job warm = Run(r, std::string("warm-") + method);
+    EXPECT_THAT(warm.summary_json(), HasSubstr("\"warm_start\":{\"kernel_name\":\"base-"));
+    std::printf("%s on iris + 10 %% pairs: cold %d iterations, objective %.9g; warm %d, %.9g\n", method,
+                cold.progress().iteration(), cold.progress().objective(), warm.progress().iteration(),
+                warm.progress().objective());
+    EXPECT_LT(warm.progress().iteration(), cold.progress().iteration());
+    EXPECT_NEAR(warm.progress().objective(), cold.progress().objective(),
+                1e-3 * std::max(1.0, std::abs(cold.progress().objective())));
+  }
+  // Other features: wine's kernel cannot warm-start an iris job.
+  const Dataset wine = Wine();
+  auto wc = GenerateBcdProtocol(wine.labels, 0.3, 1);
+  ASSERT_TRUE(wc.ok());
+  kls::v1::SubmitJobRequest w;
+  w.set_dataset_id(Upload(wine, *wc));
+  w.mutable_bcd_npkl();
+  Run(w, "wine-k");
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(appended->id());
+  r.mutable_bcd_npkl();
+  r.mutable_warm_start()->set_kernel_name("wine-k");
+  const kls::v1::Job failed = Finish(r, "never");
+  EXPECT_EQ(failed.state(), kls::v1::FAILED);
+  EXPECT_THAT(failed.error(), HasSubstr("warm_start.kernel_name = \"wine-k\""));
 }
 
 }  // namespace

@@ -234,6 +234,10 @@ def _set_field(message, name, value):
         else:
             getattr(message, name).CopyFrom(value)
         return
+    if field.label == field.LABEL_REPEATED:  # e.g. cross_validation grid=[0.1, 1, 10]
+        del getattr(message, name)[:]
+        getattr(message, name).extend(value)
+        return
     if field.enum_type is not None and isinstance(value, str):
         by_name = field.enum_type.values_by_name
         wanted = value.upper()
@@ -454,7 +458,7 @@ class Client:
     METHODS = tuple(f.name for f in jobs_pb2.SubmitJobRequest.DESCRIPTOR.oneofs_by_name["solver"].fields)
 
     def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, scaling=None,
-               **options):
+               cross_validation=None, warm_start=None, **options):
         """Jobs.Submit; returns the queued Job.
 
         dataset: a data-set id or DatasetInfo. method: one of Client.METHODS
@@ -463,6 +467,12 @@ class Client:
         graph:   GraphSpec fields as a dict, e.g. {"k": 7, "weight": "binary"},
                  {"connect": "grow_k"} (qsdp regmvu: connect_error | grow_k | mst).
         scaling: "none", "zscore" or "minmax" (None = none).
+        cross_validation: kl_admm / bcd_npkl / simple_npkl: choose C (gamma)
+                 by cross-validation (`kls submit --c auto`); a dict of
+                 CrossValidation fields, {} for the defaults, e.g.
+                 {"folds": 5, "grid": [0.1, 1, 10], "num_threads": 2}.
+        warm_start: kl_admm / bcd_npkl / simple_npkl: start from kernel
+                 "NAME" or "NAME:VERSION" (`kls submit --warm-start`).
         options: fields of the method's options message (jobs.proto), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
                  core default. `algorithm=` names the options' `method` enum
@@ -478,6 +488,14 @@ class Client:
             _set_field(request, "graph", graph)
         if scaling is not None:
             _set_field(request, "scaling", scaling)
+        if cross_validation is not None:
+            request.cross_validation.SetInParent()
+            for key, value in cross_validation.items():
+                _set_field(request.cross_validation, key, value)
+        if warm_start is not None:
+            name, _, version = str(warm_start).partition(":")
+            request.warm_start.kernel_name = name
+            request.warm_start.version = int(version) if version else 0
         solver = getattr(request, method)
         solver.SetInParent()
         fields = solver.DESCRIPTOR.fields_by_name
