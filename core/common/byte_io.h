@@ -93,8 +93,16 @@ class ByteReader {
     uint64_t rows = 0, cols = 0;
     KLS_RETURN_IF_ERROR(Get(&rows));
     KLS_RETURN_IF_ERROR(Get(&cols));
+    // Each side fits an int (the shapes are used as ints downstream), and an
+    // empty matrix is not walked column by column: a 0 × 2^60 shape from
+    // damaged bytes must cost nothing (fuzz_attachments found it spinning).
+    constexpr uint64_t kMaxSide = 2147483647;
+    if (rows > kMaxSide || cols > kMaxSide) {
+      return DataLossError(what_ + ": a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix");
+    }
     if (cols != 0 && rows > Remaining() / 8 / cols) return Truncated();
     m->resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+    if (m->size() == 0) return OkStatus();
     for (Eigen::Index j = 0; j < m->cols(); ++j)
       for (Eigen::Index i = 0; i < m->rows(); ++i) KLS_RETURN_IF_ERROR(Get(&(*m)(i, j)));
     return OkStatus();
