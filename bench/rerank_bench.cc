@@ -145,6 +145,7 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& s) {
 struct QueryData {
   Eigen::MatrixXd x, kt;
   std::vector<char> relevant;
+  std::vector<int> concept_of;  // true concept of each candidate (diagnostics only)
   double rbf_width = 0.0;  // mean squared pairwise distance (ParametricKernelMatrix's default width)
 };
 
@@ -159,6 +160,40 @@ std::vector<double> TopNs(const std::vector<int>& order, const std::vector<char>
   std::vector<double> acc(6);
   for (int s = 0; s < 6; ++s) acc[s] = TopNAccuracy(order, relevant, kTopN[s]);
   return acc;
+}
+
+// What the two inputs of NPK can express on one query: the fraction of each candidate's k nearest neighbours
+// that share its true concept, (a) by visual distance (the pairs N of the distance constraints) and (b) by the
+// text kernel (the HSIC target), and (c) the fraction of k-NN pairs joining a relevant and an irrelevant item.
+struct NeighbourPurity {
+  double visual = 0, text = 0, visual_cross = 0, text_cross = 0;
+};
+NeighbourPurity Purity(const QueryData& d, int k) {
+  const int n = static_cast<int>(d.x.rows());
+  const Eigen::VectorXd sq = d.x.rowwise().squaredNorm();
+  const Eigen::MatrixXd d2 = (sq.replicate(1, n) + sq.transpose().replicate(n, 1) - 2.0 * d.x * d.x.transpose());
+  NeighbourPurity p;
+  std::vector<int> idx(n);
+  auto knn = [&](int i, const std::function<bool(int, int)>& closer) {
+    for (int j = 0; j < n; ++j) idx[j] = j;
+    std::swap(idx[i], idx[n - 1]);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end() - 1, closer);
+  };
+  for (int i = 0; i < n; ++i) {
+    knn(i, [&](int a, int b) { return d2(i, a) < d2(i, b) || (d2(i, a) == d2(i, b) && a < b); });
+    for (int t = 0; t < k; ++t) {
+      p.visual += d.concept_of[idx[t]] == d.concept_of[i];
+      p.visual_cross += d.relevant[idx[t]] != d.relevant[i];
+    }
+    knn(i, [&](int a, int b) { return d.kt(i, a) > d.kt(i, b) || (d.kt(i, a) == d.kt(i, b) && a < b); });
+    for (int t = 0; t < k; ++t) {
+      p.text += d.concept_of[idx[t]] == d.concept_of[i];
+      p.text_cross += d.relevant[idx[t]] != d.relevant[i];
+    }
+  }
+  const double m = double(n) * k;
+  p.visual /= m, p.text /= m, p.visual_cross /= m, p.text_cross /= m;
+  return p;
 }
 
 const int kTop10 = 2;  // index of N = 10 in kTopN: the selection criterion
@@ -306,11 +341,13 @@ Runner RegisterRerank(CLI::App& app, bool* json) {
                                               " candidates"));
         QueryData& d = data[q];
         d.relevant.resize(n);
+        d.concept_of.resize(n);
         d.x.resize(n, corpus->visual.cols());
         Eigen::SparseMatrix<double, Eigen::RowMajor> t(n, tfidf->cols());
         std::vector<Eigen::Triplet<double>> trip;
         for (int i = 0; i < n; ++i) {
           d.relevant[i] = corpus->concept_of[cand[i]] == q;
+          d.concept_of[i] = corpus->concept_of[cand[i]];
           relevant_sum += d.relevant[i];
           d.x.row(i) = corpus->visual.row(cand[i]);
           for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(*tfidf, cand[i]); it; ++it)
@@ -383,7 +420,8 @@ Runner RegisterRerank(CLI::App& app, bool* json) {
             all.push_back((*v)[kTop10]);
             if (best_v.empty() || (*v)[kTop10] > best_v[kTop10]) best = p, best_v = *v;
           }
-          mj["oracle_on_test"] = {{"chosen", m.grid[best]}, {"top10", best_v[kTop10]}, {"grid_test_top10", all}};
+          mj["oracle_on_test"] = {{"chosen", m.grid[best]}, {"top10", best_v[kTop10]}, {"grid_test_top10", all},
+                                {"grid_validation_top10", choice->mean_score}};
           auto& os = oracle_stats[m.name];
           os.resize(6);
           for (int s = 0; s < 6; ++s) os[s].Add(best_v[s]);
@@ -394,6 +432,19 @@ Runner RegisterRerank(CLI::App& app, bool* json) {
       diff10.Add(d10);
       npk_wins += d10 >= 0.0;
       sj["npk_minus_rbf_top10"] = d10;
+      NeighbourPurity pur;
+      for (int q : split->test) {
+        const NeighbourPurity p = Purity(data[q], a->neighbors);
+        pur.visual += p.visual / split->test.size();
+        pur.text += p.text / split->test.size();
+        pur.visual_cross += p.visual_cross / split->test.size();
+        pur.text_cross += p.text_cross / split->test.size();
+      }
+      sj["neighbour_purity"] = {{"k", a->neighbors},
+                                {"visual_same_concept", pur.visual},
+                                {"text_same_concept", pur.text},
+                                {"visual_relevant_irrelevant_pairs", pur.visual_cross},
+                                {"text_relevant_irrelevant_pairs", pur.text_cross}};
 
       // Unseen items (§6.3.3), on the test queries with the NPK options chosen on validation.
       if (a->holdout > 0.0) {
