@@ -278,3 +278,64 @@ TEST(KernelExtension, HarmonicExtensionReproducesTrainingRowsAndAveragesNeighbou
 
 }  // namespace
 }  // namespace kls
+
+// The validation split of kls-bench rerank (thesis protocol): hyper-parameters are chosen on queries that are
+// never test queries.
+namespace kls {
+namespace {
+
+TEST(QuerySplit, DisjointCoveringAndSeeded) {
+  for (uint64_t seed : {1u, 2u, 3u, 10u}) {
+    auto s = SplitQueries(20, 6, seed);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->validation.size(), 6u);
+    EXPECT_EQ(s->test.size(), 14u);
+    std::vector<int> seen(20, 0);
+    for (int q : s->validation) ++seen[q];
+    for (int q : s->test) ++seen[q];
+    for (int q = 0; q < 20; ++q) EXPECT_EQ(seen[q], 1) << "query " << q << " seed " << seed;
+    auto again = SplitQueries(20, 6, seed);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->validation, s->validation);
+    EXPECT_EQ(again->test, s->test);
+  }
+  auto a = SplitQueries(20, 6, 1), b = SplitQueries(20, 6, 2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->validation, b->validation);
+  EXPECT_FALSE(SplitQueries(20, 0, 1).ok());
+  EXPECT_FALSE(SplitQueries(20, 20, 1).ok());
+  EXPECT_FALSE(SplitQueries(1, 1, 1).ok());
+}
+
+TEST(QuerySplit, SelectionNeverScoresATestQuery) {
+  auto s = SplitQueries(20, 6, 7);
+  ASSERT_TRUE(s.ok());
+  std::vector<char> is_test(20, 0);
+  for (int q : s->test) is_test[q] = 1;
+  // Point 1 is best on validation; point 2 would be best if test queries leaked into selection.
+  auto score = [&](int p, int q) -> StatusOr<double> {
+    EXPECT_FALSE(is_test[q]) << "selection scored test query " << q;
+    if (is_test[q]) return 100.0 * (p == 2);
+    return p == 1 ? 0.9 : 0.5;
+  };
+  int calls = 0;
+  auto counted = [&](int p, int q) -> StatusOr<double> {
+    ++calls;
+    return score(p, q);
+  };
+  auto c = ChooseOnValidation(3, s->validation, counted);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->best, 1);
+  EXPECT_EQ(calls, 3 * 6);
+  EXPECT_DOUBLE_EQ(c->mean_score[1], 0.9);
+  EXPECT_DOUBLE_EQ(c->mean_score[0], 0.5);
+  // Ties go to the smaller grid index; an empty validation set is refused.
+  auto tie = ChooseOnValidation(3, s->validation, [](int, int) -> StatusOr<double> { return 0.7; });
+  ASSERT_TRUE(tie.ok());
+  EXPECT_EQ(tie->best, 0);
+  EXPECT_FALSE(ChooseOnValidation(3, {}, score).ok());
+  EXPECT_FALSE(ChooseOnValidation(0, s->validation, score).ok());
+}
+
+}  // namespace
+}  // namespace kls
