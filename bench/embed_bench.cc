@@ -421,6 +421,24 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       } best;
       StatusOr<NeighborhoodGraph> graph = InvalidArgumentError("unset");
       size_t combo = 0;  // index of (graph k, C, B) in loop order, for the pooled choice
+      // Scores one candidate's coordinates — its k-NN k chosen on validation
+      // (ScoreOnSplit) — for this repetition's best and the pooled choice.
+      auto consider = [&](const Eigen::MatrixXd& coords, int graph_k, double c, double m) -> Status {
+        KLS_ASSIGN_OR_RETURN(auto score, ScoreOnSplit(coords, y, train, val, test, a->knn_max));
+        const double combo_val = score.validation_accuracy, combo_test = score.test_accuracy;
+        if (combo_val > best.val) best = {combo_val, combo_test, m, c, score.k, graph_k, coords};
+        if (pooled.size() <= combo) pooled.push_back({graph_k, c, m, {}, {}, {}, {}, {}});
+        pooled[combo].val_per_rep.push_back(100.0 * combo_val);
+        if (method == "mve" && a->mve_start != 0) {
+          KLS_ASSIGN_OR_RETURN(double loo, LeaveOneOutKnnAccuracy(coords, y, train_and_val, score.k));
+          pooled[combo].loo_per_rep.push_back(100.0 * loo);
+        }
+        pooled[combo].val.Add(100.0 * combo_val);
+        pooled[combo].test.Add(100.0 * combo_test);
+        pooled[combo].test_per_rep.push_back(100.0 * combo_test);
+        ++combo;
+        return OkStatus();
+      };
       if (method == "mve" && a->mve_start != 0) {
         // Issue 23: MVE improves on its start, the input kernel, whose top-d
         // principal coordinates are linear KPCA's. The start is candidate 0
@@ -430,21 +448,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         if (!start.ok()) return Fail(start.status());
         auto coords = PrincipalCoordinates(*start, a->dims);
         if (!coords.ok()) return Fail(coords.status());
-        auto score = ScoreOnSplit(*coords, y, train, val, test, a->knn_max);
-        if (!score.ok()) return Fail(score.status());
-        const double combo_val = score->validation_accuracy, combo_test = score->test_accuracy;
-        if (combo_val > best.val) best = {combo_val, combo_test, 0.0, 0.0, score->k, graph_ks.front(), *coords};
-        if (pooled.size() <= combo) pooled.push_back({graph_ks.front(), 0.0, 0.0, {}, {}, {}, {}, {}});
-        pooled[combo].val_per_rep.push_back(100.0 * combo_val);
-        if (method == "mve" && a->mve_start != 0) {
-          auto loo = LeaveOneOutKnnAccuracy(*coords, y, train_and_val, score->k);
-          if (!loo.ok()) return Fail(loo.status());
-          pooled[combo].loo_per_rep.push_back(100.0 * *loo);
-        }
-        pooled[combo].val.Add(100.0 * combo_val);
-        pooled[combo].test.Add(100.0 * combo_test);
-        pooled[combo].test_per_rep.push_back(100.0 * combo_test);
-        ++combo;
+        if (Status st = consider(*coords, graph_ks.front(), 0.0, 0.0); !st.ok()) return Fail(st);
       }
       for (int graph_k : graph_ks) {
       graph = BuildNeighborhood(x, graph_k);
@@ -519,21 +523,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         if (!coords.ok()) return Fail(coords.status());
         secs.Add(watch.Seconds());
         // This (graph k, C, B) with its k chosen on validation (ScoreOnSplit).
-        auto score = ScoreOnSplit(*coords, y, train, val, test, a->knn_max);
-        if (!score.ok()) return Fail(score.status());
-        const double combo_val = score->validation_accuracy, combo_test = score->test_accuracy;
-        if (combo_val > best.val) best = {combo_val, combo_test, m, opt.c, score->k, graph_k, *coords};
-        if (pooled.size() <= combo) pooled.push_back({graph_k, opt.c, m, {}, {}, {}, {}, {}});
-        pooled[combo].val_per_rep.push_back(100.0 * combo_val);
-        if (method == "mve" && a->mve_start != 0) {
-          auto loo = LeaveOneOutKnnAccuracy(*coords, y, train_and_val, score->k);
-          if (!loo.ok()) return Fail(loo.status());
-          pooled[combo].loo_per_rep.push_back(100.0 * *loo);
-        }
-        pooled[combo].val.Add(100.0 * combo_val);
-        pooled[combo].test.Add(100.0 * combo_test);
-        pooled[combo].test_per_rep.push_back(100.0 * combo_test);
-        ++combo;
+        if (Status st = consider(*coords, graph_k, opt.c, m); !st.ok()) return Fail(st);
       }
       }
       acc.Add(100.0 * best.test);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/common/names.h"
+#include "server/upload_assembler.h"
 
 namespace kls::server {
 
@@ -33,25 +34,8 @@ Status ImportAssembler::Header(const kls::v1::ImportKernelHeader& h) {
                                 std::to_string(limits_.max_name_bytes) + " are allowed");
   }
   KLS_RETURN_IF_ERROR(ValidateName("header.name", h.name()));
-  if (h.num_points() < 1) {
-    return InvalidArgumentError("header.num_points = " + std::to_string(h.num_points()) + " must be >= 1");
-  }
-  if (h.dim() < 1) return InvalidArgumentError("header.dim = " + std::to_string(h.dim()) + " must be >= 1");
-  if (h.num_points() > limits_.max_points) {
-    return ResourceExhaustedError("header.num_points = " + std::to_string(h.num_points()) +
-                                  " exceeds the limit of " + std::to_string(limits_.max_points));
-  }
-  if (h.dim() > limits_.max_dim) {
-    return ResourceExhaustedError("header.dim = " + std::to_string(h.dim()) + " exceeds the limit of " +
-                                  std::to_string(limits_.max_dim));
-  }
-  // Both factors are bounded above, so the product cannot overflow int64.
-  const int64_t values = h.num_points() * int64_t{h.dim()};
-  if (values > limits_.max_values) {
-    return ResourceExhaustedError("header.num_points × header.dim = " + std::to_string(h.num_points()) + " × " +
-                                  std::to_string(h.dim()) + " = " + std::to_string(values) +
-                                  " values exceeds the limit of " + std::to_string(limits_.max_values));
-  }
+  KLS_RETURN_IF_ERROR(
+      CheckDeclaredShape(h.num_points(), h.dim(), limits_.max_points, limits_.max_dim, limits_.max_values));
   header_ = h;
   have_header_ = true;
   return OkStatus();

@@ -21,6 +21,28 @@ std::string Num(double v) {
 
 }  // namespace
 
+Status CheckDeclaredShape(int64_t num_points, int64_t dim, int64_t max_points, int64_t max_dim, int64_t max_values) {
+  if (num_points < 1) {
+    return InvalidArgumentError("header.num_points = " + std::to_string(num_points) + " must be >= 1");
+  }
+  if (dim < 1) return InvalidArgumentError("header.dim = " + std::to_string(dim) + " must be >= 1");
+  if (num_points > max_points) {
+    return ResourceExhaustedError("header.num_points = " + std::to_string(num_points) + " exceeds the limit of " +
+                                  std::to_string(max_points));
+  }
+  if (dim > max_dim) {
+    return ResourceExhaustedError("header.dim = " + std::to_string(dim) + " exceeds the limit of " +
+                                  std::to_string(max_dim));
+  }
+  // Both factors are bounded above, so the product cannot overflow int64.
+  if (num_points * dim > max_values) {
+    return ResourceExhaustedError("header.num_points × header.dim = " + std::to_string(num_points) + " × " +
+                                  std::to_string(dim) + " = " + std::to_string(num_points * dim) +
+                                  " values exceeds the limit of " + std::to_string(max_values));
+  }
+  return OkStatus();
+}
+
 Status UploadAssembler::Add(const kls::v1::UploadDatasetRequest& message) {
   if (!error_.ok()) return error_;
   error_ = Next(message, messages_++);
@@ -57,27 +79,11 @@ Status UploadAssembler::Header(const kls::v1::DatasetHeader& h) {
   if (!h.name().empty()) {  // the name is optional
     KLS_RETURN_IF_ERROR(ValidateName("header.name", h.name()));
   }
-  if (h.num_points() < 1) {
-    return InvalidArgumentError("header.num_points = " + std::to_string(h.num_points()) + " must be >= 1");
-  }
-  if (h.dim() < 1) return InvalidArgumentError("header.dim = " + std::to_string(h.dim()) + " must be >= 1");
+  KLS_RETURN_IF_ERROR(
+      CheckDeclaredShape(h.num_points(), h.dim(), limits_.max_points, limits_.max_dim, limits_.max_values));
   if (h.num_constraints() < 0) {
     return InvalidArgumentError("header.num_constraints = " + std::to_string(h.num_constraints()) +
                                 " must be >= 0");
-  }
-  if (h.num_points() > limits_.max_points) {
-    return ResourceExhaustedError("header.num_points = " + std::to_string(h.num_points()) +
-                                  " exceeds the limit of " + std::to_string(limits_.max_points));
-  }
-  if (h.dim() > limits_.max_dim) {
-    return ResourceExhaustedError("header.dim = " + std::to_string(h.dim()) + " exceeds the limit of " +
-                                  std::to_string(limits_.max_dim));
-  }
-  // Both factors are bounded above, so the product cannot overflow int64.
-  if (h.num_points() * h.dim() > limits_.max_values) {
-    return ResourceExhaustedError("header.num_points × header.dim = " + std::to_string(h.num_points()) + " × " +
-                                  std::to_string(h.dim()) + " = " + std::to_string(h.num_points() * h.dim()) +
-                                  " values exceeds the limit of " + std::to_string(limits_.max_values));
   }
   if (h.num_constraints() > limits_.max_constraints) {
     return ResourceExhaustedError("header.num_constraints = " + std::to_string(h.num_constraints()) +

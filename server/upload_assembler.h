@@ -45,6 +45,12 @@ struct UploadLimits {
   int64_t max_name_bytes = 256;             ///< header.name
 };
 
+/// A stream header's declared num_points × dim against the limits, before
+/// anything is allocated: INVALID_ARGUMENT for a size below 1,
+/// RESOURCE_EXHAUSTED naming the field, the value and the limit otherwise.
+/// Shared by the upload and the import assemblers.
+Status CheckDeclaredShape(int64_t num_points, int64_t dim, int64_t max_points, int64_t max_dim, int64_t max_values);
+
 class UploadAssembler {
  public:
   /// `limits` must outlive the assembler.
