@@ -52,8 +52,10 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout $(CTEST_TIMEOUT) $(CTEST_ARGS)
 
 # libFuzzer targets (tests/fuzz) with ASan + UBSan, built with clang into
-# $(FUZZ_DIR); run one with e.g.
-#   build-fuzz/tests/fuzz/fuzz_csv -max_total_time=600 tests/fuzz/corpus/csv
+# $(FUZZ_DIR); run one with a scratch corpus first (libFuzzer adds to the first
+# directory), e.g.
+#   mkdir -p /tmp/corpus-csv
+#   build-fuzz/tests/fuzz/fuzz_csv -max_total_time=600 /tmp/corpus-csv tests/fuzz/corpus/csv
 FUZZ_DIR ?= build-fuzz
 fuzz:
 	bash deploy/install-deps.sh --fuzz
