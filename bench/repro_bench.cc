@@ -12,23 +12,12 @@
 #include "bench/bench_util.h"
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
+#include "core/data/feature_scaling.h"
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
 #include "core/npkl/cross_validation.h"
 
 namespace kls::bench {
-namespace {
-
-void Standardize(Eigen::MatrixXd& x) {
-  const Eigen::RowVectorXd mean = x.colwise().mean();
-  x.rowwise() -= mean;
-  Eigen::RowVectorXd sd = (x.cwiseProduct(x).colwise().sum() / std::max<Eigen::Index>(1, x.rows() - 1)).cwiseSqrt();
-  for (Eigen::Index j = 0; j < sd.size(); ++j)
-    if (sd[j] == 0) sd[j] = 1;
-  x = x.array().rowwise() / sd.array();
-}
-
-}  // namespace
 
 Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
@@ -71,7 +60,13 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     auto data = LoadOrGenerate(a->data, a->synthetic, a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
     if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
-    if (a->standardize) Standardize(data->features);
+    if (a->standardize) {  // the service's `scaling: zscore` (core/data/feature_scaling.h)
+      auto scaler = FeatureScaler::Fit(data->features, FeatureScaling::kZScore);
+      if (!scaler.ok()) return Fail(scaler.status());
+      auto scaled = scaler->Apply(data->features);
+      if (!scaled.ok()) return Fail(scaled.status());
+      data->features = *std::move(scaled);
+    }
     const bool c_auto = a->c == "auto";
     double c = DefaultC(*method);
     if (!c_auto && !a->c.empty()) {
