@@ -80,8 +80,9 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       } else if (!params.admm_mode.empty()) {
         return InvalidArgumentError("--admm-mode = \"" + params.admm_mode + "\" is not one of paper, polish");
       }
+      if (params.escalation >= 0) o.rank_escalation = params.escalation != 0;
       o.initial_factor = params.initial_factor;
-      return SolveKlAdmm(problem, o, Control(params));
+      return SolveKlAdmm(problem, o, Control(params), params.factor_diagnostics);
     }
     case MethodSpec::Family::kBcd: {
       BcdNpklOptions o;
@@ -97,7 +98,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       // and 2 threads measured slower (docs/BENCHMARKS.md).
       o.num_threads = params.threads > 0 ? params.threads : 1;
       o.initial_factor = params.initial_factor;
-      return SolveBcdNpkl(problem, o, Control(params), params.bcd_diagnostics);
+      return SolveBcdNpkl(problem, o, Control(params), params.factor_diagnostics);
     }
     case MethodSpec::Family::kSimple: {
       SimpleNpklOptions o;
@@ -126,7 +127,7 @@ StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
     p.c = value;
     p.threads = 1;
     p.progress = nullptr;
-    p.bcd_diagnostics = nullptr;
+    p.factor_diagnostics = nullptr;
     KLS_ASSIGN_OR_RETURN(NpklResult r, RunMethod(method, NpklProblem{laplacian(value), train}, p));
     return std::move(r.kernel);
   };

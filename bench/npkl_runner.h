@@ -14,7 +14,7 @@
 #include "core/npkl/npkl_problem.h"
 
 namespace kls {
-struct BcdNpklDiagnostics;
+struct FactorDiagnostics;
 }
 
 namespace kls::bench {
@@ -47,10 +47,10 @@ struct RunParams {
   int threads = 1;
   uint64_t seed = 1;
   double omega = 0.0;      ///< BCDNPKL over-relaxation ω; 0 = solver default
-  int rank = 0;            ///< BCDNPKL / KL-ADMM r; 0 = automatic (BCD: escalation or RankBound; ADMM: RankBound)
-  int escalation = -1;     ///< BCDNPKL rank escalation: 1 on, 0 off, -1 solver default
-  /// BCDNPKL: receives the rank escalation / certificate diagnostics.
-  BcdNpklDiagnostics* bcd_diagnostics = nullptr;
+  int rank = 0;            ///< BCDNPKL / KL-ADMM r; 0 = automatic (escalation or RankBound)
+  int escalation = -1;     ///< BCDNPKL / KL-ADMM rank escalation: 1 on, 0 off, -1 solver default
+  /// BCDNPKL, KL-ADMM: receives the rank escalation / certificate diagnostics.
+  FactorDiagnostics* factor_diagnostics = nullptr;
   /// KL-ADMM: "" = solver default (L-BFGS polish), "paper" = Algorithm 1 only,
   /// "polish" = ADMM then L-BFGS polish (KlAdmmOptions::Polish).
   std::string admm_mode;

@@ -1,10 +1,10 @@
 #include "core/npkl/bcd_npkl.h"
 
+#include "core/npkl/factor_certificate.h"
 #include "core/npkl/reduced_laplacian.h"
 #include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
 
-#include <Spectra/SymEigsSolver.h>
 
 #include <Eigen/Cholesky>
 #include <Eigen/Eigenvalues>
@@ -35,6 +35,8 @@ using SparseMatrix = Eigen::SparseMatrix<double>;
 // L = constrained points (local index = rank among them), U = the others.
 // Sweeps between exact recomputations of the factored Δ̃'s Z = V Bᵀ.
 constexpr int kResyncSweeps = 20;
+// Tolerance tightenings (×0.1 each) when the certificate fails by ⟨S, Z⟩ alone.
+constexpr int kMaxTightenings = 3;
 
 std::vector<int> BoundaryIndex(const NpklProblem& problem) {
   const int n = problem.num_points();
@@ -418,66 +420,11 @@ double StationarityResidual(const Eigen::MatrixXd& v, const ReducedLaplacian& re
 // f(Z) = tr(Δ̃Z) + C Σ_pairs ℓ(T_ij Z_ij) is convex (eq. (4)); its gradient is
 //     S = Δ̃ + C Σ_pairs ℓ'(T_ij Z_ij) T_ij (E_ij + E_ji)/2,
 // and for any Z* ⪰ 0, f(Z) − f(Z*) ≤ ⟨S, Z − Z*⟩ ≤ ⟨S, Z⟩ − λ_min(S) tr(Z*).
-// At a stationary point of eq. (5), V S = 0, so the row space of V (range Z)
-// is in S's null space; we deflate it (Q = orthonormal basis of range Vᵀ) and
-// compute the smallest eigenvalues of S on its orthogonal complement:
-//     M = P S P + σ Q Qᵀ,   P = I − Q Qᵀ,   σ = max_i Δ̃_ii > 0,
-// which moves range(Q) out of the way (to σ) while the rest of the spectrum is
-// that of S on range(Q)^⊥. The (≥ 0) zeros of S on range(Q) need no check.
-struct Certificate {
-  double min_eigenvalue = 0.0;
-  double inner_product = 0.0;
-  double relative_gap_bound = 0.0;
-  Eigen::VectorXd eigenvalues;  // ascending, the computed smallest ones
-  Eigen::MatrixXd eigenvectors;
-  long long operations = 0;
-  int numerical_rank = 0;
-};
-
-class CertificateOperator {
- public:
-  using Scalar = double;
-  CertificateOperator(const ReducedLaplacian& red, const ColumnConstraints& cols, const std::vector<double>& weight,
-                      const Eigen::MatrixXd& q, double sigma)
-      : red_(red), cols_(cols), weight_(weight), q_(q), sigma_(sigma) {}
-  Eigen::Index rows() const { return red_.l(); }
-  Eigen::Index cols() const { return red_.l(); }
-  // y = S x for an l-vector (no deflation).
-  void ApplyS(const double* x, double* y) const {
-    red_.ApplyVector(x, y);
-    const int l = red_.l();
-    for (int i = 0; i < l; ++i) {
-      double acc = 0.0;
-      for (int e = cols_.offset[i]; e < cols_.offset[i + 1]; ++e) acc += weight_[e] * x[cols_.neighbor[e]];
-      y[i] += acc;
-    }
-  }
-  void perform_op(const double* x_in, double* y_out) const {
-    const Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
-    Eigen::Map<Eigen::VectorXd> y(y_out, rows());
-    const Eigen::VectorXd c = q_.transpose() * x;  // Qᵀx
-    px_ = x - q_ * c;                              // P x
-    sx_.resize(rows());
-    ApplyS(px_.data(), sx_.data());
-    const Eigen::VectorXd d = q_.transpose() * sx_;
-    y = sx_ - q_ * d + sigma_ * (q_ * c);
-  }
-
- private:
-  const ReducedLaplacian& red_;
-  const ColumnConstraints& cols_;
-  const std::vector<double>& weight_;
-  const Eigen::MatrixXd& q_;
-  const double sigma_;
-  mutable Eigen::VectorXd px_, sx_;
-};
-
-// Below this l the certificate forms M densely (l² doubles) — exact and
-// cheaper than a restarted Lanczos.
-constexpr int kDenseCertificateMax = 600;
-
-Certificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const ReducedLaplacian& red,
-                               const ColumnConstraints& cols, NpklLoss loss, double c, int nev) {
+// At a stationary point of eq. (5) the row space of V is in S's null space;
+// core/npkl/factor_certificate.h deflates it (σ = max_i Δ̃_ii) and computes
+// the smallest eigenvalues of S on its complement.
+FactorCertificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const ReducedLaplacian& red,
+                                     const ColumnConstraints& cols, NpklLoss loss, double c, int nev) {
   const int l = red.l();
   // S's pair weights per column entry: S_ij = C ℓ'(T_ij z_ij) T_ij / 2.
   std::vector<double> weight(cols.neighbor.size());
@@ -487,99 +434,39 @@ Certificate ComputeCertificate(const Eigen::MatrixXd& v, double objective, const
       weight[e] = 0.5 * c * LossDerivative(loss, z) * cols.sign[e];
     }
   }
-  // Orthonormal basis of range(Vᵀ) (numerical rank by column-pivoted QR).
-  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(v.transpose());
-  qr.setThreshold(1e-10);
-  const int rank = static_cast<int>(qr.rank());
-  Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(l, rank);
-  double sigma = 0.0;
-  for (int i = 0; i < l; ++i) sigma = std::max(sigma, red.Diagonal(i));
-  CertificateOperator op(red, cols, weight, q, sigma);
-
-  Certificate out;
-  out.numerical_rank = rank;
-  // ⟨S, Z⟩ = tr(V S Vᵀ) = Σ_k v^kᵀ S v^k over the rows v^k of V.
-  {
-    Eigen::VectorXd row(l), srow(l);
-    double inner = 0.0;
-    for (int k = 0; k < v.rows(); ++k) {
-      row = v.row(k).transpose();
-      op.ApplyS(row.data(), srow.data());
-      inner += row.dot(srow);
+  const SymmetricApply apply_s = [&](const double* x, double* y) {
+    red.ApplyVector(x, y);
+    for (int i = 0; i < l; ++i) {
+      double acc = 0.0;
+      for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) acc += weight[e] * x[cols.neighbor[e]];
+      y[i] += acc;
     }
-    out.inner_product = inner;
-  }
-  nev = std::max(1, std::min(nev, l - rank));
-  if (l - rank <= 0) {
-    out.min_eigenvalue = 0.0;
-  } else if (l <= kDenseCertificateMax || 2 * nev + 20 >= l) {
-    Eigen::MatrixXd m(l, l);
-    Eigen::VectorXd e = Eigen::VectorXd::Zero(l);
-    for (int j = 0; j < l; ++j) {
-      e[j] = 1.0;
-      op.perform_op(e.data(), m.col(j).data());
-      e[j] = 0.0;
-    }
-    m = 0.5 * (m + m.transpose()).eval();
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(m);
-    out.eigenvalues = eig.eigenvalues().head(nev);
-    out.eigenvectors = eig.eigenvectors().leftCols(nev);
-    out.operations = l;
-  } else {
-    const int ncv = std::min(l, std::max(2 * nev + 1, nev + 40));
-    Spectra::SymEigsSolver<CertificateOperator> eigs(op, nev, ncv);
-    eigs.init();  // Spectra's fixed-seed start vector: deterministic
-    eigs.compute(Spectra::SortRule::SmallestAlge, 2000, 1e-6, Spectra::SortRule::SmallestAlge);
-    out.operations = eigs.num_operations();
-    Eigen::VectorXd values = eigs.eigenvalues();
-    Eigen::MatrixXd vectors = eigs.eigenvectors();
-    if (values.size() == 0) {  // not converged: report what is known to be safe (nothing certified)
-      out.min_eigenvalue = -std::numeric_limits<double>::infinity();
-      out.relative_gap_bound = std::numeric_limits<double>::infinity();
-      return out;
-    }
-    out.eigenvalues = values;
-    out.eigenvectors = vectors;
-  }
-  if (out.eigenvalues.size() > 0) out.min_eigenvalue = std::min(out.eigenvalues.minCoeff(), sigma);
-  const double trace = v.squaredNorm();
-  out.relative_gap_bound = (std::abs(out.inner_product) + std::max(0.0, -out.min_eigenvalue) * trace) /
-                           std::max(std::abs(objective), 1e-300);
-  return out;
+  };
+  FactorCertificateOptions options;
+  options.nev = nev;
+  options.sigma = 0.0;
+  for (int i = 0; i < l; ++i) options.sigma = std::max(options.sigma, red.Diagonal(i));
+  return CertifyFactor(l, apply_s, v, objective, options);
 }
 
-// Appends √t·xᵀ for each eigenpair (λ < 0, x) of the certificate, t the exact
-// minimizer of the 1-D quadratic f(Z + t xxᵀ) = f + tλ + t²·C Σ_pairs (x_i x_j)²
-// for the square loss (for the square hinge the same t under-steps, since its
-// curvature is at most that). Returns the rows added.
-int AppendDirections(const Certificate& cert, const ColumnConstraints& cols, double c, int max_rows,
+// The rows of the escalation: t the exact minimizer of the 1-D quadratic
+// f(Z + t xxᵀ) = f + tλ + t²·C Σ_pairs (x_i x_j)² for the square loss (for
+// the square hinge the same t under-steps, since its curvature is at most
+// that). Returns the rows added.
+int AppendDirections(const FactorCertificate& cert, const ColumnConstraints& cols, double c, int max_rows,
                      Eigen::MatrixXd* v) {
-  std::vector<int> take;
-  for (int k = 0; k < cert.eigenvalues.size() && static_cast<int>(take.size()) < max_rows; ++k) {
-    if (cert.eigenvalues[k] < 0.0) take.push_back(k);
-  }
-  if (take.empty()) return 0;
   const int l = static_cast<int>(v->cols());
-  const int r = static_cast<int>(v->rows());
-  Eigen::MatrixXd grown(r + static_cast<int>(take.size()), l);
-  grown.topRows(r) = *v;
-  for (size_t s = 0; s < take.size(); ++s) {
-    const Eigen::VectorXd x = cert.eigenvectors.col(take[s]).normalized();
-    double curvature = 0.0;
+  const DirectionCurvature curvature = [&](const Eigen::VectorXd& x) {
+    double sum = 0.0;
     for (int i = 0; i < l; ++i) {
       for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
         const int j = cols.neighbor[e];
-        if (j > i) curvature += (x[i] * x[j]) * (x[i] * x[j]);
+        if (j > i) sum += (x[i] * x[j]) * (x[i] * x[j]);
       }
     }
-    curvature *= 2.0 * c;  // f''(t)
-    // Divided by the number of directions K: by Cauchy–Schwarz the joint
-    // curvature is at most K·Σ_k f''_k t_k², so the joint step still descends.
-    const double t = curvature > 0.0 ? -cert.eigenvalues[take[s]] / curvature / static_cast<double>(take.size()) : 0.0;
-    grown.row(r + static_cast<int>(s)) = std::sqrt(t) * x.transpose();
-  }
-  *v = std::move(grown);
-  return static_cast<int>(take.size());
+    return 2.0 * c * sum;  // f''(t)
+  };
+  return AppendNegativeDirections(cert, curvature, max_rows, v);
 }
 
 // V⁰ ~ U[0, 1)^{r×l} (the paper's rand(r, l)) from the top 53 bits of each
@@ -649,16 +536,7 @@ std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const NpklResu
   w.PutMatrix(v);
   w.PutVector(duals);
   w.PutMatrix(z);
-  w.PutInts(d.rank_history);
-  w.PutInts(d.stage_sweeps);
-  w.Put<int32_t>(d.numerical_rank);
-  w.Put<int32_t>(d.certificate_checks);
-  w.Put<double>(d.min_eigenvalue);
-  w.Put<double>(d.inner_product);
-  w.Put<double>(d.relative_gap_bound);
-  w.Put<uint8_t>(d.certified ? 1 : 0);
-  w.Put<int64_t>(d.lanczos_operations);
-  w.Put<double>(d.certificate_seconds);
+  PutFactorDiagnostics(&w, d);
   return w.Take();
 }
 
@@ -682,23 +560,7 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r_max, co
   const bool carried = stage_iter > 0 && reduced.factored();
   KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, carried ? r : 0, carried ? reduced.u() : 0, &s->z));
   BcdNpklDiagnostics& d = s->diag;
-  KLS_RETURN_IF_ERROR(in.GetInts(&d.rank_history));
-  KLS_RETURN_IF_ERROR(in.GetInts(&d.stage_sweeps));
-  int32_t numerical_rank = 0, checks = 0;
-  KLS_RETURN_IF_ERROR(in.Get(&numerical_rank));
-  KLS_RETURN_IF_ERROR(in.Get(&checks));
-  d.numerical_rank = numerical_rank;
-  d.certificate_checks = checks;
-  KLS_RETURN_IF_ERROR(in.Get(&d.min_eigenvalue));
-  KLS_RETURN_IF_ERROR(in.Get(&d.inner_product));
-  KLS_RETURN_IF_ERROR(in.Get(&d.relative_gap_bound));
-  uint8_t certified = 0;
-  KLS_RETURN_IF_ERROR(in.Get(&certified));
-  d.certified = certified != 0;
-  int64_t operations = 0;
-  KLS_RETURN_IF_ERROR(in.Get(&operations));
-  d.lanczos_operations = operations;
-  KLS_RETURN_IF_ERROR(in.Get(&d.certificate_seconds));
+  KLS_RETURN_IF_ERROR(GetFactorDiagnostics(&in, &d));
   KLS_RETURN_IF_ERROR(in.ExpectEnd());
   // The bookkeeping must describe this V and this iteration count.
   long long sweeps = 0;
@@ -790,6 +652,10 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
       diag.rank_history.push_back(r);
       diag.stage_sweeps.push_back(0);
     }
+    // A stage at the previous stage's rank is a tightening (below): ×0.1 each.
+    int tightenings = 0;
+    for (size_t k = 1; k < diag.rank_history.size(); ++k) tightenings += diag.rank_history[k] == diag.rank_history[k - 1];
+    const double stage_tolerance = options.tolerance * std::pow(0.1, tightenings);
     bool converged = false;
     while (true) {
       if (iter >= options.max_iterations) {
@@ -828,7 +694,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
       control.Report(event);
 
       // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
-      if (change <= options.tolerance * v.norm()) {
+      if (change <= stage_tolerance * v.norm()) {
         converged = true;
         break;
       }
@@ -844,18 +710,17 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
     Stopwatch cert_clock;
     const double f = stats.objective_history.back();
     const int nev = escalate ? std::max(1, options.escalation_step) : 1;
-    const Certificate cert = ComputeCertificate(v, f, reduced, cols, options.loss, options.c, nev);
-    diag.certificate_seconds += cert_clock.Seconds();
-    ++diag.certificate_checks;
-    diag.lanczos_operations += cert.operations;
-    diag.min_eigenvalue = cert.min_eigenvalue;
-    diag.numerical_rank = cert.numerical_rank;
-    diag.inner_product = cert.inner_product;
-    diag.relative_gap_bound = cert.relative_gap_bound;
-    diag.certified = cert.relative_gap_bound <= options.certificate_tolerance;
-    if (!escalate || diag.certified || r >= r_max) break;
-    const int added = AppendDirections(cert, cols, options.c, r_max - r, &v);
-    if (added == 0) break;  // no negative direction to follow (bound from ⟨S, Z⟩ alone)
+    const FactorCertificate cert = ComputeCertificate(v, f, reduced, cols, options.loss, options.c, nev);
+    diag.Record(cert, cert_clock.Seconds(), options.certificate_tolerance);
+    if (!escalate || diag.certified) break;
+    const int added = r < r_max ? AppendDirections(cert, cols, options.c, r_max - r, &v) : 0;
+    if (added == 0) {
+      // No negative direction to follow: the bound is ⟨S, Z⟩ alone, i.e. the
+      // sweeps stopped short of stationarity. Sweep on at a tenfold tighter
+      // tolerance (a new stage at the same rank), at most kMaxTightenings times.
+      if (tightenings >= kMaxTightenings || !(options.tolerance > 0.0)) break;
+      continue;  // the next stage (pushed at the top of the loop) has the same r
+    }
     r += added;
     // Checkpoint at the stage boundary, so the certificate's Lanczos work is
     // not lost: the next stage starts with zero duals and recomputes Z.

@@ -97,6 +97,7 @@
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
+#include "core/npkl/factor_certificate.h"
 #include "core/npkl/npkl_problem.h"
 
 namespace kls {
@@ -143,7 +144,11 @@ struct BcdNpklOptions {
   // large l. If the bound exceeds certificate_tolerance·|f|, up to
   // escalation_step eigenvectors x of negative eigenvalues are appended as new
   // rows √t·xᵀ (t the exact minimizer of f(Z + t xxᵀ) for the square loss,
-  // a conservative step for the square hinge) and the sweeps continue.
+  // a conservative step for the square hinge) and the sweeps continue. If
+  // there is no negative eigenvalue (or r is at its cap), the bound is
+  // ⟨S, Z⟩ alone — the sweeps stopped short of stationarity — and they go on
+  // at a tenfold tighter tolerance, as a new stage at the same rank (at most
+  // 3 times; rank_history then repeats r).
   /// Escalate (true) or run at the fixed RankBound(m) (false). Only with
   /// rank = 0 and the square / square-hinge losses.
   bool rank_escalation = true;
@@ -172,25 +177,9 @@ struct BcdNpklOptions {
   Status Validate() const;
 };
 
-/// What the rank escalation and the optimality certificate found.
-struct BcdNpklDiagnostics {
-  int final_rank = 0;          ///< rows of V at the end
-  /// rank(V) at the last check (column-pivoted QR, pivots > 1e-10·largest).
-  int numerical_rank = 0;
-  int certificate_checks = 0;  ///< Lanczos certificate evaluations
-  /// λ_min(S) on the complement of V's row space at the last check (NaN: none
-  /// made, e.g. the hinge loss or a run stopped before convergence).
-  double min_eigenvalue = std::numeric_limits<double>::quiet_NaN();
-  /// ⟨S, Z⟩ = tr(V S Vᵀ) at the last check (0 at a stationary point).
-  double inner_product = std::numeric_limits<double>::quiet_NaN();
-  /// (|⟨S, Z⟩| + max(0, −λ_min)·tr(Z)) / |f| at the last check.
-  double relative_gap_bound = std::numeric_limits<double>::quiet_NaN();
-  bool certified = false;      ///< relative_gap_bound <= certificate_tolerance
-  long long lanczos_operations = 0;
-  double certificate_seconds = 0.0;
-  std::vector<int> rank_history;  ///< r of each stage
-  std::vector<int> stage_sweeps;  ///< sweeps of each stage
-};
+/// What the rank escalation and the optimality certificate found
+/// (core/npkl/factor_certificate.h).
+using BcdNpklDiagnostics = FactorDiagnostics;
 
 /// Runs BCDNPKL (Algorithm 1) on `problem`.
 ///

@@ -4,8 +4,6 @@
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
 #include <Eigen/SparseCore>
-#include <Spectra/MatOp/SparseSymMatProd.h>
-#include <Spectra/SymEigsSolver.h>
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -21,6 +19,7 @@
 #include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
 #include "core/npkl/blocked_laplacian.h"
+#include "core/npkl/factor_certificate.h"
 
 namespace kls {
 namespace {
@@ -286,31 +285,53 @@ void BlockJacobi(const Eigen::MatrixXd& v, const Eigen::VectorXd& l_diag, double
   });
 }
 
-// λ_min(S), S = L + γ R (the K-gradient of eq. (1)). Dense below 400 points,
-// else Spectra's Lanczos (smallest algebraic) on the sparse S. NaN if Lanczos
-// does not converge.
-double MinEigenvalueOfGradient(const Eigen::SparseMatrix<double>& l, double gamma, const ConstraintRows& rows,
-                               const std::vector<double>& d) {
+// The certificate of core/npkl/factor_certificate.h for S = L + γ R (the
+// K-gradient of eq. (1), R_ij = d_e on the ordered entries), at the V whose
+// d_e and objective f are given. The relative bound's denominator is
+// max(|f|, 1). S is applied row by row in parallel (each row's sum in a fixed
+// order, so the result does not depend on the thread count).
+FactorCertificate CertifyPcp(const Eigen::SparseMatrix<double>& l, double gamma, const ConstraintRows& rows,
+                             const std::vector<double>& d, const Eigen::MatrixXd& v, double f, int nev,
+                             int num_threads) {
   const int n = static_cast<int>(l.rows());
-  std::vector<Eigen::Triplet<double>> trip;
-  trip.reserve(static_cast<size_t>(l.nonZeros()) + d.size());
-  for (int k = 0; k < l.outerSize(); ++k)
-    for (Eigen::SparseMatrix<double>::InnerIterator it(l, k); it; ++it)
-      trip.emplace_back(static_cast<int>(it.row()), static_cast<int>(it.col()), it.value());
-  for (int i = 0; i < n; ++i)
-    for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) trip.emplace_back(i, rows.neighbor[e], gamma * d[e]);
-  Eigen::SparseMatrix<double> s(n, n);
-  s.setFromTriplets(trip.begin(), trip.end());
-  if (n < 400) {
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(Eigen::MatrixXd(s), Eigen::EigenvaluesOnly);
-    return eig.info() == Eigen::Success ? eig.eigenvalues()(0) : std::numeric_limits<double>::quiet_NaN();
+  const SymmetricApply apply_s = [&](const double* x, double* y) {
+    ParallelFor(n, num_threads, [&](int begin, int end) {
+      for (int i = begin; i < end; ++i) {
+        double acc = 0.0;  // (L x)_i = Σ_k L_ki x_k: column i of the symmetric L
+        for (Eigen::SparseMatrix<double>::InnerIterator it(l, i); it; ++it) acc += it.value() * x[it.row()];
+        double loss = 0.0;
+        for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) loss += d[e] * x[rows.neighbor[e]];
+        y[i] = acc + gamma * loss;
+      }
+    });
+  };
+  FactorCertificateOptions options;
+  options.nev = nev;
+  options.objective_floor = 1.0;
+  double sigma = 0.0;  // max_i S_ii: moves V's row space above the spectrum's low end
+  for (int i = 0; i < n; ++i) {
+    double sii = l.coeff(i, i);
+    for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e)
+      if (rows.neighbor[e] == i) sii += gamma * d[e];
+    sigma = std::max(sigma, sii);
   }
-  Spectra::SparseSymMatProd<double> op(s);
-  Spectra::SymEigsSolver<Spectra::SparseSymMatProd<double>> eigs(op, 1, std::min(n, 40));
-  eigs.init();  // fixed start vector: deterministic
-  eigs.compute(Spectra::SortRule::SmallestAlge, 3000, 1e-8, Spectra::SortRule::SmallestAlge);
-  if (eigs.info() != Spectra::CompInfo::Successful) return std::numeric_limits<double>::quiet_NaN();
-  return eigs.eigenvalues()(0);
+  options.sigma = std::max(sigma, 1e-12);
+  return CertifyFactor(n, apply_s, v, f, options);
+}
+
+// f''(0) of t ↦ f(K + t x xᵀ) = γ Σ_{(i,j)∈T} (x_i x_j)² (ordered entries).
+DirectionCurvature PcpCurvature(double gamma, const ConstraintRows& rows) {
+  return [gamma, &rows](const Eigen::VectorXd& x) {
+    double sum = 0.0;
+    const int n = static_cast<int>(x.size());
+    for (int i = 0; i < n; ++i) {
+      for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) {
+        const double xx = x[i] * x[rows.neighbor[e]];
+        sum += xx * xx;
+      }
+    }
+    return gamma * sum;
+  };
 }
 
 // Uniform in [−a, a] from the top 53 bits of the engine, with no
@@ -345,12 +366,17 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
 // last iteration's residuals, then
 //   ADMM    ρ (the value for the next iteration), V, U, Λ
 //   polish  V, V·L (kept current incrementally, so re-forming it would not be
-//           bit-identical), and the L-BFGS pairs (s, y, sᵀy), oldest first.
+//           bit-identical), the L-BFGS pairs (s, y, sᵀy), oldest first, the
+//           polish tolerance in force (tightened by the escalation) and the
+//           escalation's diagnostics. V has the rank of the current
+//           escalation stage (between the first stage's r and the cap).
+// Version 2 added the last two and the variable rank; a version-1
+// checkpoint is not this run's (the solve starts afresh).
 // Everything else (d, ∇f, f) is recomputed from V and V·L exactly as the
 // uninterrupted run computes it, so a resumed run is bit-identical.
 constexpr char kCheckpointTag[] = "kl_admm/1";
 constexpr uint32_t kCheckpointMagic = 0x4b4c4144;  // "KLAD"
-constexpr uint32_t kCheckpointVersion = 1;
+constexpr uint32_t kCheckpointVersion = 2;
 
 enum class Phase : uint8_t { kAdmm = 0, kPolish = 1 };
 
@@ -373,6 +399,8 @@ struct ResumeState {
   Eigen::MatrixXd v, u, lambda;  // ADMM: V, U, Λ; polish: V
   Eigen::MatrixXd vl;          // polish
   LbfgsMemory memory;          // polish
+  double polish_tolerance = 0.0;  // polish
+  FactorDiagnostics diag;      // polish
 };
 
 // Ties a checkpoint to the problem (L, T) and to every option that changes
@@ -386,6 +414,7 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const KlAdmmOptions& 
   fp.AddDouble(o.gamma).AddDouble(o.rho_initial).AddDouble(o.rho_min).AddInt(o.adaptive_rho);
   fp.Add(o.seed).AddInt(static_cast<int>(o.polish)).AddDouble(o.polish_switch_tolerance);
   fp.AddInt(o.lbfgs_memory).AddInt(o.lbfgs_precondition);
+  fp.AddInt(o.rank_escalation).AddInt(o.initial_rank).AddInt(o.escalation_step).AddDouble(o.certificate_tolerance);
   if (o.initial_factor) fp.AddDense(*o.initial_factor);  // cold fingerprints unchanged
   return fp.value();
 }
@@ -406,7 +435,8 @@ std::string EncodeAdmm(uint64_t fingerprint, int iteration, const NpklResult& re
 }
 
 std::string EncodePolish(uint64_t fingerprint, int iteration, const NpklResult& result, const Eigen::MatrixXd& v,
-                         const Eigen::MatrixXd& vl, const LbfgsMemory& memory) {
+                         const Eigen::MatrixXd& vl, const LbfgsMemory& memory, double polish_tolerance,
+                         const FactorDiagnostics& diag) {
   ByteWriter w;
   PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration,
                       result.stats.objective_history);
@@ -421,12 +451,15 @@ std::string EncodePolish(uint64_t fingerprint, int iteration, const NpklResult& 
     w.PutMatrix(memory.y[k]);
     w.Put<double>(memory.sy[k]);
   }
+  w.Put<double>(polish_tolerance);
+  PutFactorDiagnostics(&w, diag);
   return w.Take();
 }
 
 // Any error means "not this run's checkpoint": the caller starts afresh.
-Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int n, const KlAdmmOptions& options,
-                        ResumeState* state) {
+// r: the first stage's rank (the ADMM phase's); r_cap: the escalation's cap.
+Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int r_cap, int n,
+                        const KlAdmmOptions& options, ResumeState* state) {
   ByteReader in(c.bytes, "kl_admm checkpoint");
   KLS_RETURN_IF_ERROR(
       GetCheckpointPrefix(&in, c, kCheckpointMagic, kCheckpointVersion, fingerprint, &state->objective_history));
@@ -445,7 +478,12 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int n,
   } else if (phase == static_cast<uint8_t>(Phase::kPolish) &&
              options.polish == KlAdmmOptions::Polish::kLbfgs) {
     state->phase = Phase::kPolish;
-    KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->v));
+    KLS_RETURN_IF_ERROR(in.GetMatrix(&state->v));
+    const int rank = static_cast<int>(state->v.rows());
+    if (rank < r || rank > r_cap || state->v.cols() != n) {
+      return DataLossError(in.what() + ": V is " + std::to_string(rank) + " x " + std::to_string(state->v.cols()));
+    }
+    r = rank;
     KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, r, n, &state->vl));
     uint32_t m = 0;
     KLS_RETURN_IF_ERROR(in.Get(&m));
@@ -461,6 +499,13 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int n,
       state->memory.y.push_back(std::move(y));
       state->memory.sy.push_back(sy);
     }
+    KLS_RETURN_IF_ERROR(in.Get(&state->polish_tolerance));
+    if (!(state->polish_tolerance >= 0.0)) return DataLossError(in.what() + ": bad polish tolerance");
+    KLS_RETURN_IF_ERROR(GetFactorDiagnostics(&in, &state->diag));
+    if (state->diag.rank_history.empty() || state->diag.rank_history.back() != r ||
+        state->diag.stage_sweeps.size() != state->diag.rank_history.size()) {
+      return DataLossError(in.what() + ": inconsistent stage bookkeeping");
+    }
   } else {
     return DataLossError(in.what() + ": unknown phase " + std::to_string(phase));
   }
@@ -471,8 +516,12 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int n,
   return OkStatus();
 }
 
+// Polish-tolerance tightenings (×0.1 each) when the certificate fails by
+// ⟨S, K⟩ alone (no negative eigenvalue to escalate along).
+constexpr int kMaxTightenings = 3;
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& options,
-                           const SolveControl& control) {
+                           const SolveControl& control, FactorDiagnostics* diagnostics) {
   Stopwatch setup_clock;
   KLS_RETURN_IF_ERROR(problem.Validate());
   KLS_RETURN_IF_ERROR(options.Validate());
@@ -484,11 +533,20 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   }
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
   const ConstraintRows rows = BuildRows(problem.constraints, n);
-  const int r = options.rank > 0 ? options.rank : std::min(n, RankBound(rows.num_entries()));
+  // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
+  // exceeds it); with the escalation the first stage starts lower.
+  const int r_cap = options.rank > 0 ? options.rank : std::min(n, RankBound(rows.num_entries()));
   const double gamma = options.gamma;
   const Eigen::SparseMatrix<double>& l = problem.laplacian;
   const int threads = ResolveThreadCount(options.num_threads);
-  const BlockedLaplacian laplacian(l, BlockedLaplacian::CacheBlockColumns(r, n));
+  const bool polish = options.polish == KlAdmmOptions::Polish::kLbfgs;
+  const bool escalate = polish && options.certify && options.rank == 0 && options.rank_escalation;
+  const int start_rank = options.initial_factor ? static_cast<int>(options.initial_factor->cols()) : options.initial_rank;
+  int r = escalate ? std::max(1, std::min(r_cap, start_rank)) : r_cap;
+  // Cache blocks sized for the current rank (re-cut when the escalation grows
+  // it; the product is bitwise the same for any block size).
+  int block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
+  BlockedLaplacian laplacian(l, block_columns);
 
   Eigen::MatrixXd v = RandomStart(r, n, options.seed);
   if (options.initial_factor) {
@@ -500,7 +558,6 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   Eigen::MatrixXd lambda = Eigen::MatrixXd::Zero(r, n);
   Eigen::MatrixXd v_old(r, n), work(r, n);
   double rho = options.rho_initial;
-  const bool polish = options.polish == KlAdmmOptions::Polish::kLbfgs;
   bool switched = false;  // ADMM handed over to the L-BFGS polish
   if (polish && options.initial_factor) {  // a warm start goes straight to the polish
     switched = true;
@@ -510,13 +567,17 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
   NpklResult result;
   SolveStats& stats = result.stats;
   LbfgsMemory memory;
+  FactorDiagnostics diag;
+  diag.rank_history.push_back(r);
+  diag.stage_sweeps.push_back(0);
+  double polish_tolerance = options.tolerance;  // tightened when only ⟨S, K⟩ fails the certificate
   Eigen::MatrixXd resumed_vl;  // V·L of a polish-phase checkpoint
   // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
   const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
   const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options, r) : 0;
   if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
     ResumeState state;
-    if (DecodeCheckpoint(*c, fingerprint, r, n, options, &state).ok()) {
+    if (DecodeCheckpoint(*c, fingerprint, r, r_cap, n, options, &state).ok()) {
       stats.iterations = state.iteration;
       stats.resumed_from_iteration = state.iteration;
       stats.objective_history = std::move(state.objective_history);
@@ -527,10 +588,16 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
         u = std::move(state.u);
         lambda = std::move(state.lambda);
         rho = state.rho;
+        diag.stage_sweeps.back() = state.iteration;
       } else {
         switched = true;
+        r = static_cast<int>(v.rows());
         resumed_vl = std::move(state.vl);
+        block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
+        laplacian = BlockedLaplacian(l, block_columns);
         memory = std::move(state.memory);
+        polish_tolerance = state.polish_tolerance;
+        diag = std::move(state.diag);
       }
     }  // otherwise not this run's checkpoint: start afresh
   }
@@ -567,6 +634,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     const double dual_rel = dual / (options.rho_min * size);
 
     stats.iterations = iter;
+    ++diag.stage_sweeps.back();
     stats.objective_history.push_back(objective);
     result.primal_residual = primal;
     result.dual_residual = dual;
@@ -586,8 +654,9 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     if (polish && primal_rel <= options.polish_switch_tolerance &&
         dual_rel <= options.polish_switch_tolerance) {
       switched = true;  // `work` = V·L: the polish's starting point
-      checkpoints.MaybeSave(kCheckpointTag, iter,
-                            [&] { return EncodePolish(fingerprint, iter, result, v, work, memory); });
+      checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
+        return EncodePolish(fingerprint, iter, result, v, work, memory, polish_tolerance, diag);
+      });
       break;
     }
     if (options.adaptive_rho) {  // eq. (15)
@@ -600,129 +669,176 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     checkpoints.MaybeSave(kCheckpointTag, iter,
                           [&] { return EncodeAdmm(fingerprint, iter, result, rho, v, u, lambda); });
   }
+  u.resize(0, 0);  // the ADMM phase's U and Λ are not needed by the polish
+  lambda.resize(0, 0);
   std::vector<double> d(rows.num_entries());
   Eigen::MatrixXd g(r, n);
+  bool certificate_current = false;  // diag holds the certificate of the final V
   if (switched) {
     // L-BFGS on f(V) from V (= U to polish_switch_tolerance). `work` holds
     // V·L, kept current by work += α P·L (re-formed at the end).
     Eigen::MatrixXd& vl = work;
     if (stats.resumed_from_iteration > 0 && resumed_vl.size() > 0) vl = std::move(resumed_vl);
-    Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
-    FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
-    double f = FactoredObjective(v, vl, gamma, d);
-    std::deque<Eigen::MatrixXd>& s_hist = memory.s;
-    std::deque<Eigen::MatrixXd>& y_hist = memory.y;
-    std::deque<double>& sy_hist = memory.sy;
     std::vector<double> alpha_hist;
     const Eigen::VectorXd l_diag = l.diagonal();
-    stats.termination = Termination::kIterationLimit;
-    for (int iter = stats.iterations + 1; iter <= options.max_iterations; ++iter) {
-      Termination why;
-      if (control.ShouldStop(&why)) {
-        stats.termination = why;
-        break;
-      }
-      // Two-loop recursion: p = −H g (Nocedal & Wright, Alg. 7.4), H⁰ = (sᵀy / yᵀy) I.
-      q = g;
-      const int m = static_cast<int>(s_hist.size());
-      alpha_hist.assign(m, 0.0);
-      for (int k = m - 1; k >= 0; --k) {
-        alpha_hist[k] = s_hist[k].cwiseProduct(q).sum() / sy_hist[k];
-        q.noalias() -= alpha_hist[k] * y_hist[k];
-      }
-      if (options.lbfgs_precondition) {
-        BlockJacobi(v, l_diag, gamma, rows, d, threads, &q);
-      } else if (m > 0) {
-        q *= sy_hist[m - 1] / y_hist[m - 1].squaredNorm();
-      }
-      for (int k = 0; k < m; ++k) {
-        const double beta = y_hist[k].cwiseProduct(q).sum() / sy_hist[k];
-        q.noalias() += (alpha_hist[k] - beta) * s_hist[k];
-      }
-      p = -q;
-      if (!(p.cwiseProduct(g).sum() < 0.0)) {  // not a descent direction: restart from −g
-        s_hist.clear();
-        y_hist.clear();
-        sy_hist.clear();
-        p = -g;
-      }
-      laplacian.Apply(p, threads, &pl);
-      const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
-      const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
-      if (!(step > 0.0) && options.tolerance > 0.0) {
-        stats.termination = Termination::kConverged;  // no descent left at double precision
-        break;
-      }
-      // tolerance = 0 runs to max_iterations (the documented contract): a
-      // stalled iteration is a null step that still counts and reports.
-      v_old = v;
-      v.noalias() += step * p;
-      vl.noalias() += step * pl;
-      FactoredGradient(v, vl, gamma, rows, threads, &d, &g_new);
-      const double f_new = FactoredObjective(v, vl, gamma, d);
-      if (!std::isfinite(f_new) || !v.allFinite()) {
-        v = v_old;
-        stats.termination = Termination::kNumericalIssue;
-        break;
-      }
-      p *= step;  // s = V_new − V_old
-      q = g_new - g;  // y
-      const double sy = p.cwiseProduct(q).sum();
-      if (!(step > 0.0)) {
-        s_hist.clear();
-        y_hist.clear();
-        sy_hist.clear();
-      } else if (sy > 0.0) {
-        s_hist.push_back(p);
-        y_hist.push_back(q);
-        sy_hist.push_back(sy);
-        if (static_cast<int>(s_hist.size()) > options.lbfgs_memory) {
-          s_hist.pop_front();
-          y_hist.pop_front();
-          sy_hist.pop_front();
+    // Tightenings so far (polish_tolerance, checkpointed, is tolerance·0.1^k).
+    int tightenings = 0;
+    for (double t = options.tolerance; tightenings < kMaxTightenings && t > polish_tolerance; t *= 0.1) ++tightenings;
+    // One escalation stage per pass: the polish at rank r to polish_tolerance,
+    // then (escalate) the certificate; a failed one appends rows or tightens
+    // the tolerance and the next pass continues from there.
+    while (true) {
+      Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
+      g.resize(r, n);
+      v_old.resize(r, n);
+      FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
+      double f = FactoredObjective(v, vl, gamma, d);
+      std::deque<Eigen::MatrixXd>& s_hist = memory.s;
+      std::deque<Eigen::MatrixXd>& y_hist = memory.y;
+      std::deque<double>& sy_hist = memory.sy;
+      stats.termination = Termination::kIterationLimit;
+      for (int iter = stats.iterations + 1; iter <= options.max_iterations; ++iter) {
+        Termination why;
+        if (control.ShouldStop(&why)) {
+          stats.termination = why;
+          break;
         }
+        // Two-loop recursion: p = −H g (Nocedal & Wright, Alg. 7.4), H⁰ = (sᵀy / yᵀy) I.
+        q = g;
+        const int m = static_cast<int>(s_hist.size());
+        alpha_hist.assign(m, 0.0);
+        for (int k = m - 1; k >= 0; --k) {
+          alpha_hist[k] = s_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+          q.noalias() -= alpha_hist[k] * y_hist[k];
+        }
+        if (options.lbfgs_precondition) {
+          BlockJacobi(v, l_diag, gamma, rows, d, threads, &q);
+        } else if (m > 0) {
+          q *= sy_hist[m - 1] / y_hist[m - 1].squaredNorm();
+        }
+        for (int k = 0; k < m; ++k) {
+          const double beta = y_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+          q.noalias() += (alpha_hist[k] - beta) * s_hist[k];
+        }
+        p = -q;
+        if (!(p.cwiseProduct(g).sum() < 0.0)) {  // not a descent direction: restart from −g
+          memory.Clear();
+          p = -g;
+        }
+        laplacian.Apply(p, threads, &pl);
+        const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
+        const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
+        if (!(step > 0.0) && polish_tolerance > 0.0) {
+          stats.termination = Termination::kConverged;  // no descent left at double precision
+          break;
+        }
+        // tolerance = 0 runs to max_iterations (the documented contract): a
+        // stalled iteration is a null step that still counts and reports.
+        v_old = v;
+        v.noalias() += step * p;
+        vl.noalias() += step * pl;
+        FactoredGradient(v, vl, gamma, rows, threads, &d, &g_new);
+        const double f_new = FactoredObjective(v, vl, gamma, d);
+        if (!std::isfinite(f_new) || !v.allFinite()) {
+          v = v_old;
+          stats.termination = Termination::kNumericalIssue;
+          break;
+        }
+        p *= step;  // s = V_new − V_old
+        q = g_new - g;  // y
+        const double sy = p.cwiseProduct(q).sum();
+        if (!(step > 0.0)) {
+          memory.Clear();
+        } else if (sy > 0.0) {
+          s_hist.push_back(p);
+          y_hist.push_back(q);
+          sy_hist.push_back(sy);
+          if (static_cast<int>(s_hist.size()) > options.lbfgs_memory) {
+            s_hist.pop_front();
+            y_hist.pop_front();
+            sy_hist.pop_front();
+          }
+        }
+        g.swap(g_new);
+        f = f_new;
+        const double grad_norm = g.norm();
+        stats.iterations = iter;
+        ++diag.stage_sweeps.back();
+        stats.objective_history.push_back(f);
+        result.primal_residual = 0.0;  // V = U throughout the polish
+        result.dual_residual = grad_norm;
+        ProgressEvent event;
+        event.iteration = iter;
+        event.objective = f;
+        event.primal_residual = 0.0;
+        event.dual_residual = grad_norm;
+        event.elapsed_seconds = setup_clock.Seconds();
+        event.max_iterations = options.max_iterations;
+        control.Report(event);
+        if (grad_norm * v.norm() <= polish_tolerance * std::max(std::abs(f), 1.0)) {
+          stats.termination = Termination::kConverged;
+          break;
+        }
+        checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
+          return EncodePolish(fingerprint, iter, result, v, vl, memory, polish_tolerance, diag);
+        });
       }
-      g.swap(g_new);
-      f = f_new;
-      const double grad_norm = g.norm();
-      stats.iterations = iter;
-      stats.objective_history.push_back(f);
-      result.primal_residual = 0.0;  // V = U throughout the polish
-      result.dual_residual = grad_norm;
-      ProgressEvent event;
-      event.iteration = iter;
-      event.objective = f;
-      event.primal_residual = 0.0;
-      event.dual_residual = grad_norm;
-      event.elapsed_seconds = setup_clock.Seconds();
-      event.max_iterations = options.max_iterations;
-      control.Report(event);
-      if (grad_norm * v.norm() <= options.tolerance * std::max(std::abs(f), 1.0)) {
-        stats.termination = Termination::kConverged;
-        break;
+      if (!escalate || stats.termination != Termination::kConverged) break;
+      // The certificate at the converged V (V·L re-formed: exact d and f).
+      Stopwatch certificate_clock;
+      laplacian.Apply(v, threads, &vl);
+      FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
+      f = FactoredObjective(v, vl, gamma, d);
+      const FactorCertificate cert =
+          CertifyPcp(l, gamma, rows, d, v, f, std::max(1, options.escalation_step), threads);
+      diag.Record(cert, certificate_clock.Seconds(), options.certificate_tolerance);
+      result.duality_gap = cert.relative_gap_bound;
+      certificate_current = true;
+      if (diag.certified || stats.iterations >= options.max_iterations) break;
+      const int added = r < r_cap ? AppendNegativeDirections(cert, PcpCurvature(gamma, rows), r_cap - r, &v) : 0;
+      if (added == 0) {
+        // No negative direction left (or at the cap): the bound is ⟨S, K⟩,
+        // i.e. stationarity; polish further at a tighter tolerance.
+        if (tightenings >= kMaxTightenings || !(polish_tolerance > 0.0)) break;
+        polish_tolerance *= 0.1;
+        ++tightenings;
+        continue;
       }
-      checkpoints.MaybeSave(kCheckpointTag, iter,
-                            [&] { return EncodePolish(fingerprint, iter, result, v, vl, memory); });
+      r += added;
+      memory.Clear();
+      if (BlockedLaplacian::CacheBlockColumns(r, n) != block_columns) {
+        block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
+        laplacian = BlockedLaplacian(l, block_columns);
+      }
+      vl.resize(r, n);
+      laplacian.Apply(v, threads, &vl);
+      diag.rank_history.push_back(r);
+      diag.stage_sweeps.push_back(0);
+      certificate_current = false;
     }
   }
   stats.solve_seconds = clock.Seconds();
   if (polish && (stats.termination == Termination::kConverged ||
-                 stats.termination == Termination::kIterationLimit) && options.certify) {
+                 stats.termination == Termination::kIterationLimit) && options.certify && !certificate_current) {
     // Global-optimality certificate of the convex problem (1) at K = VᵀV.
+    Stopwatch certificate_clock;
+    work.resize(r, n);
     laplacian.Apply(v, threads, &work);
     FactoredGradient(v, work, gamma, rows, threads, &d, &g);
     const double f = FactoredObjective(v, work, gamma, d);
-    const double lambda_min = MinEigenvalueOfGradient(l, gamma, rows, d);
-    const double sk = 0.5 * g.cwiseProduct(v).sum();  // ⟨S, K⟩ = tr(V S Vᵀ) = ½⟨∇f(V), V⟩
-    result.duality_gap = (std::abs(sk) + std::max(0.0, -lambda_min) * v.squaredNorm()) / std::max(std::abs(f), 1.0);
+    const FactorCertificate cert = CertifyPcp(l, gamma, rows, d, v, f, 1, threads);
+    diag.Record(cert, certificate_clock.Seconds(), options.certificate_tolerance);
+    result.duality_gap = cert.relative_gap_bound;
   }
+  diag.final_rank = static_cast<int>(v.rows());
+  if (diagnostics != nullptr) *diagnostics = diag;
   if (stats.objective_history.empty()) {
+    work.resize(v.rows(), n);
     laplacian.Apply(v, threads, &work);
     stats.final_objective = Objective(v, work, gamma, rows);
   } else {
     stats.final_objective = stats.objective_history.back();
   }
-
   LearnedKernel::Embedding embedding = v.transpose();  // n × r, row i = v_i
   KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(embedding)));
   return result;
@@ -757,6 +873,16 @@ Status KlAdmmOptions::Validate() const {
     return InvalidArgumentError("options.polish_switch_tolerance = " + FormatNumber(polish_switch_tolerance) +
                                 " must be positive and finite");
   }
+  if (initial_rank < 1) {
+    return InvalidArgumentError("options.initial_rank = " + std::to_string(initial_rank) + " must be >= 1");
+  }
+  if (escalation_step < 1) {
+    return InvalidArgumentError("options.escalation_step = " + std::to_string(escalation_step) + " must be >= 1");
+  }
+  if (!(certificate_tolerance >= 0.0) || !std::isfinite(certificate_tolerance)) {
+    return InvalidArgumentError("options.certificate_tolerance = " + FormatNumber(certificate_tolerance) +
+                                " must be non-negative and finite");
+  }
   if (lbfgs_memory < 1) {
     return InvalidArgumentError("options.lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }
@@ -768,8 +894,8 @@ Status KlAdmmOptions::Validate() const {
 }
 
 StatusOr<NpklResult> SolveKlAdmm(const NpklProblem& problem, const KlAdmmOptions& options,
-                                 const SolveControl& control) {
-  return GuardExceptions("KL-ADMM", [&] { return Solve(problem, options, control); });
+                                 const SolveControl& control, FactorDiagnostics* diagnostics) {
+  return GuardExceptions("KL-ADMM", [&] { return Solve(problem, options, control, diagnostics); });
 }
 
 }  // namespace kls

@@ -64,6 +64,7 @@
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
+#include "core/npkl/factor_certificate.h"
 #include "core/npkl/npkl_problem.h"
 
 namespace kls {
@@ -81,9 +82,12 @@ struct KlAdmmOptions {
   double rho_min = 10.0;
   /// Adapt ρ by eq. (15) after every iteration; false keeps ρ = rho_initial.
   bool adaptive_rho = true;
-  /// Outer iterations (each one V-step, one U-step, one multiplier update), ≥ 1.
-  /// The paper's IterMax: 500 (100 on adult).
-  int max_iterations = 500;
+  /// Iterations in all (ADMM iterations — one V-step, one U-step, one
+  /// multiplier update each — plus polish iterations, over every escalation
+  /// stage), ≥ 1. The paper's IterMax is 500 (100 on adult) for Algorithm 1
+  /// alone; the default leaves room for the escalation's stages at large n
+  /// (n = 100,000 adult-like with 400,000 pairs: 665 in three stages).
+  int max_iterations = 5000;
   /// Converged when both relative residuals are ≤ tolerance (≥ 0; 0 runs to
   /// max_iterations):
   ///   primal_rel = ‖V − U‖_F / max(‖V‖_F, ‖U‖_F)                    (≈ relative V = U gap)
@@ -135,6 +139,31 @@ struct KlAdmmOptions {
   /// bounded by tr(K) (equal at the optimum). NaN when not computed.
   bool certify = true;
 
+  /// Rank escalation (this repository's addition; with Polish::kLbfgs,
+  /// certify and rank = 0). Instead of the worst-case r = RankBound(|T|) —
+  /// 1,264 columns at 400,000 pairs, ~100× the rank the optimum needs on
+  /// adult-like data — the solve starts at r = initial_rank (or the warm
+  /// start's rank), runs ADMM and the polish to `tolerance`, and evaluates
+  /// the certificate of core/npkl/factor_certificate.h on S = L + γR with the
+  /// row space of V deflated. If the relative gap bound exceeds
+  /// certificate_tolerance, up to escalation_step eigenvectors x of negative
+  /// eigenvalues are appended as rows √t·xᵀ (t the exact minimizer of
+  /// f(K + t xxᵀ), a quadratic in t, shared between the directions) and the
+  /// polish continues at the larger rank (never beyond RankBound(|T|)); if
+  /// there is no negative eigenvalue, the bound is ⟨S, K⟩ alone, i.e. the
+  /// polish stopped short of stationarity, and its tolerance is tightened
+  /// tenfold (at most 3 times). Every stage's iterations count towards
+  /// max_iterations. With rank_escalation = false (or a fixed rank) the solve
+  /// runs at r = rank or RankBound(|T|) as in the paper.
+  bool rank_escalation = true;
+  /// The first stage's r, >= 1 (capped at RankBound(|T|)).
+  int initial_rank = 8;
+  /// Rows appended per failed certificate (= eigenpairs computed), >= 1.
+  int escalation_step = 8;
+  /// Certified when the relative gap bound (|⟨S, K⟩| + max(0, −λ_min)·tr K) /
+  /// max(|f|, 1) <= this, >= 0.
+  double certificate_tolerance = 1e-4;
+
   /// Warm start (npkl_problem.h InitialFactor): V⁰ = U⁰ = the factor's rows
   /// fitted to rank r (WarmStartRows; padding rows from the seeded random
   /// start), Λ⁰ = 0. With Polish::kLbfgs the ADMM phase is skipped and the
@@ -161,14 +190,17 @@ struct KlAdmmOptions {
 /// last iteration (the same numbers each ProgressEvent carries; in the polish
 /// phase 0 and ‖∇f(V)‖_F).
 /// result.duality_gap: with Polish::kLbfgs and certify, the bound of the
-/// certify option (computed after solve_seconds stops); NaN otherwise.
+/// certify option at the returned V (the escalation's last certificate, or
+/// one computed after solve_seconds stops); NaN otherwise. `diagnostics`
+/// (optional) receives the escalation's stages and the last certificate.
 ///
 /// Checkpoints (format "kl_admm/1"). With control.checkpoint set, the state
 /// is handed to it (CheckpointTimer) after a completed iteration once
 /// control.checkpoint_interval_seconds of solve time have passed since the
 /// start or the last checkpoint — after the ρ update in the ADMM phase (V, U,
 /// Λ, ρ; 3rn doubles), after each polish iteration and at the hand-over
-/// (V, V·L and the L-BFGS pairs; (2 + 2·lbfgs_memory) rn doubles at most),
+/// (V, V·L and the L-BFGS pairs at the current stage's rank r;
+/// (2 + 2·lbfgs_memory) rn doubles at most; and the escalation's bookkeeping),
 /// always with the objective history so far; not after the iteration that
 /// ends the run. With control.ResumeFrom("kl_admm/1") set and matching, the
 /// run continues from it: stats.iterations, objective_history and the
@@ -176,9 +208,9 @@ struct KlAdmmOptions {
 /// stats.resumed_from_iteration = checkpoint.iteration, and the result is
 /// bit-identical to the uninterrupted run's (doubles are stored exactly; the
 /// L-BFGS memory is kept). A checkpoint matches when it was taken for the same
-/// L, T, rank r and the options that shape the iterates (γ, ρ⁰, ρ_min,
-/// adaptive_rho, seed, polish, polish_switch_tolerance, lbfgs_memory,
-/// lbfgs_precondition — a fingerprint); tolerance, max_iterations, certify and
+/// L, T, first-stage rank r and the options that shape the iterates (γ, ρ⁰,
+/// ρ_min, adaptive_rho, seed, polish, polish_switch_tolerance, lbfgs_memory,
+/// lbfgs_precondition, the escalation's options — a fingerprint); tolerance, max_iterations, certify and
 /// num_threads may differ. Any other checkpoint — another format, problem or
 /// shape, damaged or truncated bytes — is ignored and the solve starts afresh
 /// (resumed_from_iteration = 0). Cancellation and the deadline act as usual
@@ -188,6 +220,7 @@ struct KlAdmmOptions {
 /// symmetric, options.Validate() fails, options.rank > n. RESOURCE_EXHAUSTED
 /// on allocation failure, INTERNAL for any other exception.
 StatusOr<NpklResult> SolveKlAdmm(const NpklProblem& problem, const KlAdmmOptions& options,
-                                 const SolveControl& control = SolveControl());
+                                 const SolveControl& control = SolveControl(),
+                                 FactorDiagnostics* diagnostics = nullptr);
 
 }  // namespace kls

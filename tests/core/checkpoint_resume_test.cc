@@ -299,6 +299,35 @@ TEST(CheckpointResumeTest, KlAdmmAdmmAndPolishPhases) {
   CheckResumable(c);
 }
 
+// Checkpoints across the rank escalation's stages (V grows from 1 row; the
+// polish checkpoints carry the stage's rank and the bookkeeping).
+TEST(CheckpointResumeTest, KlAdmmAcrossEscalationStages) {
+  const NpklProblem p = IrisNpklProblem(15, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/true, 3);
+  KlAdmmOptions o;
+  o.gamma = 10.0;
+  o.num_threads = 1;
+  o.max_iterations = 2000;
+  o.tolerance = 1e-7;
+  o.initial_rank = 1;
+  o.escalation_step = 1;
+  o.certificate_tolerance = 1e-7;
+  FactorDiagnostics diag;
+  auto full = SolveKlAdmm(p, o, SolveControl(), &diag);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_GE(diag.rank_history.size(), 3u) << "the case must cross escalation stages";
+  Case<NpklResult> c;
+  c.tag = "kl_admm/1";
+  c.solve = [&](const SolveControl& control) { return SolveKlAdmm(p, o, control); };
+  c.solve_other = [&](const SolveControl& control) {
+    KlAdmmOptions other = o;
+    other.escalation_step = 2;  // same shapes at the start, another escalation
+    return SolveKlAdmm(p, other, control);
+  };
+  c.expect_same_solution = ExpectSameNpkl;
+  c.positions = {0, 5, 50, 100, 150, 200, -8, -1};  // every stage
+  CheckResumable(c);
+}
+
 TEST(CheckpointResumeTest, KlAdmmWithoutPolish) {
   const NpklProblem p = IrisNpklProblem(10, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/true, 5);
   KlAdmmOptions o;

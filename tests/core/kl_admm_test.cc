@@ -227,10 +227,55 @@ TEST(KlAdmm, AutomaticRankFollowsTable1) {
   ASSERT_EQ(OrderedPcpEntries(p.constraints).size(), 510u);
   KlAdmmOptions o;
   o.max_iterations = 1;
+  o.rank_escalation = false;  // the paper's fixed rank (the escalation starts at initial_rank)
   auto r = SolveKlAdmm(p, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->kernel.rank(), 31);
   EXPECT_EQ(r->kernel.num_points(), 150);
+}
+
+// The rank escalation: from r = 1 the certificate's negative directions grow V
+// until the certificate holds, at the optimum of the paper's fixed r = 31.
+TEST(KlAdmmEscalation, GrowsFromRankOneToTheCertifiedOptimum) {
+  const Dataset iris = LoadIris();
+  const NpklProblem p = MakeProblem(iris.features, iris.labels, 11);
+  KlAdmmOptions fixed = ExactOptions(10.0);
+  fixed.rank_escalation = false;
+  auto full = SolveKlAdmm(p, fixed);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(full->kernel.rank(), 31);
+  KlAdmmOptions o = ExactOptions(10.0);
+  o.initial_rank = 1;
+  o.escalation_step = 2;
+  o.certificate_tolerance = 1e-6;
+  FactorDiagnostics diag;
+  auto esc = SolveKlAdmm(p, o, SolveControl(), &diag);
+  ASSERT_TRUE(esc.ok()) << esc.status();
+  std::string history;
+  for (size_t s = 0; s < diag.rank_history.size(); ++s)
+    history += std::to_string(diag.rank_history[s]) + ":" + std::to_string(diag.stage_sweeps[s]) + " ";
+  std::printf("[ escalation ] stages %s checks=%d gap=%.3e f=%.10g (fixed rank: %.10g)\n", history.c_str(),
+              diag.certificate_checks, esc->duality_gap, esc->stats.final_objective, full->stats.final_objective);
+  EXPECT_EQ(esc->stats.termination, Termination::kConverged);
+  EXPECT_TRUE(diag.certified);
+  EXPECT_LE(esc->duality_gap, 1e-6);
+  ASSERT_GE(diag.rank_history.size(), 2u);
+  EXPECT_EQ(diag.rank_history.front(), 1);
+  EXPECT_EQ(diag.final_rank, esc->kernel.rank());
+  EXPECT_EQ(diag.rank_history.back(), esc->kernel.rank());
+  EXPECT_LT(esc->kernel.rank(), 31);
+  int iterations = 0;
+  for (int k : diag.stage_sweeps) iterations += k;
+  EXPECT_EQ(iterations, esc->stats.iterations);
+  EXPECT_NEAR(esc->stats.final_objective, full->stats.final_objective,
+              1e-6 * std::abs(full->stats.final_objective));
+
+  // A fixed rank (or escalation off) never grows V.
+  o.rank = 3;
+  auto fixed3 = SolveKlAdmm(p, o, SolveControl(), &diag);
+  ASSERT_TRUE(fixed3.ok());
+  EXPECT_EQ(fixed3->kernel.rank(), 3);
+  EXPECT_EQ(diag.rank_history.size(), 1u);
 }
 
 // ---- 1b. The optimality certificate of the polish ---------------------------
@@ -468,6 +513,7 @@ TEST(KlAdmmQuality, IrisPairAccuracy) {
     const NpklProblem p = MakeProblem(iris.features, iris.labels, seed);
     KlAdmmOptions o;
     o.gamma = 10.0;
+    o.max_iterations = 500;  // the paper's IterMax
     auto r = SolveKlAdmm(p, o);
     ASSERT_TRUE(r.ok()) << r.status();
     KMeansOptions ko;

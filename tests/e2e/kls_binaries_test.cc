@@ -28,6 +28,7 @@
 #include "core/common/solve_control.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "core/data/synthetic.h"
 #include "core/social/community.h"
 #include "core/social/community_csv.h"
 #include "core/graph/laplacian.h"
@@ -70,14 +71,14 @@ struct RunResult {
 
 class E2eTest : public ::testing::Test {
  protected:
-  // Runs a command to completion (30 s cap).
-  RunResult Run(const std::vector<std::string>& args) {
+  // Runs a command to completion (30 s cap unless given).
+  RunResult Run(const std::vector<std::string>& args, std::chrono::seconds cap = std::chrono::seconds(30)) {
     const fs::path out = scratch_.path() / "cmd.out", err = scratch_.path() / "cmd.err";
     const pid_t pid = Spawn(args, out, err);
     EXPECT_GT(pid, 0) << "cannot start " << args[0];
     RunResult result;
     if (pid <= 0) return result;
-    result.exit_code = WaitFor(pid, std::chrono::seconds(30));
+    result.exit_code = WaitFor(pid, cap);
     if (result.exit_code == -1) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
@@ -88,28 +89,29 @@ class E2eTest : public ::testing::Test {
   }
 
   // Runs `kls --json ...`, expects exit 0 and exactly one JSON object.
-  nlohmann::json KlsJson(std::vector<std::string> args) {
+  nlohmann::json KlsJson(std::vector<std::string> args, std::chrono::seconds cap = std::chrono::seconds(30)) {
     args.insert(args.begin(), "--json");
-    const RunResult r = Kls(args);
+    const RunResult r = Kls(args, cap);
     EXPECT_EQ(r.exit_code, 0) << args[1] << ": " << r.err << "\nserver log:\n" << ReadFile(server_log_);
     nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
     EXPECT_TRUE(j.is_object()) << r.out;
     return j;
   }
 
-  RunResult Kls(std::vector<std::string> args) {
+  RunResult Kls(std::vector<std::string> args, std::chrono::seconds cap = std::chrono::seconds(30)) {
     args.insert(args.begin(), {KLS_CLI_BINARY, "--target", target_, "--timeout-seconds", "5"});
-    return Run(args);
+    return Run(args, cap);
   }
 
   // Starts kls-server on a free port and waits until `kls health` says SERVING.
-  void StartServer() {
+  void StartServer(const std::vector<std::string>& extra_flags = {}) {
     target_.clear();
     std::error_code ignored;
     fs::remove(data_dir_ / "kls-server.lock", ignored);  // a restart must not read the old address
-    server_pid_ = Spawn({KLS_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string(),
-                         "--workers", "2"},
-                        scratch_.path() / "server.out", server_log_);
+    std::vector<std::string> args = {KLS_SERVER_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string(),
+                                     "--workers", "2"};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    server_pid_ = Spawn(args, scratch_.path() / "server.out", server_log_);
     ASSERT_GT(server_pid_, 0);
 
     const auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -347,6 +349,108 @@ TEST_F(E2eTest, UploadLearnQueryAndRestart) {
   const nlohmann::json after = KlsJson({"get", job.at("id")});
   EXPECT_EQ(after.at("state"), "SUCCEEDED");
   EXPECT_EQ(after.at("kernel_version"), 1);
+}
+
+// The large-catalogue path at n = 20,000 (adult-like: 123 binary features,
+// the LIBSVM adult stand-in): the CSV uploaded through the CLI, a KL-ADMM job
+// that checkpoints, a kill -9 of the server in the middle of the solve, the
+// job resumed from its checkpoint after the restart, then a clean restart
+// that loads the stored kernel, and similarity / top-k answers equal to the
+// exported embedding's before and after. Prints the timings.
+TEST_F(E2eTest, TwentyThousandPointsUploadLearnKillRestartQuery) {
+  constexpr int kN = 20000;
+  auto data = kls::MakeAdultLike(kN, 7);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const fs::path csv = scratch_.path() / "adult20k.csv";
+  ASSERT_TRUE(kls::WriteCsvFile(*data, csv.string()).ok());
+  const std::vector<std::string> flags = {"--checkpoint-seconds", "1"};
+  ASSERT_NO_FATAL_FAILURE(StartServer(flags));
+
+  auto clock = Clock::now();
+  auto seconds_since = [&] { return std::chrono::duration<double>(Clock::now() - clock).count(); };
+  const nlohmann::json dataset =
+      KlsJson({"upload", csv.string(), "--protocol", "admm", "--seed", "1"}, std::chrono::seconds(120));
+  const double upload_seconds = seconds_since();
+  ASSERT_TRUE(dataset.contains("id")) << dataset;
+  EXPECT_EQ(dataset.at("num_points"), kN);
+  EXPECT_EQ(dataset.at("dim"), 123);
+  const std::string dataset_id = dataset.at("id");
+
+  clock = Clock::now();
+  const nlohmann::json submitted =
+      KlsJson({"submit", "--dataset", dataset_id, "--kernel", "adult20k", "--method", "kl_admm", "--gamma", "1"});
+  const std::string job_id = submitted.at("id");
+  // Kill -9 the server once the solve has run for a while (checkpoints every second).
+  nlohmann::json running;
+  const auto kill_deadline = Clock::now() + std::chrono::seconds(300);
+  while (Clock::now() < kill_deadline) {
+    running = KlsJson({"get", job_id});
+    if (running.at("state") != "QUEUED" && running.at("state") != "RUNNING") break;
+    if (running.at("progress").at("elapsed_seconds").get<double>() > 4.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ASSERT_EQ(running.at("state"), "RUNNING") << "the job must still be running to be interrupted: " << running;
+  const int iteration_at_kill = running.at("progress").at("iteration");
+  ASSERT_EQ(kill(server_pid_, SIGKILL), 0);
+  ASSERT_EQ(waitpid(server_pid_, nullptr, 0), server_pid_);
+  server_pid_ = -1;
+  ASSERT_NO_FATAL_FAILURE(StartServer(flags));
+  const nlohmann::json job = KlsJson({"watch", job_id}, std::chrono::seconds(600));
+  const double job_seconds = seconds_since();
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job;
+  EXPECT_GE(job.at("attempts").get<int>(), 2) << job;
+  const int resumed_from = job.at("summary").value("resumed_from_iteration", 0);
+  EXPECT_GT(resumed_from, 0) << "resumed from a checkpoint, not from the start: " << job;
+  EXPECT_LE(resumed_from, iteration_at_kill + 1) << job;
+  EXPECT_EQ(job.at("summary").value("termination", ""), "converged") << job;
+
+  // The stored kernel, exported: the reference for every answer below.
+  const fs::path exported = scratch_.path() / "adult20k-v.csv";
+  const nlohmann::json export_info =
+      KlsJson({"export", "--kernel", "adult20k", "--out", exported.string()}, std::chrono::seconds(120));
+  EXPECT_EQ(export_info.at("num_points"), kN);
+  auto v = kls::ReadCsvFile(exported.string());
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto served = kls::LearnedKernel::FromEmbedding(v->features);
+  ASSERT_TRUE(served.ok()) << served.status();
+
+  const std::vector<std::pair<int, int>> pairs = {{0, 1}, {0, 19999}, {5000, 5001}, {12345, 12345}, {77, 15000}};
+  std::string pairs_text;
+  for (const auto& [i, j] : pairs) pairs_text += std::to_string(i) + "," + std::to_string(j) + ";";
+  auto check_answers = [&] {
+    const nlohmann::json sim = KlsJson({"similarity", "--kernel", "adult20k", "--pairs", pairs_text});
+    ASSERT_EQ(sim.at("pairs").size(), pairs.size()) << sim;
+    for (size_t t = 0; t < pairs.size(); ++t) {
+      EXPECT_EQ(sim.at("pairs")[t].at("value").get<double>(), served->value(pairs[t].first, pairs[t].second)) << t;
+    }
+    for (int item : {7, 19000}) {
+      const nlohmann::json top =
+          KlsJson({"topk", "--kernel", "adult20k", "--item", std::to_string(item), "--k", "10", "--exclude-self"});
+      const std::vector<kls::ScoredItem> expected = served->TopK(item, 10, true);
+      ASSERT_EQ(top.at("items").size(), expected.size()) << top;
+      for (size_t t = 0; t < expected.size(); ++t) {
+        EXPECT_EQ(top.at("items")[t].at("index"), expected[t].index) << item << " #" << t;
+        EXPECT_EQ(top.at("items")[t].at("score").get<double>(), expected[t].score) << item << " #" << t;
+      }
+    }
+  };
+  check_answers();
+
+  // A clean restart: the stored kernel is verified and answers the same.
+  ASSERT_EQ(kill(server_pid_, SIGTERM), 0);
+  ASSERT_EQ(WaitFor(server_pid_, std::chrono::seconds(30)), 0) << ReadFile(server_log_);
+  server_pid_ = -1;
+  clock = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(StartServer(flags));
+  const nlohmann::json first = KlsJson({"similarity", "--kernel", "adult20k", "--pairs", "0,1"});
+  const double restart_to_answer_seconds = seconds_since();
+  EXPECT_EQ(first.at("pairs")[0].at("value").get<double>(), served->value(0, 1));
+  EXPECT_THAT(ReadFile(server_log_), HasSubstr("integrity check passed"));
+  check_answers();
+  std::printf("[ n=%d ] upload %.2f s, submit to SUCCEEDED (with a kill -9 at iteration %d, resumed from %d) "
+              "%.2f s, rank %d, restart to first answer %.2f s\n",
+              kN, upload_seconds, iteration_at_kill, resumed_from, job_seconds, static_cast<int>(v->dim()),
+              restart_to_answer_seconds);
 }
 
 // The other solver families through the CLI: an MKL classifier (classify),

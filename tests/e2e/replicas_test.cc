@@ -128,13 +128,15 @@ void Terminate(Server* s, int signal_number) {
 }
 
 /// A KL-ADMM job on the two-moons set that runs to its iteration cap
-/// (tolerance 0): long enough to be interrupted, the same work every time.
+/// (tolerance 0) at the fixed rank RankBound(|T|) = 63 (no rank escalation):
+/// long enough to be interrupted, the same work every time.
 kls::v1::SubmitJobRequest LongJob(const std::string& dataset_id, const std::string& kernel, int iterations) {
   kls::v1::SubmitJobRequest submit;
   submit.set_dataset_id(dataset_id);
   submit.set_kernel_name(kernel);
   submit.mutable_kl_admm()->set_max_iterations(iterations);
   submit.mutable_kl_admm()->set_tolerance(0);
+  submit.mutable_kl_admm()->set_rank(63);
   submit.mutable_kl_admm()->set_num_threads(1);
   return submit;
 }
