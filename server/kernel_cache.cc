@@ -242,6 +242,23 @@ void KernelCache::OnKernelChanged(const std::string& name) {
   }
 }
 
+std::optional<KernelCache::Handle> KernelCache::GetCached(const KernelKey& key) {
+  if (key.name.empty() || key.version < 0 || (!key.alias.empty() && key.version != 0)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (all_changed_ || changed_.count(key.name) != 0) return std::nullopt;
+  int64_t version = key.version;
+  if (version == 0 || !key.alias.empty()) {
+    auto resolved = resolutions_.find({key.name, key.alias});
+    if (resolved == resolutions_.end()) return std::nullopt;
+    version = resolved->second.version;
+  }
+  auto it = entries_.find(MapKey{key.name, version});
+  if (it == entries_.end()) return std::nullopt;
+  ++counters_.hits;
+  TouchLocked(it->second);
+  return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
+}
+
 void KernelCache::RevalidateIfChanged(const std::string& name) {
   std::vector<int64_t> versions;
   uint64_t generation;

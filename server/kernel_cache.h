@@ -102,6 +102,15 @@ class KernelCache {
   /// malformed reference (empty name, negative version, alias with version).
   StatusOr<Handle> Get(const KernelKey& key);
 
+  /// The handle Get would return when answering needs neither the store nor
+  /// a load: the reference is already resolved (an explicit version, or a
+  /// cached "latest" / alias resolution), no change notification is pending
+  /// for the name, and the kernel is in memory (counted as a hit). nullopt
+  /// otherwise — including a malformed reference — and the caller takes Get's
+  /// path, which may block on the store. Never blocks on I/O; the query
+  /// handlers that run on gRPC's callback threads use it.
+  std::optional<Handle> GetCached(const KernelKey& key);
+
   /// The item keys of the data set `record` was learned on (empty ItemKeys
   /// when it has none). NOT_FOUND when that data set was deleted. Cached with
   /// the kernel entry when the kernel is cached.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/ranking/kernel_extension.h"
@@ -116,23 +117,48 @@ void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1:
 
 }  // namespace
 
-grpc::Status QueriesService::Similarity(grpc::ServerContext*, const kls::v1::SimilarityRequest* request,
-                                        kls::v1::SimilarityResponse* response) {
-  if (request->i_size() != request->j_size()) {
-    return ToGrpcStatus(InvalidArgumentError("i has " + std::to_string(request->i_size()) + " entries but j has " +
-                                             std::to_string(request->j_size()) + "; they are pairs"));
+Status QueriesService::CheckSimilarityShape(const kls::v1::SimilarityRequest& request) {
+  if (request.i_size() != request.j_size()) {
+    return InvalidArgumentError("i has " + std::to_string(request.i_size()) + " entries but j has " +
+                                std::to_string(request.j_size()) + "; they are pairs");
   }
-  if (const Status s = CheckBatch(request->i_size(), "i"); !s.ok()) return ToGrpcStatus(s);
-  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
-  const LearnedKernel& kernel = *handle->kernel;
-  if (const Status s = CheckIndices(kernel, request->i(), "i"); !s.ok()) return ToGrpcStatus(s);
-  if (const Status s = CheckIndices(kernel, request->j(), "j"); !s.ok()) return ToGrpcStatus(s);
+  return CheckBatch(request.i_size(), "i");
+}
 
+grpc::Status QueriesService::SimilarityOn(const KernelCache::Handle& handle, const kls::v1::SimilarityRequest& request,
+                                          kls::v1::SimilarityResponse* response) {
+  const LearnedKernel& kernel = *handle.kernel;
+  if (const Status s = CheckIndices(kernel, request.i(), "i"); !s.ok()) return ToGrpcStatus(s);
+  if (const Status s = CheckIndices(kernel, request.j(), "j"); !s.ok()) return ToGrpcStatus(s);
   auto* values = response->mutable_values();
-  values->Reserve(request->i_size());
-  for (int t = 0; t < request->i_size(); ++t) values->Add(kernel.value(request->i(t), request->j(t)));
+  values->Reserve(request.i_size());
+  for (int t = 0; t < request.i_size(); ++t) values->Add(kernel.value(request.i(t), request.j(t)));
   return grpc::Status::OK;
+}
+
+grpc::Status QueriesService::AnswerSimilarity(const kls::v1::SimilarityRequest& request,
+                                              kls::v1::SimilarityResponse* response) {
+  if (const Status s = CheckSimilarityShape(request); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request.kernel()));
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  return SimilarityOn(*handle, request, response);
+}
+
+grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext* context,
+                                                     const kls::v1::SimilarityRequest* request,
+                                                     kls::v1::SimilarityResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (const Status s = CheckSimilarityShape(*request); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+  } else if (std::optional<KernelCache::Handle> handle = cache_->GetCached(FromProto(request->kernel()))) {
+    reactor->Finish(SimilarityOn(*handle, *request, response));
+  } else {
+    // Needs the store: off the callback thread. The request and response
+    // live until Finish, which is the thread's last use of them and of this.
+    std::thread([this, reactor, request, response] { reactor->Finish(AnswerSimilarity(*request, response)); })
+        .detach();
+  }
+  return reactor;
 }
 
 grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKRequest* request,
