@@ -434,5 +434,35 @@ TEST_F(QueriesServiceTest, KernelCacheEvictsLeastRecentlyUsedBeyondItsBudget) {
   EXPECT_EQ(cache.Get({"zzz", 0, ""}).status().code(), StatusCode::kNotFound);
 }
 
+// GetCached (Similarity's callback fast path) answers only what Get would
+// answer from memory: never a cold kernel, an unresolved "latest", a name with
+// a pending change notification or a malformed reference.
+TEST_F(QueriesServiceTest, KernelCacheGetCachedNeverNeedsTheStore) {
+  ASSERT_TRUE(Put("a", RandomKernel(50, 4, 1)).ok());
+  KernelCache cache(server_->store(), /*budget_bytes=*/1 << 20);
+  EXPECT_FALSE(cache.GetCached({"a", 1, ""}));  // cold
+  EXPECT_FALSE(cache.GetCached({"", 1, ""}));
+  EXPECT_FALSE(cache.GetCached({"a", -1, ""}));
+  auto loaded = cache.Get({"a", 1, ""});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto hit = cache.GetCached({"a", 1, ""});
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->kernel.get(), loaded->kernel.get());
+  EXPECT_FALSE(cache.GetCached({"a", 0, ""}));  // "latest" not resolved yet
+  ASSERT_TRUE(cache.Get({"a", 0, ""}).ok());
+  ASSERT_TRUE(cache.GetCached({"a", 0, ""}));
+  EXPECT_EQ(cache.GetCached({"a", 0, ""})->record.version, 1);
+  // A new version: the notification makes the name go through Get again.
+  ASSERT_TRUE(Put("a", RandomKernel(50, 4, 2)).ok());
+  cache.OnKernelChanged("a");
+  EXPECT_FALSE(cache.GetCached({"a", 0, ""}));
+  EXPECT_FALSE(cache.GetCached({"a", 1, ""}));
+  auto latest = cache.Get({"a", 0, ""});
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->record.version, 2);
+  ASSERT_TRUE(cache.GetCached({"a", 0, ""}));
+  EXPECT_EQ(cache.GetCached({"a", 0, ""})->record.version, 2);
+}
+
 }  // namespace
 }  // namespace kls::server
