@@ -27,7 +27,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
     std::string method = "admm", protocol, admm_mode = "polish", synthetic = "adult_like";
     int n = 2000, k = 50, threads = 0, max_iterations = 0, rank = 0, escalation = -1, constraints = 0;
-    int block_warm_start = -1;
+    int block_warm_start = -1, adaptive_step = -1;
     double c = 0, b = 0, omega = 0, tighten_factor = 0;
     uint64_t seed = 1;
   };
@@ -51,6 +51,9 @@ Runner RegisterScale(CLI::App& app, bool* json) {
                  "BCDNPKL / KL-ADMM (polish) rank escalation: 1 on, 0 off (fixed RankBound), -1 default");
   app.add_option("--block-warm-start", a->block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
+  app.add_option("--adaptive-step", a->adaptive_step,
+                 "SimpleNPKL: 1 = halve the step's eta after every step that needed no doubling, 0 = the "
+                 "Lipschitz eta every step, -1 = solver default");
   app.add_option("--tighten-factor", a->tighten_factor,
                  "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");
   app.add_option("--admm-mode", a->admm_mode,
@@ -97,6 +100,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.rank = a->rank;
     params.block_warm_start = a->block_warm_start;
     params.tighten_factor = a->tighten_factor;
+    params.adaptive_step = a->adaptive_step;
     params.escalation = a->escalation;
     FactorDiagnostics bcd;
     if (method->family != F::kSimple) params.factor_diagnostics = &bcd;

@@ -1,6 +1,7 @@
 #include "server/queries_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -45,6 +46,23 @@ Status MissingModel(const store::KernelRecord& r, const char* query, const char*
                                  (std::string(needs) == "classifier" ? "an onk or mkl job" : "a social_strength job"));
 }
 
+// The call's deadline and cancellation as a SolveControl for core: the
+// deadline moved to the steady clock, and the call's IsCancelled() (client
+// cancellation, or the deadline as gRPC sees it) polled by ShouldStop. The
+// long computations behind queries check it every few milliseconds, so a
+// call stops within 100 ms of its deadline or cancellation.
+SolveControl CallControl(grpc::ServerContext* context) {
+  SolveControl control;
+  const auto deadline = context->deadline();
+  const auto remaining = deadline - std::chrono::system_clock::now();
+  if (remaining < std::chrono::hours(24 * 365)) {  // gRPC's "no deadline" is the far future
+    control.deadline = SolveControl::Clock::now() +
+                       std::chrono::duration_cast<SolveControl::Clock::duration>(remaining);
+  }
+  control.stop_requested = [context] { return context->IsCancelled(); };
+  return control;
+}
+
 // Feature rows of a query in the space the kernel was learned in: the job's
 // feature scaling (stored with the kernel) applied; unchanged without one.
 StatusOr<Eigen::MatrixXd> InKernelSpace(const KernelCache::Handle& handle, Eigen::MatrixXd x) {
@@ -57,7 +75,8 @@ StatusOr<Eigen::MatrixXd> InKernelSpace(const KernelCache::Handle& handle, Eigen
 StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const KernelCache::Handle& handle,
                                                     const google::protobuf::RepeatedField<double>& values, int dim,
                                                     const std::optional<int>& neighbors,
-                                                    const std::optional<double>& sigma, const std::string& field) {
+                                                    const std::optional<double>& sigma, const std::string& field,
+                                                    const SolveControl& control) {
   if (dim < 1 || values.size() == 0 || values.size() % dim != 0) {
     return InvalidArgumentError(field + " has " + std::to_string(values.size()) + " values for " +
                                 std::to_string(dim) + " features per row; give whole rows");
@@ -101,7 +120,7 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
     }
   }
   KLS_ASSIGN_OR_RETURN(x, InKernelSpace(handle, std::move(x)));
-  return HarmonicExtension(kernel, *train, x, options);
+  return HarmonicExtension(kernel, *train, x, options, control);
 }
 
 void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1::TopKResponse* response) {
@@ -161,7 +180,7 @@ grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKRequest* request,
+grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::TopKRequest* request,
                                   kls::v1::TopKResponse* response) {
   if (request->k() < 1 || request->k() > kMaxK) {
     return ToGrpcStatus(InvalidArgumentError("k = " + std::to_string(request->k()) + " must be in [1, " +
@@ -233,7 +252,7 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
       const StatusOr<LearnedKernel::Embedding> row = ExtendToFeatures(
           cache_, *handle, f.values(), f.values_size(),
           f.has_neighbors() ? std::optional<int>(f.neighbors()) : std::nullopt,
-          f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt, "features.values");
+          f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt, "features.values", CallControl(context));
       if (!row.ok()) return ToGrpcStatus(row.status());
       const Eigen::VectorXd query = row->row(0).transpose();
       top = handle->index ? handle->index->TopKByVector(query, request->k())
@@ -248,7 +267,7 @@ grpc::Status QueriesService::TopK(grpc::ServerContext*, const kls::v1::TopKReque
   return grpc::Status::OK;
 }
 
-grpc::Status QueriesService::Embed(grpc::ServerContext*, const kls::v1::EmbedRequest* request,
+grpc::Status QueriesService::Embed(grpc::ServerContext* context, const kls::v1::EmbedRequest* request,
                                    kls::v1::EmbedResponse* response) {
   if (const Status s = CheckBatch(request->rows_size(), "rows"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
@@ -260,7 +279,8 @@ grpc::Status QueriesService::Embed(grpc::ServerContext*, const kls::v1::EmbedReq
     const StatusOr<LearnedKernel::Embedding> rows = ExtendToFeatures(
         cache_, *handle, request->features(), request->dim(),
         request->has_neighbors() ? std::optional<int>(request->neighbors()) : std::nullopt,
-        request->has_sigma() ? std::optional<double>(request->sigma()) : std::nullopt, "features");
+        request->has_sigma() ? std::optional<double>(request->sigma()) : std::nullopt, "features",
+        CallControl(context));
     if (!rows.ok()) return ToGrpcStatus(rows.status());
     response->set_rank(r);
     response->mutable_values()->Add(rows->data(), rows->data() + rows->size());  // row-major
@@ -278,7 +298,7 @@ grpc::Status QueriesService::Embed(grpc::ServerContext*, const kls::v1::EmbedReq
   return grpc::Status::OK;
 }
 
-grpc::Status QueriesService::ReRank(grpc::ServerContext*, const kls::v1::ReRankRequest* request,
+grpc::Status QueriesService::ReRank(grpc::ServerContext* context, const kls::v1::ReRankRequest* request,
                                     kls::v1::ReRankResponse* response) {
   const bool by_key = request->candidate_keys_size() > 0;
   if (by_key && request->candidates_size() > 0) {
@@ -334,7 +354,8 @@ grpc::Status QueriesService::ReRank(grpc::ServerContext*, const kls::v1::ReRankR
   Eigen::VectorXd prior(request->prior_size());
   for (int t = 0; t < request->prior_size(); ++t) prior[t] = request->prior(t);
   int iterations = 0;
-  StatusOr<std::vector<ScoredItem>> ranked = ReRankCandidates(*handle->kernel, candidates, prior, options, &iterations);
+  StatusOr<std::vector<ScoredItem>> ranked =
+      ReRankCandidates(*handle->kernel, candidates, prior, options, &iterations, CallControl(context));
   if (!ranked.ok()) return ToGrpcStatus(ranked.status());
   if (request->k() > 0 && static_cast<int>(ranked->size()) > request->k()) ranked->resize(request->k());
   kls::v1::TopKResponse items;
@@ -441,7 +462,7 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
   return grpc::Status::OK;
 }
 
-grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext*, const kls::v1::ClassifyUsersRequest* request,
+grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext* context, const kls::v1::ClassifyUsersRequest* request,
                                            kls::v1::ClassifyUsersResponse* response) {
   if (request->labelled_users_size() != request->labels_size()) {
     return ToGrpcStatus(InvalidArgumentError("labelled_users has " + std::to_string(request->labelled_users_size()) +
@@ -482,8 +503,10 @@ grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext*, const kls::v1::
   const KlrStrength* klr = handle->extras->social_klr ? &*handle->extras->social_klr : nullptr;
   HarmonicOptions options;
   options.class_mass_normalization = request->class_mass_normalization();
-  const StatusOr<HarmonicResult> r =
-      HarmonicClassify(StrengthGraphWeights(kernel, klr), labelled, labels, 0, options);
+  const SolveControl control = CallControl(context);
+  const StatusOr<Eigen::MatrixXd> weights = StrengthGraphWeights(kernel, klr, control);
+  if (!weights.ok()) return ToGrpcStatus(weights.status());
+  const StatusOr<HarmonicResult> r = HarmonicClassify(*weights, labelled, labels, 0, options, control);
   if (!r.ok()) return ToGrpcStatus(r.status());
   const auto answer = [&](int u) {
     response->add_users(u);

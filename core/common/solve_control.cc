@@ -32,7 +32,7 @@ void SolveControl::SetTimeLimit(double seconds) {
 }
 
 bool SolveControl::ShouldStop(Termination* why) const {
-  if (cancel.IsCancelled()) {
+  if (cancel.IsCancelled() || (stop_requested && stop_requested())) {
     if (why) *why = Termination::kCancelled;
     return true;
   }
@@ -41,6 +41,13 @@ bool SolveControl::ShouldStop(Termination* why) const {
     return true;
   }
   return false;
+}
+
+Status SolveControl::CheckStop(const std::string& what) const {
+  Termination why;
+  if (!ShouldStop(&why)) return OkStatus();
+  return why == Termination::kCancelled ? CancelledError(what + ": cancelled")
+                                        : DeadlineExceededError(what + ": deadline exceeded");
 }
 
 }  // namespace kls

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common/status.h"
+
 namespace kls {
 
 /// Why a solver stopped. Not an error: a time-limited run returns its best
@@ -73,6 +75,10 @@ struct SolveControl {
 
   CancellationToken cancel;                               ///< set from another thread to stop
   Clock::time_point deadline = Clock::time_point::max();  ///< stop with kTimeLimit after this
+  /// Polled by ShouldStop (after `cancel`); true = stop with kCancelled. For
+  /// a cancellation that can only be polled (a gRPC call's IsCancelled).
+  /// Must be cheap, thread-safe and must not throw. Empty: none.
+  std::function<bool()> stop_requested;
   /// Called on the solver's thread once per outer iteration; must be cheap
   /// and must not throw. Empty means no reporting.
   std::function<void(const ProgressEvent&)> progress;
@@ -98,6 +104,10 @@ struct SolveControl {
 
   /// kCancelled / kTimeLimit when the solver must stop now; otherwise false.
   bool ShouldStop(Termination* why) const;
+  /// OK, or the status of a stop: CANCELLED ("<what>: cancelled") or
+  /// DEADLINE_EXCEEDED ("<what>: deadline exceeded") — for computations that
+  /// return a Status rather than a partial result (query answers).
+  Status CheckStop(const std::string& what) const;
 
   void Report(const ProgressEvent& e) const {
     if (progress) progress(e);

@@ -79,7 +79,8 @@ Status HarmonicExtensionOptions::Validate() const {
 
 StatusOr<LearnedKernel::Embedding> HarmonicExtension(const LearnedKernel& kernel, const Eigen::MatrixXd& train,
                                                      const Eigen::MatrixXd& queries,
-                                                     const HarmonicExtensionOptions& options) {
+                                                     const HarmonicExtensionOptions& options,
+                                                     const SolveControl& control) {
   return GuardExceptions("HarmonicExtension", [&]() -> StatusOr<LearnedKernel::Embedding> {
     KLS_RETURN_IF_ERROR(options.Validate());
     const int n = static_cast<int>(train.rows());
@@ -91,13 +92,19 @@ StatusOr<LearnedKernel::Embedding> HarmonicExtension(const LearnedKernel& kernel
                                   std::to_string(train.cols()));
     if (!train.allFinite() || !queries.allFinite()) return InvalidArgumentError("points have a non-finite entry");
     const int k = std::min(options.neighbors, n);
-    const Eigen::MatrixXd d2 = SquaredDistances(queries, train);
     LearnedKernel::Embedding out(queries.rows(), kernel.rank());
     std::vector<int> idx(n);
+    Eigen::MatrixXd d2;  // squared distances of the current block of query rows
     for (Eigen::Index q = 0; q < queries.rows(); ++q) {
+      if (q % kExtensionBlock == 0) {
+        KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicExtension"));
+        const Eigen::Index rows = std::min<Eigen::Index>(kExtensionBlock, queries.rows() - q);
+        d2 = SquaredDistances(queries.middleRows(q, rows), train);
+      }
+      const Eigen::Index qd = q % kExtensionBlock;  // the row of q in d2
       std::iota(idx.begin(), idx.end(), 0);
       std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-        return d2(q, a) < d2(q, b) || (d2(q, a) == d2(q, b) && a < b);
+        return d2(qd, a) < d2(qd, b) || (d2(qd, a) == d2(qd, b) && a < b);
       });
       // The Gram-form distances carry rounding of order ε‖x‖²; recompute the k winners exactly.
       std::vector<double> exact(k);

@@ -24,6 +24,7 @@
 
 #include <Eigen/Core>
 
+#include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/model/learned_kernel.h"
 
@@ -62,9 +63,13 @@ struct HarmonicExtensionOptions {
 
 /// Rows v(x) (|queries| × r) of the harmonic extension of `kernel`'s embedding
 /// from `train` (n × d, the points of the kernel's n items) to `queries`.
-/// Errors: INVALID_ARGUMENT for bad options, shape mismatches, non-finite input.
+/// Errors: INVALID_ARGUMENT for bad options, shape mismatches, non-finite input;
+/// CANCELLED / DEADLINE_EXCEEDED when `control` stops it (checked before each
+/// block of kExtensionBlock query rows: one rows × n × d distance product).
+inline constexpr int kExtensionBlock = 16;
 StatusOr<LearnedKernel::Embedding> HarmonicExtension(const LearnedKernel& kernel, const Eigen::MatrixXd& train,
                                                      const Eigen::MatrixXd& queries,
-                                                     const HarmonicExtensionOptions& options = {});
+                                                     const HarmonicExtensionOptions& options = {},
+                                                     const SolveControl& control = SolveControl());
 
 }  // namespace kls

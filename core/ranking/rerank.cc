@@ -94,7 +94,7 @@ double TopNAccuracy(const std::vector<int>& order, const std::vector<char>& rele
 
 StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, const std::vector<int>& candidates,
                                                    const Eigen::VectorXd& prior, const VisualRankOptions& options,
-                                                   int* iterations) {
+                                                   int* iterations, const SolveControl& control) {
   const int c = static_cast<int>(candidates.size());
   if (c == 0) return InvalidArgumentError("candidates is empty");
   std::vector<char> seen(kernel.num_points(), 0);
@@ -115,7 +115,12 @@ StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, 
   Eigen::MatrixXd k = v * v.transpose();
   const double lo = k.minCoeff();
   if (lo < 0.0) k.array() -= lo;
-  KLS_ASSIGN_OR_RETURN(VisualRankResult vr, SolveVisualRank(k, prior, options));
+  KLS_RETURN_IF_ERROR(control.CheckStop("ReRank"));
+  KLS_ASSIGN_OR_RETURN(VisualRankResult vr, SolveVisualRank(k, prior, options, control));
+  if (vr.stats.termination == Termination::kCancelled || vr.stats.termination == Termination::kTimeLimit) {
+    return vr.stats.termination == Termination::kCancelled ? CancelledError("ReRank: cancelled")
+                                                           : DeadlineExceededError("ReRank: deadline exceeded");
+  }
   if (iterations) *iterations = vr.stats.iterations;
   std::vector<ScoredItem> out;
   out.reserve(c);

@@ -36,10 +36,13 @@ StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::R
 /// candidate, e.g. the text scores; empty = uniform). Returns the candidates
 /// (their item indices) by descending score, ties by position in the list.
 /// Errors: an index out of range, a duplicate candidate, a bad prior or bad
-/// options (INVALID_ARGUMENT naming the field). O(c² r + c² · iterations).
+/// options (INVALID_ARGUMENT naming the field); CANCELLED /
+/// DEADLINE_EXCEEDED when `control` stops the power iteration (checked every
+/// iteration). O(c² r + c² · iterations).
 StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, const std::vector<int>& candidates,
                                                    const Eigen::VectorXd& prior, const VisualRankOptions& options,
-                                                   int* iterations = nullptr);
+                                                   int* iterations = nullptr,
+                                                   const SolveControl& control = SolveControl());
 
 /// Up to `count` indices with score > 0, by descending score, ties by smaller index.
 std::vector<int> TopCandidates(const Eigen::VectorXd& scores, int count);

@@ -1,5 +1,7 @@
 #include "core/social/harmonic_classifier.h"
 
+#include "core/common/spd_solve.h"
+
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cmath>
@@ -16,16 +18,22 @@ Status HarmonicOptions::Validate() const {
 
 StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::vector<int>& labelled,
                                           const std::vector<int>& labels, int num_classes,
-                                          const HarmonicOptions& options) {
+                                          const HarmonicOptions& options, const SolveControl& control) {
   return GuardExceptions("HarmonicClassify", [&]() -> StatusOr<HarmonicResult> {
     KLS_RETURN_IF_ERROR(options.Validate());
     const int n = static_cast<int>(w.rows());
     if (n == 0 || w.cols() != n)
       return InvalidArgumentError("weights is " + std::to_string(w.rows()) + " x " + std::to_string(w.cols()) +
                                   "; it must be square and non-empty");
-    if (!w.allFinite()) return InvalidArgumentError("weights has a non-finite entry");
-    const double scale = std::max(1.0, w.cwiseAbs().maxCoeff());
-    for (int j = 0; j < n; ++j)
+    double scale = 1.0;
+    for (int j = 0; j < n; j += 256) {
+      KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
+      const auto block = w.middleCols(j, std::min(256, n - j));
+      if (!block.allFinite()) return InvalidArgumentError("weights has a non-finite entry");
+      scale = std::max(scale, block.cwiseAbs().maxCoeff());
+    }
+    for (int j = 0; j < n; ++j) {
+      if (j % 256 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
       for (int i = 0; i < n; ++i) {
         if (w(i, j) < 0.0)
           return InvalidArgumentError("weights(" + std::to_string(i) + ", " + std::to_string(j) +
@@ -34,6 +42,7 @@ StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::v
           return InvalidArgumentError("weights is not symmetric at (" + std::to_string(i) + ", " +
                                       std::to_string(j) + ")");
       }
+    }
     if (labelled.size() != labels.size())
       return InvalidArgumentError("labelled has " + std::to_string(labelled.size()) + " nodes but labels has " +
                                   std::to_string(labels.size()) + " values");
@@ -57,11 +66,13 @@ StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::v
     }
     if (c < 2) c = 2;
 
+    KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
     // Every unlabelled node must reach a labelled one (else D_uu − W_uu is singular).
     std::vector<char> reached(n, 0);
     std::vector<int> stack(labelled.begin(), labelled.end());
     for (int i : labelled) reached[i] = 1;
-    while (!stack.empty()) {
+    for (int visited = 0; !stack.empty(); ++visited) {
+      if (visited % 256 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
       const int i = stack.back();
       stack.pop_back();
       for (int j = 0; j < n; ++j)
@@ -75,6 +86,7 @@ StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::v
         return FailedPreconditionError("node " + std::to_string(i) +
                                        " is in a component with no labelled node; its harmonic value is undefined");
 
+    KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
     std::vector<int> unl;
     for (int i = 0; i < n; ++i)
       if (slot[i] < 0) unl.push_back(i);
@@ -87,6 +99,7 @@ StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::v
       Eigen::MatrixXd a(nu, nu);
       Eigen::MatrixXd rhs = Eigen::MatrixXd::Zero(nu, c);
       for (int p = 0; p < nu; ++p) {
+        if (p % 256 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("HarmonicClassify"));
         const int i = unl[p];
         double degree = 0.0;
         for (int j = 0; j < n; ++j)
@@ -94,10 +107,11 @@ StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& w, const std::v
         for (int q = 0; q < nu; ++q) a(p, q) = p == q ? degree : -w(i, unl[q]);
         for (size_t t = 0; t < labelled.size(); ++t) rhs(p, labels[t]) += w(i, labelled[t]);
       }
-      Eigen::LLT<Eigen::MatrixXd> llt(a);
-      if (llt.info() != Eigen::Success)
+      StatusOr<Eigen::MatrixXd> solved = SolveSpd(std::move(a), rhs, control, "HarmonicClassify");
+      if (solved.status().code() == StatusCode::kFailedPrecondition)
         return InternalError("Cholesky of D_uu - W_uu failed although every node reaches a label");
-      const Eigen::MatrixXd fu = llt.solve(rhs);
+      if (!solved.ok()) return solved.status();
+      const Eigen::MatrixXd fu = std::move(solved).value();
       for (int p = 0; p < nu; ++p) result.scores.row(unl[p]) = fu.row(p);
     }
     Eigen::RowVectorXd weight = Eigen::RowVectorXd::Ones(c);

@@ -24,6 +24,7 @@
 #include <Eigen/Core>
 #include <vector>
 
+#include "core/common/solve_control.h"
 #include "core/common/status.h"
 
 namespace kls {
@@ -46,9 +47,12 @@ struct HarmonicResult {
 /// `labelled` distinct node indices; `labels` their classes in [0, num_classes);
 /// num_classes >= 2 (0 = 1 + the largest label).
 /// Errors: INVALID_ARGUMENT naming the bad field/entry; FAILED_PRECONDITION
-/// when an unlabelled node cannot reach a labelled one.
+/// when an unlabelled node cannot reach a labelled one; CANCELLED /
+/// DEADLINE_EXCEEDED when `control` stops it — checked between the O(n²)
+/// passes and inside the O(n³) solve every few milliseconds (spd_solve.h).
 StatusOr<HarmonicResult> HarmonicClassify(const Eigen::MatrixXd& weights, const std::vector<int>& labelled,
                                           const std::vector<int>& labels, int num_classes = 0,
-                                          const HarmonicOptions& options = HarmonicOptions());
+                                          const HarmonicOptions& options = HarmonicOptions(),
+                                          const SolveControl& control = SolveControl());
 
 }  // namespace kls

@@ -184,17 +184,38 @@ size_t KlrStrength::memory_bytes() const {
          sizeof(UserPair) * model_.import_pairs.size();
 }
 
-Eigen::MatrixXd StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr) {
+StatusOr<Eigen::MatrixXd> StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr,
+                                               const SolveControl& control) {
   const int n = strength.num_points();
   Eigen::MatrixXd w(n, n);
-  if (klr) {
-    for (int u = 0; u < n; ++u) w.row(u) = klr->Row(strength, u).transpose();
-  } else {
-    w = strength.Dense().cwiseMax(0.0);
+  const LearnedKernel::Embedding& v = strength.embedding();
+  for (int first = 0; first < n; first += 256) {
+    KLS_RETURN_IF_ERROR(control.CheckStop("StrengthGraphWeights"));
+    const int last = std::min(n, first + 256);
+    if (klr) {
+      for (int u = first; u < last; ++u) w.row(u) = klr->Row(strength, u).transpose();
+    } else {
+      w.middleRows(first, last - first).noalias() = v.middleRows(first, last - first) * v.transpose();
+      w.middleRows(first, last - first) = w.middleRows(first, last - first).cwiseMax(0.0);
+    }
   }
-  w = (0.5 * (w + w.transpose())).eval();
-  w.diagonal().setZero();
+  // W = (W + Wᵀ)/2 with a zero diagonal, in place, a block of columns at a time.
+  for (int first = 0; first < n; first += 256) {
+    KLS_RETURN_IF_ERROR(control.CheckStop("StrengthGraphWeights"));
+    for (int j = first; j < std::min(n, first + 256); ++j) {
+      for (int i = 0; i < j; ++i) {
+        const double s = 0.5 * (w(i, j) + w(j, i));
+        w(i, j) = s;
+        w(j, i) = s;
+      }
+      w(j, j) = 0.0;
+    }
+  }
   return w;
+}
+
+Eigen::MatrixXd StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr) {
+  return StrengthGraphWeights(strength, klr, SolveControl()).value();  // a default control never stops
 }
 
 namespace {

@@ -105,6 +105,10 @@ class KlrStrength {
 /// F = σ(f) for a KLR model, F = max(0, K) for a kernel strength.
 /// `klr` may be null. O(n² (rank + |S|)).
 Eigen::MatrixXd StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr);
+/// The same, stopped by `control` (checked every 256 rows): CANCELLED /
+/// DEADLINE_EXCEEDED.
+StatusOr<Eigen::MatrixXd> StrengthGraphWeights(const LearnedKernel& strength, const KlrStrength* klr,
+                                               const SolveControl& control);
 
 /// Versioned binary encoding; Parse checks every index (DATA_LOSS on error)
 /// and that the graph has `num_users` users.

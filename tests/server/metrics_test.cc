@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -30,7 +31,10 @@
 #include "client/client.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "core/model/learned_kernel.h"
+#include "core/social/social_model.h"
 #include "kls/v1/jobs.grpc.pb.h"
+#include "kls/v1/queries.grpc.pb.h"
 #include "kls/v1/service.grpc.pb.h"
 #include "server/kls_server.h"
 #include "server/metrics.h"
@@ -336,6 +340,131 @@ TEST_F(MetricsTest, ScrapeAfterRpcsAndJobsHasTheSeriesAndPromtoolAcceptsIt) {
   std::ofstream(file) << m.text();
   const auto [rc, out] = Promtool("check metrics", file);
   EXPECT_EQ(rc, 0) << out;
+}
+
+// A query stops within 100 ms of the client's deadline or cancellation, as
+// the server measures it (kls_rpc_duration_seconds): ClassifyUsers on a
+// 5,000-user social kernel (a dense 5,000 × 5,000 harmonic solve, seconds in
+// full), and Embed of 2,000 feature rows against 40,000 training rows (the
+// harmonic extension behind TopK's feature queries; a single TopK feature
+// row is a few milliseconds, too short to interrupt).
+TEST_F(MetricsTest, QueriesStopWithin100MsOfTheDeadlineOrCancellation) {
+  const int n = 5000;
+  Eigen::MatrixXd v = Eigen::MatrixXd::Random(n, 8).cwiseAbs();  // positive strengths: one component
+  store::KernelRecord record;
+  record.name = "social5k";
+  record.method = "social_strength";
+  SocialGraph graph;
+  graph.contacts.assign(n, {});
+  graph.groups.assign(n, {});
+  ASSERT_TRUE(server_->store()
+                  ->PutKernel(record, *LearnedKernel::FromEmbedding(v), {{"social_graph", SerializeSocialGraph(graph)}})
+                  .ok());
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto queries = kls::v1::Queries::NewStub(channel);
+  kls::v1::ClassifyUsersRequest request;
+  request.mutable_kernel()->set_name("social5k");
+  for (int i = 0; i < 20; ++i) {
+    request.add_labelled_users(i * 11);
+    request.add_labels(i % 2);
+  }
+  request.add_users(4999);
+  // Count and summed seconds of the finished calls of `method`, any code.
+  auto totals = [&](const std::string& method) {
+    const Scrape m(HttpGet(server_->metrics_port(), "/metrics"));
+    const Labels labels = {{"method", "/kls.v1.Queries/" + method}};
+    return std::make_pair(m.Sum("kls_rpc_duration_seconds_count", labels),
+                          m.Sum("kls_rpc_duration_seconds_sum", labels));
+  };
+  // Runs `call` and returns the server-side seconds of that one call: the
+  // observer's time from the call's arrival until the call is finished
+  // (status sent, or — a call whose client is gone — the handler returned
+  // and the call torn down), waiting until it has been counted.
+  auto server_seconds = [&](const std::string& method, const std::function<void()>& call) {
+    const auto before = totals(method);
+    call();
+    auto after = totals(method);
+    for (int i = 0; i < 200 && after.first < before.first + 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      after = totals(method);
+    }
+    EXPECT_EQ(after.first, before.first + 1) << method;
+    return after.second - before.second;
+  };
+
+  {  // Warm the cache (the kernel load is not what is measured), in full.
+    grpc::ClientContext context;
+    kls::v1::ClassifyUsersResponse response;
+    const auto start = std::chrono::steady_clock::now();
+    const grpc::Status full = queries->ClassifyUsers(&context, request, &response);
+    ASSERT_TRUE(full.ok()) << full.error_message();
+    std::printf("[ ClassifyUsers n=%d ] full answer in %.2f s\n", n,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  {
+    const double seconds = server_seconds("ClassifyUsers", [&] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+      kls::v1::ClassifyUsersResponse response;
+      EXPECT_EQ(queries->ClassifyUsers(&context, request, &response).error_code(),
+                grpc::StatusCode::DEADLINE_EXCEEDED);
+    });
+    std::printf("[ ClassifyUsers n=%d ] deadline 0.2 s: the handler returned after %.3f s\n", n, seconds);
+    EXPECT_LE(seconds, 0.2 + 0.1);
+  }
+  {
+    const double seconds = server_seconds("ClassifyUsers", [&] {
+      grpc::ClientContext context;
+      kls::v1::ClassifyUsersResponse response;
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        context.TryCancel();
+      });
+      EXPECT_EQ(queries->ClassifyUsers(&context, request, &response).error_code(), grpc::StatusCode::CANCELLED);
+      canceller.join();
+    });
+    std::printf("[ ClassifyUsers n=%d ] cancelled at 0.2 s: the handler returned after %.3f s\n", n, seconds);
+    EXPECT_LE(seconds, 0.2 + 0.1);
+  }
+
+  // The harmonic extension: a data set of 40,000 × 32 rows and a kernel over it.
+  const int m = 40000, dim = 32;
+  Dataset data;
+  data.features = Eigen::MatrixXd::Random(m, dim);
+  UploadOptions o;
+  o.name = "wide";
+  auto uploaded = client_->UploadDataset(data, PairwiseConstraints(), o);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  store::KernelRecord wide;
+  wide.name = "wide";
+  wide.method = "kl_admm";
+  wide.dataset_id = uploaded->id();
+  ASSERT_TRUE(
+      server_->store()->PutKernel(wide, *LearnedKernel::FromEmbedding(Eigen::MatrixXd::Random(m, 8))).ok());
+  kls::v1::EmbedRequest embed;
+  embed.mutable_kernel()->set_name("wide");
+  embed.set_dim(dim);
+  const Eigen::MatrixXd rows = Eigen::MatrixXd::Random(1000, dim);
+  for (int i = 0; i < rows.rows(); ++i)
+    for (int j = 0; j < dim; ++j) embed.add_features(rows(i, j));
+  {
+    grpc::ClientContext context;
+    kls::v1::EmbedResponse response;
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(queries->Embed(&context, embed, &response).ok());
+    std::printf("[ Embed %d feature rows over %d ] full answer in %.2f s\n", static_cast<int>(rows.rows()), m,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  {
+    const double seconds = server_seconds("Embed", [&] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+      kls::v1::EmbedResponse response;
+      EXPECT_EQ(queries->Embed(&context, embed, &response).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    });
+    std::printf("[ Embed ] deadline 0.1 s: the handler returned after %.3f s\n", seconds);
+    EXPECT_LE(seconds, 0.1 + 0.1);
+  }
 }
 
 TEST_F(MetricsTest, RequestIdIsEchoedInTrailingMetadata) {
