@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "client/grpc_status.h"
+#include "core/data/row_reader.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kls/v1/datasets.grpc.pb.h"
 #include "kls/v1/jobs.grpc.pb.h"

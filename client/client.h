@@ -16,7 +16,6 @@
 #include "core/common/status.h"
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
-#include "core/data/row_reader.h"
 #include "core/model/learned_kernel.h"
 #include "core/social/community.h"
 #include "kls/v1/datasets.pb.h"
@@ -30,6 +29,8 @@ class Channel;
 }
 
 namespace kls {
+
+struct DataFileScan;  // core/data/row_reader.h
 
 struct ClientOptions {
   /// HOST:PORT (any gRPC target string works, e.g. "dns:///kls.internal:50051").

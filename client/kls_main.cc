@@ -6,7 +6,7 @@
 //
 //   health [--service NAME] | info | echo TEXT...
 //   upload FILE [--name N] [--format auto|csv|libsvm] [--constraints FILE |
-//          --protocol admm|bcd|simplenpkl --seed S] [--progress | --no-progress]
+//          --protocol admm|bcd|simplenpkl --seed S] [--num-features D] [--progress | --no-progress]
 //                                              streams the file in two passes (bounded memory)
 //   upload DIR --social [--name N]             a social data set (photos.csv, contacts.csv, ...)
 //   datasets                                   list the stored data sets
@@ -349,6 +349,7 @@ struct UploadArgs {
   uint64_t seed = 1;
   bool social = false;  ///< `file` is a directory of social CSV files
   std::string append_to;  ///< --append-constraints BASE: `file` is a constraints file
+  int num_features = 0;      ///< --num-features: LIBSVM d (0: the largest index in the file)
   bool progress = false;     ///< --progress: always show the progress bar
   bool no_progress = false;  ///< --no-progress: never (default: unless --json on a non-terminal)
 };
@@ -422,17 +423,32 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
   if (!a.constraints_file.empty() && !a.protocol.empty()) {
     return out.Failure(kls::InvalidArgumentError("give either --constraints or --protocol, not both"));
   }
+  if (a.num_features != 0 && format != kls::DataFormat::kLibsvm) {
+    return out.Failure(kls::InvalidArgumentError("--num-features applies to LIBSVM files only"));
+  }
   const bool show_progress = a.progress || (!a.no_progress && (!out.json_mode || ProgressBar::StderrIsTerminal()));
   ProgressBar bar(show_progress);
   // Pass 1: sizes, flags and labels, no features (bounded memory).
   const auto scan_start = Clock::now();
   bar.Show("scanning " + a.file + " ...", true);
-  kls::StatusOr<kls::DataFileScan> scan = kls::ScanDataFile(a.file, format);
-  if (!scan.ok()) {
-    bar.Finish();
-    return out.Failure(scan.status());
-  }
+  const auto on_scan = [&](int64_t done, int64_t total) {
+    std::ostringstream line;
+    line << "scanning " << a.file << " " << ProgressBar::Bar(total > 0 ? double(done) / total : 0.0) << " "
+         << std::fixed << std::setprecision(1) << done / 1e6 << "/" << total / 1e6 << " MB" << std::defaultfloat;
+    const double seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+    if (done > 0 && total > done) line << "  " << ProgressBar::Eta(seconds / done * (total - done));
+    bar.Show(line.str());
+  };
+  kls::StatusOr<kls::DataFileScan> scan = kls::ScanDataFile(a.file, format, a.num_features, {}, on_scan);
   const double scan_seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+  if (scan.ok()) {
+    std::ostringstream line;
+    line << "scanned " << a.file << ": " << scan->num_points << " rows × " << scan->dim << " features, "
+         << std::fixed << std::setprecision(1) << scan->file_bytes / 1e6 << " MB in " << scan_seconds << " s";
+    bar.Show(line.str(), true);
+  }
+  bar.Finish();  // the upload bar starts on a line of its own
+  if (!scan.ok()) return out.Failure(scan.status());
 
   kls::PairwiseConstraints constraints;
   if (!a.constraints_file.empty()) {
@@ -1337,6 +1353,9 @@ int main(int argc, char** argv) {
   upload->add_option("--append-constraints", upload_args.append_to,
                      "BASE: FILE is a constraints file ('i,j,kind' lines); store a new data set sharing BASE's "
                      "features with BASE's pairs plus FILE's");
+  upload->add_option("--num-features", upload_args.num_features,
+                     "LIBSVM: the number of features d (default: the largest index in the file)")
+      ->check(CLI::NonNegativeNumber);
   CLI::Option* progress_flag = upload->add_flag(
       "--progress", upload_args.progress,
       "Always show the progress bar on stderr (rows sent, MB/s, ETA); default: shown, except with --json when "

@@ -365,8 +365,12 @@ Status FindDuplicateKey(const std::string& path, DataFormat format, int num_feat
 }  // namespace
 
 StatusOr<DataFileScan> ScanDataFile(const std::string& path, DataFormat format, int num_features,
-                                    const ReadOptions& options) {
+                                    const ReadOptions& options,
+                                    const std::function<void(int64_t, int64_t)>& on_progress) {
   KLS_ASSIGN_OR_RETURN(RowReader reader, RowReader::OpenFile(path, format, num_features, options));
+  std::error_code size_error;
+  const auto file_size = std::filesystem::file_size(path, size_error);
+  const int64_t total_bytes = size_error ? 0 : static_cast<int64_t>(file_size);
   DataFileScan scan;
   scan.path = path;
   scan.format = format;
@@ -381,6 +385,7 @@ StatusOr<DataFileScan> ScanDataFile(const std::string& path, DataFormat format, 
   while (true) {
     KLS_ASSIGN_OR_RETURN(const bool more, reader.Next(&row));
     if (!more) break;
+    if (on_progress && row.index % 4096 == 4095) on_progress(reader.bytes_read(), total_bytes);
     for (double v : row.values) scan.nonzeros += v != 0.0;
     if (scan.has_labels) {
       // Out-of-range labels fail at the end of the input (Next), so the
@@ -409,9 +414,7 @@ StatusOr<DataFileScan> ScanDataFile(const std::string& path, DataFormat format, 
           .WithContext(path);
     }
   }
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec) scan.file_bytes = static_cast<int64_t>(size);
+  if (total_bytes > 0) scan.file_bytes = total_bytes;
   return scan;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <memory>
 #include <sstream>
@@ -132,8 +133,10 @@ struct DataFileScan {
 
 /// Reads `path` once without keeping features. Fails exactly when
 /// ReadCsvFile / ReadLibsvmFile fail, with the same status (item-key checks
-/// included: "path: item_keys[7] = \"x\" is a duplicate").
+/// included: "path: item_keys[7] = \"x\" is a duplicate"). `on_progress`, if
+/// set, is called every few thousand rows with (bytes read, file size).
 StatusOr<DataFileScan> ScanDataFile(const std::string& path, DataFormat format, int num_features = 0,
-                                    const ReadOptions& options = {});
+                                    const ReadOptions& options = {},
+                                    const std::function<void(int64_t, int64_t)>& on_progress = nullptr);
 
 }  // namespace kls

@@ -591,6 +591,8 @@ TEST_F(E2eTest, UploadStreamsALibsvmFileWithAProgressBar) {
   const RunResult shown = Kls({"--json", "upload", svm.string(), "--protocol", "admm", "--seed", "4", "--progress"});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.err, HasSubstr("scanning " + svm.string()));
+  EXPECT_THAT(shown.err, HasSubstr("scanned " + svm.string() + ": 3000 rows × " + std::to_string(whole->dim()) +
+                                   " features"));
   EXPECT_THAT(shown.err, HasSubstr("upload [########################] 3000/3000 rows"));
   EXPECT_THAT(shown.err, HasSubstr(std::to_string(pairs->size()) + "/" + std::to_string(pairs->size()) + " pairs"));
   EXPECT_THAT(shown.err, HasSubstr("MB/s"));
@@ -614,13 +616,18 @@ TEST_F(E2eTest, UploadStreamsALibsvmFileWithAProgressBar) {
   EXPECT_EQ(plain.err, "");
   EXPECT_THAT(plain.out, HasSubstr("3000 points × " + std::to_string(whole->dim()) + " features, 2 classes"));
 
+  // --num-features fixes d (the adult layout has 123 columns; the file may use fewer).
+  const nlohmann::json wide = KlsJson({"upload", svm.string(), "--num-features", "123"});
+  EXPECT_EQ(wide.at("dim"), 123);
+  EXPECT_EQ(wide.at("num_points"), 3000);
+
   // A parse error still names the file and line, and nothing is stored.
   std::ofstream(svm, std::ios::app) << "+1 3:1 2:1\n";
   const RunResult bad = Kls({"upload", svm.string(), "--progress"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr("INVALID_ARGUMENT: " + svm.string() +
                                  " line 3001: feature index 2 is not greater than the previous index 3"));
-  EXPECT_EQ(KlsJson({"datasets"}).at("datasets").size(), 3u);
+  EXPECT_EQ(KlsJson({"datasets"}).at("datasets").size(), 4u);
 }
 
 
