@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "client/grpc_status.h"
+#include "core/data/row_reader.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kls/v1/datasets.grpc.pb.h"
 #include "kls/v1/jobs.grpc.pb.h"
@@ -94,11 +95,6 @@ StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   return text.str();
 }
 
-bool UseSparse(const Dataset& data, FeatureEncoding encoding) {
-  if (encoding != FeatureEncoding::kAuto) return encoding == FeatureEncoding::kSparse;
-  const Eigen::Index nonzeros = (data.features.array() != 0.0).count();
-  return 2 * nonzeros < data.features.size();
-}
 
 }  // namespace
 
@@ -222,10 +218,111 @@ StatusOr<ServingStatus> Client::CheckHealth(const std::string& service) {
 
 // ---- Datasets ---------------------------------------------------------------
 
+namespace {
+
+// The rows of an in-memory Dataset.
+class DatasetRowSource final : public FeatureRowSource {
+ public:
+  explicit DatasetRowSource(const Dataset& data) : data_(data) {}
+  Status Next(FeatureRow* row) override {
+    const int d = data_.dim();
+    row->columns.clear();
+    row->values.resize(d);
+    for (int col = 0; col < d; ++col) row->values[col] = data_.features(next_, col);
+    if (!data_.labels.empty()) row->label = data_.labels[next_];
+    if (!data_.item_keys.empty()) row->key = data_.item_keys[next_];
+    ++next_;
+    return OkStatus();
+  }
+
+ private:
+  const Dataset& data_;
+  int next_ = 0;
+};
+
+// The rows of a data file, read again after ScanDataFile; checks that they are
+// still the rows the scan saw (sizes, labels).
+class FileRowSource final : public FeatureRowSource {
+ public:
+  FileRowSource(const DataFileScan& scan, RowReader reader) : scan_(scan), reader_(std::move(reader)) {}
+  Status Next(FeatureRow* row) override {
+    KLS_ASSIGN_OR_RETURN(const bool more, reader_.Next(&row_));
+    if (!more || row_.index >= scan_.num_points) return Changed("it has " + std::to_string(reader_.rows()) + " rows");
+    if (reader_.dim() > scan_.dim) return Changed("a row has more than " + std::to_string(scan_.dim) + " features");
+    if (scan_.has_labels) {
+      // LIBSVM ±1 labels map to 0/1 only once all are known: compare raw labels too.
+      const long long want = scan_.labels[row_.index];
+      const bool same = reader_.format() == DataFormat::kCsv ? row_.label == want
+                        : row_.label == want || (row_.label == -1 && want == 0) || (row_.label == 1 && want == 1);
+      if (!same) return Changed("line " + std::to_string(row_.line) + " has another label");
+      row->label = static_cast<int>(want);
+    }
+    row->columns.swap(row_.columns);
+    row->values.swap(row_.values);
+    row->key.swap(row_.key);
+    if (row_.index + 1 == scan_.num_points) {
+      // The last row: the file must end here (and pass the end-of-input checks).
+      DataRow extra;
+      KLS_ASSIGN_OR_RETURN(const bool more_rows, reader_.Next(&extra));
+      if (more_rows) return Changed("it has more than " + std::to_string(scan_.num_points) + " rows");
+      if (reader_.dim() != scan_.dim) return Changed("it has " + std::to_string(reader_.dim()) + " features");
+    }
+    return OkStatus();
+  }
+
+ private:
+  Status Changed(const std::string& what) const {
+    return DataLossError(scan_.path + " changed during the upload: " + what);
+  }
+  const DataFileScan& scan_;
+  RowReader reader_;
+  DataRow row_;
+};
+
+}  // namespace
+
 StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
                                                      const UploadOptions& upload, const Community* social) {
-  int n = data.num_points();
-  int d = data.dim();
+  UploadShape shape;
+  shape.num_points = data.num_points();
+  shape.dim = data.dim();
+  shape.has_labels = !data.labels.empty();
+  shape.has_item_keys = !data.item_keys.empty();
+  shape.nonzeros = (data.features.array() != 0.0).count();
+  DatasetRowSource rows(data);
+  return Upload(shape, &rows, constraints, upload, social);
+}
+
+StatusOr<kls::v1::DatasetInfo> Client::UploadRows(const UploadShape& shape, FeatureRowSource& rows,
+                                                  const PairwiseConstraints& constraints, const UploadOptions& options) {
+  if (!options.base_dataset_id.empty()) {
+    return InvalidArgumentError("UploadRows sends feature rows; an append (base_dataset_id) sends none");
+  }
+  return Upload(shape, &rows, constraints, options, nullptr);
+}
+
+StatusOr<kls::v1::DatasetInfo> Client::UploadDataFile(const DataFileScan& scan, const PairwiseConstraints& constraints,
+                                                      const UploadOptions& options) {
+  KLS_ASSIGN_OR_RETURN(RowReader reader, RowReader::OpenFile(scan.path, scan.format, scan.num_features, scan.options));
+  if (reader.has_labels() != scan.has_labels || reader.has_item_keys() != scan.has_item_keys ||
+      (scan.format == DataFormat::kCsv && reader.dim() != scan.dim)) {
+    return DataLossError(scan.path + " changed since it was scanned: another header");
+  }
+  FileRowSource rows(scan, std::move(reader));
+  UploadShape shape;
+  shape.num_points = scan.num_points;
+  shape.dim = scan.dim;
+  shape.has_labels = scan.has_labels;
+  shape.has_item_keys = scan.has_item_keys;
+  shape.nonzeros = scan.nonzeros;
+  return UploadRows(shape, rows, constraints, options);
+}
+
+StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureRowSource* rows,
+                                              const PairwiseConstraints& constraints, const UploadOptions& upload,
+                                              const Community* social) {
+  int n = static_cast<int>(shape.num_points);
+  int d = shape.dim;
   const bool append = !upload.base_dataset_id.empty();
   if (append) {
     KLS_ASSIGN_OR_RETURN(const kls::v1::DatasetInfo base, GetDataset(upload.base_dataset_id));
@@ -245,14 +342,30 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
     if (!status.ok()) return FromGrpcStatus(status);
     return info;
   };
+  // A local error mid-stream: cancel the call so the server stores nothing.
+  auto abandon = [&](const Status& error) -> StatusOr<kls::v1::DatasetInfo> {
+    context.TryCancel();
+    writer->Finish();
+    return error;
+  };
+
+  UploadProgress progress;
+  progress.num_points = append ? 0 : n;
+  progress.num_constraints = constraints.size();
+  auto write = [&](const kls::v1::UploadDatasetRequest& m) {
+    progress.bytes_sent += static_cast<int64_t>(m.ByteSizeLong());
+    const bool ok = writer->Write(m);
+    if (ok && upload.on_progress && !m.has_social()) upload.on_progress(progress);
+    return ok;
+  };
 
   kls::v1::UploadDatasetRequest message;
   kls::v1::DatasetHeader* header = message.mutable_header();
   header->set_name(upload.name);
   header->set_num_points(n);
   header->set_dim(d);
-  header->set_has_labels(!data.labels.empty());
-  header->set_has_item_keys(!data.item_keys.empty());
+  header->set_has_labels(shape.has_labels);
+  header->set_has_item_keys(shape.has_item_keys);
   header->set_num_constraints(constraints.size());
   header->set_base_dataset_id(upload.base_dataset_id);
   if (social) {
@@ -264,39 +377,51 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
     header->mutable_social()->set_num_groups(social->num_groups);
     header->mutable_social()->set_vocabulary(static_cast<int>(std::max<Eigen::Index>(1, social->photo_tags.cols())));
   }
-  if (!writer->Write(message)) return finish();
+  if (!write(message)) return finish();
 
-  const bool sparse = UseSparse(data, upload.encoding);
+  const bool sparse = upload.encoding == FeatureEncoding::kAuto
+                          ? 2 * shape.nonzeros < shape.num_points * int64_t{shape.dim}
+                          : upload.encoding == FeatureEncoding::kSparse;
   const int64_t budget = std::max<int64_t>(upload.chunk_bytes, 1);
   int row = append ? n : 0;  // an append sends no feature rows
+  FeatureRow r;
+  std::vector<double> dense;  // a sparse row scattered for the dense encoding
   while (row < n) {
     message.Clear();
     kls::v1::FeatureChunk* chunk = message.mutable_features();
     chunk->set_first_row(row);
     int64_t bytes = 0;
     while (row < n && (bytes == 0 || bytes < budget)) {
+      if (Status next = rows->Next(&r); !next.ok()) return abandon(next);
+      const bool listed = !r.columns.empty() || static_cast<int>(r.values.size()) != d;
       if (sparse) {
         kls::v1::SparseRow* s = chunk->add_sparse_rows();
-        for (int col = 0; col < d; ++col) {
-          const double v = data.features(row, col);
-          if (v != 0.0) {
-            s->add_indices(col);
-            s->add_values(v);
+        for (size_t t = 0; t < r.values.size(); ++t) {
+          if (r.values[t] != 0.0) {
+            s->add_indices(listed ? r.columns[t] : static_cast<int>(t));
+            s->add_values(r.values[t]);
           }
         }
         bytes += 12 * int64_t{s->indices_size()} + 8;
       } else {
-        for (int col = 0; col < d; ++col) chunk->add_values(data.features(row, col));
+        if (listed) {
+          dense.assign(d, 0.0);
+          for (size_t t = 0; t < r.columns.size(); ++t) dense[r.columns[t]] = r.values[t];
+          chunk->mutable_values()->Add(dense.begin(), dense.end());
+        } else {
+          chunk->mutable_values()->Add(r.values.begin(), r.values.end());
+        }
         bytes += 8 * int64_t{d};
       }
-      if (!data.labels.empty()) chunk->add_labels(data.labels[row]);
-      if (!data.item_keys.empty()) {
-        chunk->add_item_keys(data.item_keys[row]);
-        bytes += static_cast<int64_t>(data.item_keys[row].size()) + 2;
+      if (shape.has_labels) chunk->add_labels(r.label);
+      if (shape.has_item_keys) {
+        chunk->add_item_keys(r.key);
+        bytes += static_cast<int64_t>(r.key.size()) + 2;
       }
       ++row;
     }
-    if (!writer->Write(message)) return finish();
+    progress.rows_sent = row;
+    if (!write(message)) return finish();
   }
 
   const int64_t pairs_per_chunk = std::max<int64_t>(1, budget / 12);
@@ -310,7 +435,8 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataset(const Dataset& data, const 
       chunk->add_j(p.j);
       chunk->add_kind(static_cast<int>(p.kind));
     }
-    if (!writer->Write(message)) return finish();
+    progress.constraints_sent = last;
+    if (!write(message)) return finish();
   }
   if (social) {
     // Per-photo fields, then each relation, in chunks of about `budget` bytes.

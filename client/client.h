@@ -30,6 +30,8 @@ class Channel;
 
 namespace kls {
 
+struct DataFileScan;  // core/data/row_reader.h
+
 struct ClientOptions {
   /// HOST:PORT (any gRPC target string works, e.g. "dns:///kls.internal:50051").
   std::string target = "127.0.0.1:50051";
@@ -77,6 +79,16 @@ enum class FeatureEncoding {
   kSparse,
 };
 
+/// How far an upload has got; UploadOptions::on_progress receives one after
+/// every message written.
+struct UploadProgress {
+  int64_t rows_sent = 0;
+  int64_t num_points = 0;
+  int64_t constraints_sent = 0;
+  int64_t num_constraints = 0;
+  int64_t bytes_sent = 0;  ///< serialized message bytes so far
+};
+
 struct UploadOptions {
   std::string name;                          ///< data-set name, optional: [A-Za-z0-9][A-Za-z0-9._-]{0,127} (core/common/names.h)
   FeatureEncoding encoding = FeatureEncoding::kAuto;
@@ -86,6 +98,38 @@ struct UploadOptions {
   /// `data` is then not sent (pass an empty Dataset); the sizes come from
   /// Datasets.Get of the base.
   std::string base_dataset_id;
+  /// Called after every message the upload writes (not for social chunks).
+  std::function<void(const UploadProgress&)> on_progress;
+};
+
+/// One feature row for Client::UploadRows.
+struct FeatureRow {
+  /// Empty: `values` holds all d features. Otherwise the 0-based, strictly
+  /// ascending columns of `values` (the others are zero).
+  std::vector<int> columns;
+  std::vector<double> values;
+  int label = 0;    ///< sent when the upload has labels
+  std::string key;  ///< sent when the upload has item keys
+};
+
+/// Rows 0, 1, ..., n-1 of an upload, produced one at a time.
+class FeatureRowSource {
+ public:
+  virtual ~FeatureRowSource() = default;
+  /// Fills `row` with the next row. An error cancels the upload (nothing is
+  /// stored) and is what UploadRows returns.
+  virtual Status Next(FeatureRow* row) = 0;
+};
+
+/// What the upload header declares about the rows UploadRows sends.
+struct UploadShape {
+  int64_t num_points = 0;
+  int dim = 0;
+  bool has_labels = false;
+  bool has_item_keys = false;
+  /// Feature values != 0, for FeatureEncoding::kAuto (sparse when fewer than
+  /// half of the n × d values are non-zero).
+  int64_t nonzeros = 0;
 };
 
 /// Parses "NAME", "NAME:VERSION" or "NAME@ALIAS" into a KernelRef.
@@ -126,6 +170,18 @@ class Client {
   /// fields and relations follow as SocialChunk messages.
   StatusOr<kls::v1::DatasetInfo> UploadDataset(const Dataset& data, const PairwiseConstraints& constraints,
                                                const UploadOptions& options, const Community* social = nullptr);
+  /// Datasets.Upload of `shape.num_points` rows pulled from `rows` one at a
+  /// time: the same messages UploadDataset sends for a Dataset with those
+  /// rows, without holding the feature matrix.
+  StatusOr<kls::v1::DatasetInfo> UploadRows(const UploadShape& shape, FeatureRowSource& rows,
+                                            const PairwiseConstraints& constraints, const UploadOptions& options);
+  /// Datasets.Upload of a CSV / LIBSVM file in bounded memory: `scan` is the
+  /// file's first pass (core/data/row_reader.h ScanDataFile); the file is read
+  /// again and sent a chunk at a time. The data set stored is the one
+  /// UploadDataset(ReadCsvFile / ReadLibsvmFile(scan.path), ...) stores. If the
+  /// file changed since the scan, DATA_LOSS and nothing is stored.
+  StatusOr<kls::v1::DatasetInfo> UploadDataFile(const DataFileScan& scan, const PairwiseConstraints& constraints,
+                                                const UploadOptions& options);
   StatusOr<kls::v1::DatasetInfo> GetDataset(const std::string& id);
   StatusOr<std::vector<kls::v1::DatasetInfo>> ListDatasets();
   Status DeleteDataset(const std::string& id);
@@ -175,6 +231,10 @@ class Client {
 
  private:
   struct Stubs;
+  // The Upload stream behind UploadDataset / UploadRows / UploadDataFile.
+  StatusOr<kls::v1::DatasetInfo> Upload(const UploadShape& shape, FeatureRowSource* rows,
+                                        const PairwiseConstraints& constraints, const UploadOptions& options,
+                                        const Community* social);
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Stubs> stubs_;

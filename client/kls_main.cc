@@ -6,7 +6,8 @@
 //
 //   health [--service NAME] | info | echo TEXT...
 //   upload FILE [--name N] [--format auto|csv|libsvm] [--constraints FILE |
-//          --protocol admm|bcd|simplenpkl --seed S]
+//          --protocol admm|bcd|simplenpkl --seed S] [--num-features D] [--progress | --no-progress]
+//                                              streams the file in two passes (bounded memory)
 //   upload DIR --social [--name N]             a social data set (photos.csv, contacts.csv, ...)
 //   datasets                                   list the stored data sets
 //   submit --dataset ID --kernel NAME --method kl_admm|bcd_npkl|simple_npkl|qsdp|embedding|onk|mkl|
@@ -32,7 +33,7 @@
 // succeed, or the service is not SERVING), with "<GRPC_STATUS_NAME>: message"
 // on stderr; CLI11's codes for bad usage. With --json, stdout carries exactly
 // one JSON object either way (failures as {"error": {"code", "message"}}).
-// Progress bars (watch, submit --watch) go to stderr.
+// Progress bars (watch, submit --watch, upload) go to stderr.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -55,6 +56,7 @@
 #include "core/data/constraint_generators.h"
 #include "core/data/constraints_file.h"
 #include "core/data/csv_reader.h"
+#include "core/data/row_reader.h"
 #include "core/social/community_csv.h"
 
 namespace {
@@ -267,6 +269,75 @@ int RunEcho(kls::Client& client, const Output& out, const std::vector<std::strin
   return out.Success(object, *echoed);
 }
 
+// ---- progress bars ------------------------------------------------------------------
+
+// Progress lines on stderr ("[#####.....] 12/100 ..."): redrawn in place on a
+// terminal, at most one line per second otherwise (forced lines — a state
+// change, the last line — always print). A disabled bar prints nothing.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled = true) : enabled_(enabled), tty_(StderrIsTerminal()) {}
+  ~ProgressBar() { Finish(); }
+
+  static bool StderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+  // "[#####...................]" for `fraction` in [0, 1].
+  static std::string Bar(double fraction) {
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * kWidth));
+    return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+  }
+
+  static std::string Eta(double seconds) {
+    std::ostringstream text;
+    text << "ETA " << std::fixed << std::setprecision(0) << std::max(0.0, seconds) << "s";
+    return text.str();
+  }
+
+  void Show(const std::string& line, bool force = false) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (!tty_ && !force && now - last_print_ < std::chrono::seconds(1)) return;
+    last_print_ = now;
+    if (tty_) {
+      std::cerr << "\r" << line << "\033[K" << std::flush;
+      drawn_ = true;
+    } else {
+      std::cerr << line << "\n";
+    }
+  }
+
+  // A job's line: "job-… RUNNING [#####.....] 12/100  objective 3.52e+01  ETA 4s".
+  void Update(const kls::v1::Job& job) {
+    const bool state_changed = job.state() != last_state_;
+    last_state_ = job.state();
+    std::ostringstream line;
+    const kls::v1::Progress& p = job.progress();
+    line << job.id() << " " << StateName(job.state());
+    if (p.max_iterations() > 0 || p.iteration() > 0) {
+      const double fraction = p.max_iterations() > 0 ? double(p.iteration()) / p.max_iterations() : 0.0;
+      line << " " << Bar(fraction) << " " << p.iteration() << "/" << p.max_iterations() << "  objective "
+           << std::setprecision(4) << std::scientific << p.objective() << std::defaultfloat;
+      if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
+        line << "  " << Eta(p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration()));
+      }
+    }
+    Show(line.str(), state_changed);
+  }
+
+  void Finish() {
+    if (tty_ && drawn_) std::cerr << "\n";
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool tty_;
+  bool drawn_ = false;
+  kls::v1::JobState last_state_ = kls::v1::JOB_STATE_UNSPECIFIED;
+  Clock::time_point last_print_{};
+};
+
 // ---- upload / datasets --------------------------------------------------------------
 
 struct UploadArgs {
@@ -278,6 +349,9 @@ struct UploadArgs {
   uint64_t seed = 1;
   bool social = false;  ///< `file` is a directory of social CSV files
   std::string append_to;  ///< --append-constraints BASE: `file` is a constraints file
+  int num_features = 0;      ///< --num-features: LIBSVM d (0: the largest index in the file)
+  bool progress = false;     ///< --progress: always show the progress bar
+  bool no_progress = false;  ///< --no-progress: never (default: unless --json on a non-terminal)
 };
 
 kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol,
@@ -343,40 +417,85 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
     }
     return RunUploadSocial(client, out, a);
   }
-  std::string format = a.format;
-  if (format == "auto") {
-    const std::string ext = a.file.size() >= 4 ? a.file.substr(a.file.size() - 4) : "";
-    format = ext == ".csv" || ext == ".CSV" ? "csv" : "libsvm";
-  }
-  kls::StatusOr<kls::Dataset> data = format == "csv" ? kls::ReadCsvFile(a.file) : kls::ReadLibsvmFile(a.file);
-  if (!data.ok()) return out.Failure(data.status());
-
-  kls::PairwiseConstraints constraints;
+  const kls::DataFormat format = a.format == "auto" ? kls::GuessDataFormat(a.file)
+                                 : a.format == "csv"  ? kls::DataFormat::kCsv
+                                                      : kls::DataFormat::kLibsvm;
   if (!a.constraints_file.empty() && !a.protocol.empty()) {
     return out.Failure(kls::InvalidArgumentError("give either --constraints or --protocol, not both"));
   }
+  if (a.num_features != 0 && format != kls::DataFormat::kLibsvm) {
+    return out.Failure(kls::InvalidArgumentError("--num-features applies to LIBSVM files only"));
+  }
+  const bool show_progress = a.progress || (!a.no_progress && (!out.json_mode || ProgressBar::StderrIsTerminal()));
+  ProgressBar bar(show_progress);
+  // Pass 1: sizes, flags and labels, no features (bounded memory).
+  const auto scan_start = Clock::now();
+  bar.Show("scanning " + a.file + " ...", true);
+  const auto on_scan = [&](int64_t done, int64_t total) {
+    std::ostringstream line;
+    line << "scanning " << a.file << " " << ProgressBar::Bar(total > 0 ? double(done) / total : 0.0) << " "
+         << std::fixed << std::setprecision(1) << done / 1e6 << "/" << total / 1e6 << " MB" << std::defaultfloat;
+    const double seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+    if (done > 0 && total > done) line << "  " << ProgressBar::Eta(seconds / done * (total - done));
+    bar.Show(line.str());
+  };
+  kls::StatusOr<kls::DataFileScan> scan = kls::ScanDataFile(a.file, format, a.num_features, {}, on_scan);
+  const double scan_seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+  if (scan.ok()) {
+    std::ostringstream line;
+    line << "scanned " << a.file << ": " << scan->num_points << " rows × " << scan->dim << " features, "
+         << std::fixed << std::setprecision(1) << scan->file_bytes / 1e6 << " MB in " << scan_seconds << " s";
+    bar.Show(line.str(), true);
+  }
+  bar.Finish();  // the upload bar starts on a line of its own
+  if (!scan.ok()) return out.Failure(scan.status());
+
+  kls::PairwiseConstraints constraints;
   if (!a.constraints_file.empty()) {
     auto read = kls::ReadConstraintsFile(a.constraints_file);
     if (!read.ok()) return out.Failure(read.status());
     constraints = std::move(read).value();
   } else if (!a.protocol.empty()) {
-    auto generated = GenerateConstraints(a.protocol, data->labels, a.seed);
+    auto generated = GenerateConstraints(a.protocol, scan->labels, a.seed);
     if (!generated.ok()) return out.Failure(generated.status());
     constraints = std::move(generated).value();
   }
   // Check locally first: the message then names the file, not a stream position.
-  if (const kls::Status s = constraints.Validate(data->num_points()); !s.ok() && !constraints.pairs.empty()) {
+  if (const kls::Status s = constraints.Validate(static_cast<int>(scan->num_points));
+      !s.ok() && !constraints.pairs.empty()) {
     return out.Failure(s.WithContext(a.constraints_file.empty() ? "generated constraints" : a.constraints_file));
   }
 
+  // Pass 2: the rows, a chunk at a time as they are parsed, then the pairs.
   kls::UploadOptions options;
   options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
-  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(*data, constraints, options);
+  const auto send_start = Clock::now();
+  options.on_progress = [&](const kls::UploadProgress& p) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - send_start).count();
+    const bool rows_done = p.rows_sent == p.num_points;
+    const bool last = rows_done && p.constraints_sent == p.num_constraints;
+    std::ostringstream line;
+    line << "upload " << ProgressBar::Bar(p.num_points > 0 ? double(p.rows_sent) / p.num_points : 1.0) << " "
+         << p.rows_sent << "/" << p.num_points << " rows";
+    if (p.num_constraints > 0) line << ", " << p.constraints_sent << "/" << p.num_constraints << " pairs";
+    line << "  " << std::fixed << std::setprecision(1) << p.bytes_sent / 1e6 << " MB";
+    if (seconds > 0) line << "  " << p.bytes_sent / 1e6 / seconds << " MB/s";
+    line << std::defaultfloat;
+    if (!last && p.rows_sent > 0 && !rows_done) {
+      line << "  " << ProgressBar::Eta(seconds / p.rows_sent * (p.num_points - p.rows_sent));
+    }
+    bar.Show(line.str(), last);
+  };
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataFile(*scan, constraints, options);
+  const double send_seconds = std::chrono::duration<double>(Clock::now() - send_start).count();
+  bar.Finish();
   if (!info.ok()) return out.Failure(info.status());
   std::ostringstream text;
   text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
        << " features, " << info->num_classes() << " classes, " << info->num_constraints() << " constraints";
-  return out.Success(DatasetJson(*info), text.str());
+  json j = DatasetJson(*info);
+  j["upload"] = {{"file_bytes", scan->file_bytes}, {"scan_seconds", scan_seconds}, {"send_seconds", send_seconds}};
+  return out.Success(j, text.str());
 }
 
 int RunDatasets(kls::Client& client, const Output& out) {
@@ -393,55 +512,6 @@ int RunDatasets(kls::Client& client, const Output& out) {
 }
 
 // ---- jobs -----------------------------------------------------------------------
-
-// Draws "[#####.....] 12/100  objective 3.52e+01  ETA 4s" on stderr: redrawn in
-// place on a terminal, one line per second otherwise.
-class ProgressBar {
- public:
-  ProgressBar() : tty_(isatty(STDERR_FILENO) == 1) {}
-  ~ProgressBar() { Finish(); }
-
-  void Update(const kls::v1::Job& job) {
-    const auto now = Clock::now();
-    const bool state_changed = job.state() != last_state_;
-    if (!tty_ && !state_changed && now - last_print_ < std::chrono::seconds(1)) return;
-    last_state_ = job.state();
-    last_print_ = now;
-    std::ostringstream line;
-    const kls::v1::Progress& p = job.progress();
-    line << job.id() << " " << StateName(job.state());
-    if (p.max_iterations() > 0 || p.iteration() > 0) {
-      constexpr int kWidth = 24;
-      const double fraction =
-          p.max_iterations() > 0 ? std::clamp(double(p.iteration()) / p.max_iterations(), 0.0, 1.0) : 0.0;
-      const int filled = static_cast<int>(std::lround(fraction * kWidth));
-      line << " [" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << p.iteration() << "/"
-           << p.max_iterations() << "  objective " << std::setprecision(4) << std::scientific << p.objective()
-           << std::defaultfloat;
-      if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
-        const double eta = p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration());
-        line << "  ETA " << std::fixed << std::setprecision(0) << eta << "s" << std::defaultfloat;
-      }
-    }
-    if (tty_) {
-      std::cerr << "\r" << line.str() << "\033[K" << std::flush;
-      drawn_ = true;
-    } else {
-      std::cerr << line.str() << "\n";
-    }
-  }
-
-  void Finish() {
-    if (tty_ && drawn_) std::cerr << "\n";
-    drawn_ = false;
-  }
-
- private:
-  bool tty_;
-  bool drawn_ = false;
-  kls::v1::JobState last_state_ = kls::v1::JOB_STATE_UNSPECIFIED;
-  Clock::time_point last_print_{};
-};
 
 std::string JobText(const kls::v1::Job& j) {
   std::ostringstream text;
@@ -1283,6 +1353,14 @@ int main(int argc, char** argv) {
   upload->add_option("--append-constraints", upload_args.append_to,
                      "BASE: FILE is a constraints file ('i,j,kind' lines); store a new data set sharing BASE's "
                      "features with BASE's pairs plus FILE's");
+  upload->add_option("--num-features", upload_args.num_features,
+                     "LIBSVM: the number of features d (default: the largest index in the file)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* progress_flag = upload->add_flag(
+      "--progress", upload_args.progress,
+      "Always show the progress bar on stderr (rows sent, MB/s, ETA); default: shown, except with --json when "
+      "stderr is not a terminal");
+  upload->add_flag("--no-progress", upload_args.no_progress, "Never show the progress bar")->excludes(progress_flag);
   upload->add_flag("--social", upload_args.social,
                    "FILE is a directory of social CSV files (photos.csv, tags.csv, comments.csv, contacts.csv, "
                    "groups.csv, faves.csv; README)");

@@ -564,6 +564,73 @@ TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {
 }
 
 
+// `kls upload` streams the file (two passes, bounded memory) with a progress
+// bar on stderr: forced by --progress, silent by default with --json when
+// stderr is not a terminal (as here), and the LIBSVM data set is the one the
+// whole-file reader gives.
+TEST_F(E2eTest, UploadStreamsALibsvmFileWithAProgressBar) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  auto adult = kls::MakeAdultLike(3000, 9);
+  ASSERT_TRUE(adult.ok());
+  const fs::path svm = scratch_.path() / "adult.svm";
+  {
+    std::ofstream out(svm);
+    for (int i = 0; i < adult->num_points(); ++i) {
+      out << (adult->labels[i] == 1 ? "+1" : "-1");
+      for (int j = 0; j < adult->dim(); ++j) {
+        if (adult->features(i, j) != 0) out << ' ' << j + 1 << ':' << adult->features(i, j);
+      }
+      out << "\n";
+    }
+  }
+  const auto whole = kls::ReadLibsvmFile(svm.string());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const auto pairs = kls::GenerateAdmmProtocol(whole->labels, /*seed=*/4);
+  ASSERT_TRUE(pairs.ok());
+
+  const RunResult shown = Kls({"--json", "upload", svm.string(), "--protocol", "admm", "--seed", "4", "--progress"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.err, HasSubstr("scanning " + svm.string()));
+  EXPECT_THAT(shown.err, HasSubstr("scanned " + svm.string() + ": 3000 rows × " + std::to_string(whole->dim()) +
+                                   " features"));
+  EXPECT_THAT(shown.err, HasSubstr("upload [########################] 3000/3000 rows"));
+  EXPECT_THAT(shown.err, HasSubstr(std::to_string(pairs->size()) + "/" + std::to_string(pairs->size()) + " pairs"));
+  EXPECT_THAT(shown.err, HasSubstr("MB/s"));
+  EXPECT_EQ(shown.err.find('\r'), std::string::npos) << "not a terminal: whole lines, no redraws";
+  const nlohmann::json d = nlohmann::json::parse(shown.out);  // stdout: exactly the JSON object
+  EXPECT_EQ(d.at("num_points"), whole->num_points());
+  EXPECT_EQ(d.at("dim"), whole->dim());
+  EXPECT_EQ(d.at("num_classes"), whole->num_classes());
+  EXPECT_EQ(d.at("num_constraints"), pairs->size());
+  EXPECT_GT(d.at("upload").at("file_bytes").get<int64_t>(), 0);
+
+  const RunResult quiet = Kls({"--json", "upload", svm.string(), "--protocol", "admm", "--seed", "4"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "") << "--json on a non-terminal: no progress unless asked";
+  const nlohmann::json again = nlohmann::json::parse(quiet.out);
+  for (const char* field : {"num_points", "dim", "num_classes", "num_constraints"}) {
+    EXPECT_EQ(again.at(field), d.at(field)) << field;
+  }
+  const RunResult plain = Kls({"upload", svm.string(), "--no-progress"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err, "");
+  EXPECT_THAT(plain.out, HasSubstr("3000 points × " + std::to_string(whole->dim()) + " features, 2 classes"));
+
+  // --num-features fixes d (the adult layout has 123 columns; the file may use fewer).
+  const nlohmann::json wide = KlsJson({"upload", svm.string(), "--num-features", "123"});
+  EXPECT_EQ(wide.at("dim"), 123);
+  EXPECT_EQ(wide.at("num_points"), 3000);
+
+  // A parse error still names the file and line, and nothing is stored.
+  std::ofstream(svm, std::ios::app) << "+1 3:1 2:1\n";
+  const RunResult bad = Kls({"upload", svm.string(), "--progress"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("INVALID_ARGUMENT: " + svm.string() +
+                                 " line 3001: feature index 2 is not greater than the previous index 3"));
+  EXPECT_EQ(KlsJson({"datasets"}).at("datasets").size(), 4u);
+}
+
+
 // Issue 25, items 3–4 through the CLI: --c auto, --append-constraints, --warm-start.
 TEST_F(E2eTest, CAutoAppendConstraintsAndWarmStartThroughTheCli) {
   ASSERT_NO_FATAL_FAILURE(StartServer());

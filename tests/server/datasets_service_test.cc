@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cmath>
+#include <fstream>
+#include <iomanip>
 #include <limits>
 #include <memory>
 #include <random>
@@ -18,6 +20,8 @@
 #include "client/client.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "core/data/row_reader.h"
+#include "core/data/synthetic.h"
 #include "kls/v1/datasets.grpc.pb.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
@@ -294,6 +298,107 @@ TEST_F(DatasetsServiceTest, ConstraintsMayPrecedeOrInterleaveRows) {
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->data.features(2, 1), 6.0);
   EXPECT_EQ(stored->constraints.pairs[0].kind, PairKind::kCannotLink);
+}
+
+// `kls upload`'s bounded-memory path (ScanDataFile + UploadDataFile, the file
+// read twice) stores exactly what the whole-file path (ReadCsvFile /
+// ReadLibsvmFile + UploadDataset) stores, for every encoding.
+TEST_F(DatasetsServiceTest, StreamedFileUploadStoresWhatTheWholeFileUploadStores) {
+  auto adult = MakeAdultLike(700, 5);
+  ASSERT_TRUE(adult.ok());
+  for (int i = 0; i < adult->num_points(); ++i) adult->item_keys.push_back("row-" + std::to_string(i));
+  adult->features(3, 7) = 0.125;  // a value that is not 0 / 1
+  const std::string csv = (dir_.path() / "adult.csv").string();
+  ASSERT_TRUE(WriteCsvFile(*adult, csv).ok());
+  const std::string svm = (dir_.path() / "adult.svm").string();
+  {
+    std::ofstream out(svm);
+    out << std::setprecision(17);
+    for (int i = 0; i < adult->num_points(); ++i) {
+      out << (adult->labels[i] == 1 ? "+1" : "-1");
+      for (int j = 0; j < adult->dim(); ++j) {
+        if (adult->features(i, j) != 0 || (i == 5 && j == 2)) out << ' ' << j + 1 << ':' << adult->features(i, j);
+      }
+      out << (i == 9 ? " # a comment\n" : "\n");
+    }
+    out << "+1\n";  // a row with no listed feature
+  }
+  for (const DataFormat format : {DataFormat::kCsv, DataFormat::kLibsvm}) {
+    const std::string& path = format == DataFormat::kCsv ? csv : svm;
+    const auto whole = format == DataFormat::kCsv ? ReadCsvFile(path) : ReadLibsvmFile(path);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const auto scan = ScanDataFile(path, format);
+    ASSERT_TRUE(scan.ok()) << scan.status();
+    ASSERT_EQ(scan->labels, whole->labels);
+    const auto constraints = GenerateAdmmProtocol(scan->labels, /*seed=*/1);
+    ASSERT_TRUE(constraints.ok());
+    for (const FeatureEncoding encoding : {FeatureEncoding::kAuto, FeatureEncoding::kDense, FeatureEncoding::kSparse}) {
+      SCOPED_TRACE(std::string(DataFormatName(format)) + " encoding " + std::to_string(static_cast<int>(encoding)));
+      UploadOptions options;
+      options.name = "adult";
+      options.encoding = encoding;
+      options.chunk_bytes = 3000;  // many chunks
+      const auto old_info = client_->UploadDataset(*whole, *constraints, options);
+      ASSERT_TRUE(old_info.ok()) << old_info.status();
+      std::vector<UploadProgress> seen;
+      options.on_progress = [&](const UploadProgress& p) { seen.push_back(p); };
+      const auto new_info = client_->UploadDataFile(*scan, *constraints, options);
+      ASSERT_TRUE(new_info.ok()) << new_info.status();
+
+      EXPECT_EQ(new_info->num_points(), old_info->num_points());
+      EXPECT_EQ(new_info->dim(), old_info->dim());
+      EXPECT_EQ(new_info->num_classes(), old_info->num_classes());
+      EXPECT_EQ(new_info->num_constraints(), old_info->num_constraints());
+      const auto a = server_->store()->LoadDataset(old_info->id());
+      const auto b = server_->store()->LoadDataset(new_info->id());
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(b->data.features, a->data.features);  // bit for bit
+      EXPECT_EQ(b->data.features, whole->features);
+      EXPECT_EQ(b->data.labels, a->data.labels);
+      EXPECT_EQ(b->data.item_keys, a->data.item_keys);
+      EXPECT_EQ(b->data.item_keys.empty(), format == DataFormat::kLibsvm);
+      ASSERT_EQ(b->constraints.size(), a->constraints.size());
+      for (int t = 0; t < a->constraints.size(); ++t) {
+        EXPECT_EQ(b->constraints.pairs[t].i, a->constraints.pairs[t].i);
+        EXPECT_EQ(b->constraints.pairs[t].j, a->constraints.pairs[t].j);
+        EXPECT_EQ(b->constraints.pairs[t].kind, a->constraints.pairs[t].kind);
+      }
+      // Progress: one report per message, rows then pairs, ending at the totals.
+      ASSERT_GT(seen.size(), 3u);
+      for (size_t k = 1; k < seen.size(); ++k) {
+        EXPECT_GE(seen[k].rows_sent, seen[k - 1].rows_sent);
+        EXPECT_GT(seen[k].bytes_sent, seen[k - 1].bytes_sent);
+      }
+      EXPECT_EQ(seen.back().rows_sent, whole->num_points());
+      EXPECT_EQ(seen.back().num_points, whole->num_points());
+      EXPECT_EQ(seen.back().constraints_sent, constraints->size());
+    }
+  }
+}
+
+// A file that changes between the scan and the upload: DATA_LOSS, nothing stored.
+TEST_F(DatasetsServiceTest, StreamedFileUploadRefusesAFileThatChanged) {
+  const std::string path = (dir_.path() / "small.csv").string();
+  std::ofstream(path) << "a,b,label\n1,2,0\n3,4,1\n5,6,0\n";
+  const auto scan = ScanDataFile(path, DataFormat::kCsv);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  UploadOptions options;
+  options.chunk_bytes = 16;
+  for (const std::string& changed : {std::string("a,b,label\n1,2,0\n3,4,1\n"),
+                                     std::string("a,b,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n"),
+                                     std::string("a,b,label\n1,2,0\n3,4,0\n5,6,0\n"),
+                                     std::string("a,b,c,label\n1,2,0,0\n3,4,0,1\n5,6,0,0\n"),
+                                     std::string("a,b,label\n1,2,0\n3,x,1\n5,6,0\n")}) {
+    std::ofstream(path) << changed;
+    const auto info = client_->UploadDataFile(*scan, PairwiseConstraints{}, options);
+    ASSERT_FALSE(info.ok()) << changed;
+    EXPECT_TRUE(info.status().code() == StatusCode::kDataLoss || info.status().code() == StatusCode::kInvalidArgument)
+        << info.status();
+    EXPECT_THAT(info.status().message(), HasSubstr("small.csv")) << info.status();
+  }
+  const auto list = client_->ListDatasets();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
 }
 
 }  // namespace
