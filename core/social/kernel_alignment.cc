@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "core/mkl/kta.h"
+
 namespace kls {
 
 double CenteredProduct(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b, const std::vector<int>& subset) {
@@ -37,49 +39,16 @@ double CenteredAlignment(const Eigen::MatrixXd& k, const Eigen::MatrixXd& y, con
   return ky / std::sqrt(kk * yy);
 }
 
-StatusOr<Eigen::VectorXd> SolveNonNegativeQp(const Eigen::MatrixXd& m, const Eigen::VectorXd& a,
-                                             double* kkt_residual) {
-  const int p = static_cast<int>(a.size());
-  if (p < 1 || p > 16 || m.rows() != p || m.cols() != p)
-    return InvalidArgumentError("QP of size " + std::to_string(p) + " with M " + std::to_string(m.rows()) + " x " +
-                                std::to_string(m.cols()) + "; need 1 <= p <= 16 and a p x p M");
-  if (!m.allFinite() || !a.allFinite()) return InvalidArgumentError("QP data has a non-finite entry");
-  const double scale = std::max({1.0, m.cwiseAbs().maxCoeff(), a.cwiseAbs().maxCoeff()});
-  const double tol = 1e-9 * scale;
-  Eigen::VectorXd best = Eigen::VectorXd::Zero(p);
-  double best_obj = 0.0;  // v = 0
-  double best_kkt = (-a).cwiseMax(0.0).maxCoeff() > tol ? std::numeric_limits<double>::infinity() : 0.0;
-  for (unsigned mask = 1; mask < (1u << p); ++mask) {
-    std::vector<int> s;
-    for (int j = 0; j < p; ++j)
-      if (mask & (1u << j)) s.push_back(j);
-    const int k = static_cast<int>(s.size());
-    Eigen::MatrixXd ms(k, k);
-    Eigen::VectorXd as(k);
-    for (int r = 0; r < k; ++r) {
-      as[r] = a[s[r]];
-      for (int c = 0; c < k; ++c) ms(r, c) = m(s[r], s[c]);
-    }
-    const Eigen::VectorXd vs = ms.completeOrthogonalDecomposition().solve(as);
-    if (!vs.allFinite() || vs.minCoeff() < -tol) continue;
-    Eigen::VectorXd v = Eigen::VectorXd::Zero(p);
-    for (int r = 0; r < k; ++r) v[s[r]] = std::max(0.0, vs[r]);
-    const Eigen::VectorXd g = m * v - a;
-    double kkt = 0.0;
-    for (int j = 0; j < p; ++j) kkt = std::max(kkt, v[j] > 0 ? std::abs(g[j]) : std::max(0.0, -g[j]));
-    const double obj = v.dot(m * v) - 2.0 * v.dot(a);
-    // Prefer KKT points; among them the lowest objective.
-    const bool ok = kkt <= 1e-7 * scale;
-    const bool best_ok = best_kkt <= 1e-7 * scale;
-    if ((ok && !best_ok) || (ok == best_ok && obj < best_obj - 1e-15 * scale)) {
-      best = v;
-      best_obj = obj;
-      best_kkt = kkt;
-    }
-  }
-  if (kkt_residual) *kkt_residual = best_kkt;
-  return best;
+namespace {
+// max_j of the KKT violation of min ½vᵀMv − aᵀv, v >= 0: |∇_j| on the
+// support, max(0, −∇_j) off it.
+double KktResidual(const Eigen::MatrixXd& m, const Eigen::VectorXd& a, const Eigen::VectorXd& v) {
+  const Eigen::VectorXd g = m * v - a;
+  double kkt = 0.0;
+  for (Eigen::Index j = 0; j < v.size(); ++j) kkt = std::max(kkt, v[j] > 0 ? std::abs(g[j]) : std::max(0.0, -g[j]));
+  return kkt;
 }
+}  // namespace
 
 StatusOr<UserKtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
                              const std::vector<int>& subset) {
@@ -103,7 +72,10 @@ StatusOr<UserKtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kern
       r.a[k] = CenteredProduct(*kernels[k], y, subset);
       for (int l = 0; l <= k; ++l) r.m(k, l) = r.m(l, k) = CenteredProduct(*kernels[k], *kernels[l], subset);
     }
-    KLS_ASSIGN_OR_RETURN(r.raw, SolveNonNegativeQp(r.m, r.a, &r.kkt_residual));
+    // min vᵀMv − 2vᵀa over v >= 0 = 2 (½vᵀMv − aᵀv): the MKL layer's exact
+    // Lawson–Hanson active-set solver (one implementation for both).
+    KLS_ASSIGN_OR_RETURN(r.raw, SolveNonnegativeQp(r.m, r.a));
+    r.kkt_residual = KktResidual(r.m, r.a, r.raw);
     const double norm = r.raw.norm();
     r.weights = norm > 0 ? Eigen::VectorXd(r.raw / norm) : r.raw;
     const double yy = CenteredProduct(y, y, subset);

@@ -44,8 +44,5 @@ double CenteredAlignment(const Eigen::MatrixXd& k, const Eigen::MatrixXd& y, con
 StatusOr<UserKtaResult> SolveKta(const std::vector<const Eigen::MatrixXd*>& kernels, const Eigen::MatrixXd& y,
                              const std::vector<int>& subset = {});
 
-/// min_{v >= 0} vᵀMv − 2vᵀa by support enumeration (M symmetric PSD, p <= 16).
-StatusOr<Eigen::VectorXd> SolveNonNegativeQp(const Eigen::MatrixXd& m, const Eigen::VectorXd& a,
-                                             double* kkt_residual = nullptr);
 
 }  // namespace kls
