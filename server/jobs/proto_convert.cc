@@ -747,7 +747,7 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request) 
 }
 
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds, const std::string& notes) {
+                              double dual_residual, double seconds, const std::string& notes, double duality_gap) {
   // Written by hand: every string here is one of a few fixed identifiers
   // (method names are validated, termination names are constants), so no
   // escaping is needed; numbers use %.17g and non-finite values become 0.
@@ -767,6 +767,7 @@ std::string KernelSummaryJson(const std::string& method, const SolveStats& stats
   out += ",\"primal_residual\":" + num(primal_residual);
   out += ",\"dual_residual\":" + num(dual_residual);
   out += ",\"resumed_from_iteration\":" + std::to_string(stats.resumed_from_iteration);
+  if (std::isfinite(duality_gap)) out += ",\"duality_gap\":" + num(duality_gap);
   out += notes;
   out += "}";
   return out;

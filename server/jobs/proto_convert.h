@@ -20,6 +20,7 @@
 // Thread safety: free functions without shared state.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -183,8 +184,10 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request);
 /// A kernel's summary_json: {"method", "termination", "iterations",
 /// "objective", "seconds", "setup_seconds", "primal_residual", "dual_residual",
 /// …} followed by `notes`, further members the job adds (JobOutput::summary_notes:
-/// ',"scaling":"zscore","graph_connect":{…}').
+/// ',"scaling":"zscore","graph_connect":{…}'). "duality_gap" (the certified
+/// relative gap bound) is there when `duality_gap` is finite.
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds, const std::string& notes = "");
+                              double dual_residual, double seconds, const std::string& notes = "",
+                              double duality_gap = std::numeric_limits<double>::quiet_NaN());
 
 }  // namespace kls::server

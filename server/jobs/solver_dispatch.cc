@@ -123,6 +123,7 @@ StatusOr<JobOutput> RunNpkl(const JobSpec& spec, const store::StoredDataset& dat
   if (out.cross_validation) out.stats.setup_seconds += out.cross_validation->seconds;
   out.primal_residual = r.primal_residual;
   out.dual_residual = r.dual_residual;
+  out.duality_gap = r.duality_gap;
   return out;
 }
 

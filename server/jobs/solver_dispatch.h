@@ -9,6 +9,7 @@
 // Run* case here. Nothing else in the job layer changes.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct JobOutput {
   SolveStats stats;              ///< termination, iterations, objective, timings
   double primal_residual = 0.0;  ///< solver-specific certificate (see KernelSummaryJson callers)
   double dual_residual = 0.0;
+  /// The certified relative gap bound of the solution (NpklResult::duality_gap:
+  /// KL-ADMM's and BCDNPKL's Burer–Monteiro bound, SimpleNPKL's duality gap);
+  /// NaN where the family has none.
+  double duality_gap = std::numeric_limits<double>::quiet_NaN();
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair (qsdp REGMVU)
   std::optional<CrossValidationResult> cross_validation;  ///< C / γ chosen by cross-validation (NPKL)
   /// Further members of the kernel's summary_json (KernelSummaryJson notes):
