@@ -263,10 +263,18 @@ TEST_F(MetricsTest, ScrapeAfterRpcsAndJobsHasTheSeriesAndPromtoolAcceptsIt) {
   }
 
   // A job's outcome is counted right after its terminal state is written,
-  // so a watcher can see the state a moment before the counter moves.
+  // so a watcher can see the state a moment before the counter moves. A
+  // running job's cancel is written (and counted) by the Cancel RPC; its
+  // worker records the solve time when the solver next checks for the stop,
+  // a moment later: wait for both.
   const int finished = embedded ? 3 : 2;
+  auto settled = [&](const Scrape& m) {
+    const double attempts = m.Sum("kls_job_attempts_total", {{"method", "kl_admm"}});
+    return m.Sum("kls_jobs_finished_total") >= finished &&
+           m.Sum("kls_job_solve_seconds_count", {{"method", "kl_admm"}}) >= attempts - (embedded ? 1 : 0);
+  };
   std::string text = HttpGet(server_->metrics_port(), "/metrics");
-  for (int i = 0; i < 100 && Scrape(text).Sum("kls_jobs_finished_total") < finished; ++i) {
+  for (int i = 0; i < 100 && !settled(Scrape(text)); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     text = HttpGet(server_->metrics_port(), "/metrics");
   }
