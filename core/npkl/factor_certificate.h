@@ -76,6 +76,10 @@ using DirectionCurvature = std::function<double(const Eigen::VectorXd& x)>;
 int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurvature& curvature, int max_rows,
                              Eigen::MatrixXd* v);
 
+/// INVALID_ARGUMENT naming options.initial_rank (>= 1), options.escalation_step
+/// (>= 1) or options.certificate_tolerance (finite, >= 0) and its value.
+Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance);
+
 /// What a rank escalation and its optimality certificates found (BCDNPKL,
 /// KL-ADMM), as reported by the solvers and carried in their checkpoints.
 struct FactorDiagnostics {

@@ -873,16 +873,7 @@ Status KlAdmmOptions::Validate() const {
     return InvalidArgumentError("options.polish_switch_tolerance = " + FormatNumber(polish_switch_tolerance) +
                                 " must be positive and finite");
   }
-  if (initial_rank < 1) {
-    return InvalidArgumentError("options.initial_rank = " + std::to_string(initial_rank) + " must be >= 1");
-  }
-  if (escalation_step < 1) {
-    return InvalidArgumentError("options.escalation_step = " + std::to_string(escalation_step) + " must be >= 1");
-  }
-  if (!(certificate_tolerance >= 0.0) || !std::isfinite(certificate_tolerance)) {
-    return InvalidArgumentError("options.certificate_tolerance = " + FormatNumber(certificate_tolerance) +
-                                " must be non-negative and finite");
-  }
+  KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance));
   if (lbfgs_memory < 1) {
     return InvalidArgumentError("options.lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }

@@ -461,6 +461,9 @@ TEST(KlAdmm, InvalidOptionsNameTheFieldAndValue) {
   add([](KlAdmmOptions& o) { o.gamma = std::nan(""); }, "options.gamma = nan");
   add([](KlAdmmOptions& o) { o.rank = -1; }, "options.rank = -1");
   add([](KlAdmmOptions& o) { o.rank = 41; }, "options.rank = 41 exceeds the number of points 40");
+  add([](KlAdmmOptions& o) { o.initial_rank = 0; }, "options.initial_rank = 0 must be >= 1");
+  add([](KlAdmmOptions& o) { o.escalation_step = -2; }, "options.escalation_step = -2 must be >= 1");
+  add([](KlAdmmOptions& o) { o.certificate_tolerance = -1; }, "options.certificate_tolerance = -1 must be");
   add([](KlAdmmOptions& o) { o.max_iterations = 0; }, "options.max_iterations = 0");
   add([](KlAdmmOptions& o) { o.rho_initial = 0.0; }, "options.rho_initial = 0");
   add([](KlAdmmOptions& o) { o.rho_min = -2.0; }, "options.rho_min = -2");
