@@ -95,8 +95,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     // KL-ADMM paper mode: the paper's 100 iterations on adult; the polish
     // (certified) mode runs its escalation stages to the certificate under a
     // 5,000-iteration cap (all stages together).
-    params.max_iterations = a->max_iterations > 0 ? a->max_iterations
-                                                  : (method->family == F::kAdmm ? (a->admm_mode == "paper" ? 100 : 5000) : 0);
+    const int admm_cap = a->admm_mode == "paper" ? 100 : 5000;
+    params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? admm_cap : 0);
     params.rank = a->rank;
     params.block_warm_start = a->block_warm_start;
     params.tighten_factor = a->tighten_factor;

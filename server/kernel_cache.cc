@@ -102,12 +102,7 @@ StatusOr<KernelCache::Handle> KernelCache::Get(const KernelKey& key) {
   const MapKey map_key{key.name, version};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(map_key);
-    if (it != entries_.end()) {
-      ++counters_.hits;
-      TouchLocked(it->second);
-      return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
-    }
+    if (std::optional<Handle> hit = HitLocked(map_key)) return std::move(*hit);
     ++counters_.misses;
   }
 
@@ -242,8 +237,16 @@ void KernelCache::OnKernelChanged(const std::string& name) {
   }
 }
 
+std::optional<KernelCache::Handle> KernelCache::HitLocked(const MapKey& key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  ++counters_.hits;
+  TouchLocked(it->second);
+  return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
+}
+
 std::optional<KernelCache::Handle> KernelCache::GetCached(const KernelKey& key) {
-  if (key.name.empty() || key.version < 0 || (!key.alias.empty() && key.version != 0)) return std::nullopt;
+  if (!ValidateKernelKey(key, "kernel").ok()) return std::nullopt;  // Get reports the error
   std::lock_guard<std::mutex> lock(mu_);
   if (all_changed_ || changed_.count(key.name) != 0) return std::nullopt;
   int64_t version = key.version;
@@ -252,11 +255,7 @@ std::optional<KernelCache::Handle> KernelCache::GetCached(const KernelKey& key) 
     if (resolved == resolutions_.end()) return std::nullopt;
     version = resolved->second.version;
   }
-  auto it = entries_.find(MapKey{key.name, version});
-  if (it == entries_.end()) return std::nullopt;
-  ++counters_.hits;
-  TouchLocked(it->second);
-  return Handle{it->second.record, it->second.kernel, it->second.extras, it->second.index};
+  return HitLocked(MapKey{key.name, version});
 }
 
 void KernelCache::RevalidateIfChanged(const std::string& name) {

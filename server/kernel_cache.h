@@ -171,6 +171,8 @@ class KernelCache {
   void RevalidateIfChanged(const std::string& name);
 
   void InsertLocked(const MapKey& key, Entry entry);
+  /// The entry's handle, counted as a hit and made most recent; nullopt if absent.
+  std::optional<Handle> HitLocked(const MapKey& key);
   void EvictLocked();
   void TouchLocked(Entry& entry);
 

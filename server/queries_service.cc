@@ -158,6 +158,11 @@ grpc::Status QueriesService::SimilarityOn(const KernelCache::Handle& handle, con
 grpc::Status QueriesService::AnswerSimilarity(const kls::v1::SimilarityRequest& request,
                                               kls::v1::SimilarityResponse* response) {
   if (const Status s = CheckSimilarityShape(request); !s.ok()) return ToGrpcStatus(s);
+  return SimilarityFromStore(request, response);
+}
+
+grpc::Status QueriesService::SimilarityFromStore(const kls::v1::SimilarityRequest& request,
+                                                 kls::v1::SimilarityResponse* response) {
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request.kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   return SimilarityOn(*handle, request, response);
@@ -174,7 +179,7 @@ grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext
   } else {
     // Needs the store: off the callback thread. The request and response
     // live until Finish, which is the thread's last use of them and of this.
-    std::thread([this, reactor, request, response] { reactor->Finish(AnswerSimilarity(*request, response)); })
+    std::thread([this, reactor, request, response] { reactor->Finish(SimilarityFromStore(*request, response)); })
         .detach();
   }
   return reactor;

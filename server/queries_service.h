@@ -68,6 +68,8 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
   static grpc::Status SimilarityOn(const KernelCache::Handle& handle, const kls::v1::SimilarityRequest& request,
                                    kls::v1::SimilarityResponse* response);
   static Status CheckSimilarityShape(const kls::v1::SimilarityRequest& request);
+  // Similarity through KernelCache::Get (may block on the store); the shape checked already.
+  grpc::Status SimilarityFromStore(const kls::v1::SimilarityRequest& request, kls::v1::SimilarityResponse* response);
 
   KernelCache* const cache_;
 };

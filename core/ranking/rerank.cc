@@ -118,8 +118,7 @@ StatusOr<std::vector<ScoredItem>> ReRankCandidates(const LearnedKernel& kernel, 
   KLS_RETURN_IF_ERROR(control.CheckStop("ReRank"));
   KLS_ASSIGN_OR_RETURN(VisualRankResult vr, SolveVisualRank(k, prior, options, control));
   if (vr.stats.termination == Termination::kCancelled || vr.stats.termination == Termination::kTimeLimit) {
-    return vr.stats.termination == Termination::kCancelled ? CancelledError("ReRank: cancelled")
-                                                           : DeadlineExceededError("ReRank: deadline exceeded");
+    return control.CheckStop("ReRank");  // a stop persists: the same CANCELLED / DEADLINE_EXCEEDED
   }
   if (iterations) *iterations = vr.stats.iterations;
   std::vector<ScoredItem> out;
