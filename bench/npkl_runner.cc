@@ -109,6 +109,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       if (params.block_warm_start >= 0) o.block_warm_start = params.block_warm_start != 0;
       if (params.tighten_factor > 0.0) o.tighten_factor = params.tighten_factor;
       if (params.adaptive_step >= 0) o.adaptive_step = params.adaptive_step != 0;
+      if (params.accelerated >= 0) o.accelerated = params.accelerated != 0;
       if (params.tolerance > 0.0) o.tolerance = params.tolerance;
       o.num_threads = params.threads;
       o.initial_factor = params.initial_factor;

@@ -561,7 +561,8 @@ struct SubmitArgs {
   int cv_folds = 0, cv_threads = -1;  // -1: not given
   std::string cv_grid, warm_start;
   int rank = 0, max_iterations = 0, threads = 0, low_rank = 0, graph_k = 0;
-  bool adaptive_rho = true, active_set = true;
+  bool adaptive_rho = true, active_set = true, accelerated = true;
+  int start_rank = 0;
   uint64_t seed = 0;
   std::string loss, graph_weight, graph_connect, scaling;
   // Families beyond NPKL (qsdp, embedding, onk, mkl, npk_ranking, social_strength).
@@ -718,7 +719,7 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--seed")) o->set_seed(a.seed);
   } else if (a.method == "simple_npkl") {
     allowed = {"--loss", "--c", "--b", "--p", "--max-iterations", "--tolerance", "--active-set", "--low-rank",
-               "--threads"};
+               "--threads", "--accelerated", "--start-rank"};
     kls::v1::SimpleNpklOptions* o = r.mutable_simple_npkl();
     if (a.Given("--loss")) {
       KLS_ASSIGN_OR_RETURN(kls::v1::Loss loss, ParseLoss(a.loss));
@@ -732,6 +733,8 @@ kls::StatusOr<kls::v1::SubmitJobRequest> BuildSubmit(const SubmitArgs& a) {
     if (a.Given("--active-set")) o->set_active_set(a.active_set);
     if (a.Given("--low-rank")) o->set_low_rank(a.low_rank);
     if (a.Given("--threads")) o->set_num_threads(a.threads);
+    if (a.Given("--accelerated")) o->set_accelerated(a.accelerated);
+    if (a.Given("--start-rank")) o->set_start_rank(a.start_rank);
   } else if (a.method == "qsdp") {
     allowed = {"--problem", "--m", "--neighbors", "--nu", "--gap-tolerance", "--max-iterations"};
     kls::v1::QsdpKernelOptions* o = r.mutable_qsdp();
@@ -1396,6 +1399,10 @@ int main(int argc, char** argv) {
   option("--p", submit_args.p, "simple_npkl: p of the p-norm");
   option("--active-set", submit_args.active_set, "simple_npkl: active set (true/false)");
   option("--low-rank", submit_args.low_rank, "simple_npkl: low-rank eigensolver rank; npk_ranking: m (0 = full)");
+  option("--accelerated", submit_args.accelerated,
+         "simple_npkl: accelerated projected gradient (true, the default) or the thesis's plain step (false)");
+  option("--start-rank", submit_args.start_rank,
+         "simple_npkl: positive rank of the cold start's A (default 8; 0 = alpha0 = C)");
   option("--problem", submit_args.problem, "qsdp: regpcp or regmvu");
   option("--m", submit_args.m, "qsdp: basis size m");
   option("--neighbors", submit_args.neighbors, "qsdp, embedding: k-NN graph; npk_ranking: constraint neighbours");

@@ -108,6 +108,9 @@ class Evaluator {
     if (blocked_columns_ >= 0) MakeBlocked();
   }
 
+  /// Number of Lanczos eigenpairs the next Lanczos evaluation asks for first.
+  void set_rank_hint(int r) { rank_hint_ = std::max(1, r); }
+
   /// Lanczos relative tolerance of the following evaluations.
   void set_lanczos_tolerance(double tol) { spectrum_.lanczos_tolerance = tol; }
   double lanczos_tolerance() const { return spectrum_.lanczos_tolerance; }
@@ -137,10 +140,10 @@ class Evaluator {
       KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(proj));
       u = basis_ * s.eigenvectors;
       sigma = std::move(s.eigenvalues);
-    } else if (!exact && block_.size() > 0 && spectrum_.lanczos_tolerance > options_.lanczos_tolerance &&
+    } else if (!exact && block_.size() > 0 &&
                static_cast<double>(options_.block_points_per_column) * (last_rank_ + std::max(4, last_rank_ / 8)) <=
                    static_cast<double>(problem_.laplacian.rows())) {
-      // Uncertified (early) iterates only (issue 3): A₊ by the block solver,
+      // Every evaluation that claims nothing (issue 3): A₊ by the block solver,
       // warm-started from the previous positive Ritz vectors plus a few
       // guards from just below 0, to options.block_tolerance. The iterate
       // only steers the next projected-gradient step (3.19)–(3.21); every
@@ -318,6 +321,38 @@ double RelativeGapFrom(const Iterate& x, double p0) {
   return (x.primal - x.dual) / std::max(1.0, std::abs(x.primal - p0));
 }
 
+// The low-rank start (options.start_rank): the largest s in (0, 1], found by
+// bisection to 2^-kStartBisections, such that A(s·C·1) = s·C Σ T_k S_k − L has at
+// most start_rank positive eigenvalues; 1 when A(C·1) already has. Each probe
+// is one Lanczos run for the top start_rank + 1 eigenpairs. If even the
+// smallest probed s has more, that s.
+constexpr int kStartBisections = 6;
+StatusOr<double> LowRankStartScale(const Eigen::SparseMatrix<double>& laplacian, const Terms& terms,
+                                   const SimpleNpklOptions& o) {
+  const int n = static_cast<int>(laplacian.rows());
+  const int k = o.start_rank + 1;
+  if (2 * k >= n) return 1.0;
+  DualMatrix a(laplacian, terms.row, terms.col);
+  SpectrumOptions so;
+  so.dense_threshold = o.dense_threshold;
+  so.lanczos_tolerance = std::max(o.lanczos_tolerance, o.early_lanczos_tolerance);
+  auto exceeds = [&](double s) -> StatusOr<bool> {
+    a.set_weights(s * o.c * terms.t);
+    KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd u, TopEigenvectors(a, k, so));
+    const Eigen::VectorXd last = u.col(k - 1);
+    return last.dot(a.Multiply(last).col(0)) > 0.0;  // λ_{start_rank + 1} > 0
+  };
+  KLS_ASSIGN_OR_RETURN(const bool full_exceeds, exceeds(1.0));
+  if (!full_exceeds) return 1.0;
+  double lo = 0.0, hi = 1.0;
+  for (int b = 0; b < kStartBisections; ++b) {
+    const double mid = 0.5 * (lo + hi);
+    KLS_ASSIGN_OR_RETURN(const bool over, exceeds(mid));
+    (over ? hi : lo) = mid;
+  }
+  return lo > 0.0 ? lo : hi;
+}
+
 Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
   const Eigen::SparseMatrix<double> lt = l.transpose();
   const double diff = (l - lt).norm();
@@ -338,13 +373,15 @@ Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
 // evaluator's warm state, so that nothing is recomputed on resume.
 constexpr char kCheckpointTag[] = "simple_npkl/1";
 constexpr uint32_t kCheckpointMagic = 0x534e504b;  // "SNPK"
-constexpr uint32_t kCheckpointVersion = 1;
+constexpr uint32_t kCheckpointVersion = 2;  // 2: the accelerated method's x_prev and t
 
 struct ResumeState {
   std::vector<double> objective_history;
   double eta = 0.0;
   bool backtracked = true;
   bool tight = true;
+  Eigen::VectorXd x_prev;  // accelerated: the previous gradient point (empty before the first step)
+  double momentum = 1.0;   // accelerated: FISTA's t_k
   Iterate cur;
   Evaluator::WarmState warm;
 };
@@ -360,18 +397,21 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const SimpleNpklOptio
   fp.AddInt(o.adaptive_step).AddInt(o.active_set).AddDouble(o.active_point_fraction).AddInt(o.low_rank);
   fp.AddInt(o.dense_threshold).AddDouble(o.lanczos_tolerance).AddDouble(o.early_lanczos_tolerance);
   fp.AddDouble(o.tighten_factor).AddInt(o.block_warm_start).AddDouble(o.block_tolerance);
-  fp.AddInt(o.block_points_per_column).AddInt(o.max_backtracks);
+  fp.AddInt(o.block_points_per_column).AddInt(o.max_backtracks).AddInt(o.accelerated).AddInt(o.start_rank);
   if (o.initial_factor) fp.AddDense(*o.initial_factor);  // cold fingerprints unchanged
   return fp.value();
 }
 
 std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveStats& stats, double eta,
-                             bool backtracked, bool tight, const Iterate& cur, const Evaluator::WarmState& warm) {
+                             bool backtracked, bool tight, const Eigen::VectorXd& x_prev, double momentum,
+                             const Iterate& cur, const Evaluator::WarmState& warm) {
   ByteWriter w;
   PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, stats.objective_history);
   w.Put<double>(eta);
   w.Put<uint8_t>(backtracked ? 1 : 0);
   w.Put<uint8_t>(tight ? 1 : 0);
+  w.PutVector(x_prev);
+  w.Put<double>(momentum);
   w.PutVector(cur.alpha);
   w.PutMatrix(cur.v);
   w.PutVector(cur.z);
@@ -401,6 +441,8 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int n, int m,
   KLS_RETURN_IF_ERROR(in.Get(&tight));
   s->backtracked = backtracked != 0;
   s->tight = tight != 0;
+  KLS_RETURN_IF_ERROR(in.GetVector(&s->x_prev));
+  KLS_RETURN_IF_ERROR(in.Get(&s->momentum));
   Iterate& x = s->cur;
   KLS_RETURN_IF_ERROR(in.GetVector(&x.alpha));
   KLS_RETURN_IF_ERROR(in.GetMatrix(&x.v));
@@ -426,7 +468,8 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int n, int m,
   w.rank_hint = rank_hint;
   w.last_rank = last_rank;
   w.blocked_columns = blocked_columns;
-  if (x.alpha.size() != m || x.z.size() != m || x.grad.size() != m || x.v.rows() != n || x.v.cols() != x.rank ||
+  if (x.alpha.size() != m || x.z.size() != m || (s->x_prev.size() != 0 && s->x_prev.size() != m) ||
+      !(s->momentum >= 1.0) || !std::isfinite(s->momentum) || x.grad.size() != m || x.v.rows() != n || x.v.cols() != x.rank ||
       x.rank < 0 || !x.Finite() || !(s->eta >= 0.0) || !std::isfinite(s->eta) ||
       (w.warm.size() != 0 && w.warm.size() != n) || (w.block.size() != 0 && w.block.rows() != n) ||
       rank_hint < 1 || last_rank < 0 || blocked_columns < -1 || blocked_columns > n + 8) {
@@ -484,6 +527,10 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   }
 
   Eigen::VectorXd alpha0 = initial_alpha(m);
+  // Cold start on the sparse path: α⁰ = s·C·1 with s from the low-rank start
+  // (options.start_rank); computed below only when not resuming.
+  const bool low_rank_start = !options.initial_factor && !linear && options.low_rank == 0 &&
+                              n > options.dense_threshold && options.start_rank > 0;
   if (options.initial_factor && !linear) {  // warm start: α⁰ = Π(C (1 − T_ij K_ij))
     const Eigen::MatrixXd& f = *options.initial_factor;
     for (int k = 0; k < m; ++k) {
@@ -505,6 +552,11 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   SolveStats& stats = result.stats;
   double eta = 0.0;
   bool backtracked = true;
+  // Accelerated method (options.accelerated with the guaranteed step): the
+  // previous gradient point x_{k−1} and FISTA's t_k.
+  const bool accelerated = options.accelerated && options.step == 0.0 && !options.adaptive_step;
+  Eigen::VectorXd x_prev;
+  double momentum = 1.0;
   // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
   const bool use_checkpoints = !linear && (control.checkpoint || control.ResumeFrom(kCheckpointTag));
   const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
@@ -516,6 +568,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       stats.objective_history = std::move(state.objective_history);
       eta = state.eta;
       backtracked = state.backtracked;
+      x_prev = std::move(state.x_prev);
+      momentum = state.momentum;
       tight = state.tight;
       eval.set_lanczos_tolerance(tight ? options.lanczos_tolerance : options.early_lanczos_tolerance);
       eval.RestoreWarmState(std::move(state.warm));
@@ -523,6 +577,13 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     }  // otherwise not this run's checkpoint: start afresh
   }
   const bool resumed = stats.resumed_from_iteration > 0;
+  if (!resumed && low_rank_start) {
+    KLS_ASSIGN_OR_RETURN(const double scale, LowRankStartScale(problem.laplacian, eval.terms(), options));
+    if (scale < 1.0) {
+      alpha0 *= scale;
+      eval.set_rank_hint(options.start_rank + std::max(4, options.start_rank / 8));
+    }
+  }
   if (!resumed) KLS_RETURN_IF_ERROR(eval.Evaluate(alpha0, &cur));
   // Switches to the tight tolerance for good and re-evaluates the current
   // iterate there, so that its gap is certified to lanczos_tolerance.
@@ -572,7 +633,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   } else {
     auto save = [&](int it) {
       checkpoints.MaybeSave(kCheckpointTag, it, [&] {
-        return EncodeCheckpoint(fingerprint, it, stats, eta, backtracked, tight, cur, eval.SaveWarmState());
+        return EncodeCheckpoint(fingerprint, it, stats, eta, backtracked, tight, x_prev, momentum, cur,
+                                eval.SaveWarmState());
       });
     };
     for (int it = stats.iterations + 1; it <= max_iterations; ++it) {
@@ -591,17 +653,41 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
         eta = guaranteed_eta(cur, eta);
       }
       Iterate next;
-      Eigen::VectorXd delta;
+      Eigen::VectorXd delta, x_new;
       bool ok = false;
+      bool use_momentum = accelerated && x_prev.size() == m;
+      bool exact_step = false;  // evaluate the candidate with Lanczos, not the block solver
       backtracked = false;
       for (int bt = 0; bt < options.max_backtracks; ++bt) {
-        const Eigen::VectorXd alpha_new = ProjectDual(cur.alpha + cur.grad / eta, options);
+        x_new = ProjectDual(cur.alpha + cur.grad / eta, options);
+        Eigen::VectorXd alpha_new = x_new;
+        double beta = 0.0;
+        if (use_momentum) {
+          // Gradient restart: the momentum x_k − x_{k−1} points against the
+          // ascent step x_k − y_k.
+          if ((x_new - cur.alpha).dot(x_new - x_prev) < 0.0) momentum = 1.0;
+          beta = (momentum - 1.0) / (0.5 * (1.0 + std::sqrt(1.0 + 4.0 * momentum * momentum)));
+          // y_{k+1} = Π(x_k + β (x_k − x_{k−1})): projected, so that J(y) is a dual bound.
+          if (beta > 0.0) alpha_new = ProjectDual(x_new + beta * (x_new - x_prev), options);
+        }
         delta = alpha_new - cur.alpha;
-        KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next));
+        KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next, exact_step));
         if (!next.Finite()) break;
         if (!check) {
           ok = true;
           break;
+        }
+        if (beta > 0.0) {
+          // Function restart: keep the extrapolated point only if J did not
+          // fall; otherwise retry this iteration as the plain step (whose
+          // ascent inequality is checked below), so J(α_t) stays monotone.
+          if (next.dual >= cur.dual - 1e-12 * (1.0 + std::abs(cur.dual))) {
+            ok = true;
+            break;
+          }
+          momentum = 1.0;
+          use_momentum = false;
+          continue;
         }
         // Ascent inequality behind Prop. 3.28 ((3.21) with α = α_{t+1}).
         const double lower = cur.dual + cur.grad.dot(delta) - 0.5 * eta * delta.squaredNorm();
@@ -609,12 +695,29 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
           ok = true;
           break;
         }
+        if (!exact_step && (cur.from_block || next.from_block)) {
+          // The block solver's loose eigenpairs make J inexact (measured:
+          // ~2e-7 relative at n = 6,414), which can fail the inequality at any
+          // η. Re-check once with Lanczos (at the current tolerance) for both
+          // points before shortening the step.
+          if (cur.from_block) {
+            Iterate exact;
+            KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact, /*exact=*/true));
+            cur = std::move(exact);
+          }
+          exact_step = true;
+          continue;
+        }
         eta *= 2.0;
         backtracked = true;
       }
       if (!ok) {
         termination = Termination::kNumericalIssue;
         break;
+      }
+      if (accelerated) {
+        x_prev = std::move(x_new);
+        momentum = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * momentum * momentum));
       }
       const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
       cur = std::move(next);
@@ -726,6 +829,9 @@ Status SimpleNpklOptions::Validate() const {
   if (!(tighten_factor >= 1.0) || !std::isfinite(tighten_factor)) {
     return InvalidArgumentError("options.tighten_factor = " + FormatNumber(tighten_factor) +
                                 " must be finite and >= 1");
+  }
+  if (start_rank < 0) {
+    return InvalidArgumentError("options.start_rank = " + std::to_string(start_rank) + " must be >= 0 (0 = α⁰ = C·1)");
   }
   if (max_backtracks < 1) {
     return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");

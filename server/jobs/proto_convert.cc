@@ -145,6 +145,8 @@ SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p) {
   if (p.has_active_set()) o.active_set = p.active_set();
   if (p.has_low_rank()) o.low_rank = p.low_rank();
   if (p.has_num_threads()) o.num_threads = p.num_threads();
+  if (p.has_accelerated()) o.accelerated = p.accelerated();
+  if (p.has_start_rank()) o.start_rank = p.start_rank();
   return o;
 }
 
@@ -351,6 +353,8 @@ kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o) {
   p.set_active_set(o.active_set);
   p.set_low_rank(o.low_rank);
   p.set_num_threads(o.num_threads);
+  p.set_accelerated(o.accelerated);
+  p.set_start_rank(o.start_rank);
   return p;
 }
 

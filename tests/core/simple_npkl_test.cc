@@ -540,6 +540,72 @@ TEST(SimpleNpklMinimax, StepRulesReachTheSameOptimum) {
   }
 }
 
+// The accelerated method (the default) and the thesis's plain step reach the
+// same certified optimum, on the dense and on the sparse (Lanczos + block) path;
+// the accelerated one in fewer iterations.
+TEST(SimpleNpklMinimax, AcceleratedReachesTheSameCertifiedOptimumInFewerIterations) {
+  SmallCase sc = MakeBlobCase(3, 60, 73);
+  for (int dense_threshold : {300, 0}) {
+    SCOPED_TRACE("dense_threshold " + std::to_string(dense_threshold));
+    SimpleNpklOptions o;
+    o.b = 180.0;
+    o.dense_threshold = dense_threshold;
+    o.block_points_per_column = 2;  // n = 180 is small for the default 16
+    o.tolerance = 1e-6;
+    o.accelerated = false;
+    auto plain = SolveSimpleNpkl(sc.problem, o);
+    o.accelerated = true;
+    auto fast = SolveSimpleNpkl(sc.problem, o);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    for (const auto* r : {&*plain, &*fast}) {
+      EXPECT_EQ(r->stats.termination, Termination::kConverged);
+      EXPECT_LE(r->duality_gap, o.tolerance);
+    }
+    std::printf("dense_threshold %d: plain %d iterations, accelerated %d\n", dense_threshold,
+                plain->stats.iterations, fast->stats.iterations);
+    EXPECT_LT(fast->stats.iterations, plain->stats.iterations);
+    const double scale = std::max(1.0, std::abs(plain->stats.final_objective - 0.5 * o.c * sc.problem.constraints.size()));
+    EXPECT_NEAR(fast->stats.final_objective, plain->stats.final_objective, 2.0 * o.tolerance * scale);
+  }
+}
+
+// The low-rank start moves α⁰ below C·1 on the sparse path (the first iterate
+// differs) and ends at the same certified optimum; start_rank = 0 keeps C·1.
+TEST(SimpleNpklMinimax, LowRankStartEndsAtTheSameOptimum) {
+  SmallCase sc = MakeBlobCase(3, 60, 79);
+  SimpleNpklOptions o;
+  o.b = 180.0;
+  o.dense_threshold = 0;
+  o.block_points_per_column = 2;
+  o.tolerance = 1e-6;
+  o.start_rank = 0;
+  auto full = SolveSimpleNpkl(sc.problem, o);
+  o.start_rank = 1;
+  auto low = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(low.ok()) << low.status();
+  for (const auto* r : {&*full, &*low}) {
+    EXPECT_EQ(r->stats.termination, Termination::kConverged);
+    EXPECT_LE(r->duality_gap, o.tolerance);
+  }
+  // P(K(α⁰)): a lower-rank start has a different (worse) first objective.
+  EXPECT_NE(full->stats.objective_history.front(), low->stats.objective_history.front());
+  const double scale = std::max(1.0, std::abs(full->stats.final_objective - 0.5 * o.c * sc.problem.constraints.size()));
+  EXPECT_NEAR(low->stats.final_objective, full->stats.final_objective, 2.0 * o.tolerance * scale);
+  // The dense path ignores it: identical runs.
+  o.dense_threshold = 300;
+  auto dense_low = SolveSimpleNpkl(sc.problem, o);
+  o.start_rank = 0;
+  auto dense_full = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_TRUE(dense_low.ok() && dense_full.ok());
+  EXPECT_EQ(dense_low->stats.objective_history, dense_full->stats.objective_history);
+  o.start_rank = -1;
+  auto bad = SolveSimpleNpkl(sc.problem, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("options.start_rank = -1 must be >= 0"));
+}
+
 TEST(SimpleNpklMinimax, LowRankAndActiveSetModes) {
   SmallCase sc = MakeBlobCase(3, 15, 41);
   const int n = sc.problem.num_points();
