@@ -27,7 +27,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
     std::string method = "admm", protocol, admm_mode = "polish", synthetic = "adult_like";
     int n = 2000, k = 50, threads = 0, max_iterations = 0, rank = 0, escalation = -1, constraints = 0;
-    int block_warm_start = -1, adaptive_step = -1, accelerated = -1;
+    int block_warm_start = -1, adaptive_step = -1, accelerated = -1, start_rank = -1;
     bool trace = false;
     double c = 0, b = 0, omega = 0, tighten_factor = 0;
     uint64_t seed = 1;
@@ -58,6 +58,9 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--accelerated", a->accelerated,
                  "SimpleNPKL: 1 = accelerated projected gradient with restarts, 0 = the thesis's Protocol 1 "
                  "step, -1 = solver default");
+  app.add_option("--start-rank", a->start_rank,
+                 "SimpleNPKL: cold start alpha0 = s*C with at most this many positive eigenvalues (0 = alpha0 = C, "
+                 "-1 = solver default 8)");
   app.add_flag("--trace", a->trace, "one line per solver iteration on stderr (iteration, seconds, objective, gap)");
   app.add_option("--tighten-factor", a->tighten_factor,
                  "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");
@@ -107,6 +110,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.tighten_factor = a->tighten_factor;
     params.adaptive_step = a->adaptive_step;
     params.accelerated = a->accelerated;
+    params.start_rank = a->start_rank;
     if (a->trace) {
       params.progress = [](const ProgressEvent& e) {
         std::fprintf(stderr, "it %d  t %.2f s  objective %.9g  gap %.3g  step %.3g\n", e.iteration, e.elapsed_seconds,
