@@ -1,13 +1,14 @@
 #include "core/embed/embedding_dual.h"
 
 #include <Eigen/Eigenvalues>
-#include <Spectra/SymEigsSolver.h>
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
 #include <utility>
+
+#include "core/npkl/lanczos_spectrum.h"
 
 namespace kls {
 
@@ -118,32 +119,6 @@ Eigen::MatrixXd EmbeddingDualMatrix::ToDense() const {
 
 namespace {
 
-class View {
- public:
-  using Scalar = double;
-  explicit View(const EmbeddingDualMatrix& a) : a_(&a) {}
-  Eigen::Index rows() const { return a_->rows(); }
-  Eigen::Index cols() const { return a_->cols(); }
-  void perform_op(const double* x_in, double* y_out) const { a_->perform_op(x_in, y_out); }
-
- private:
-  const EmbeddingDualMatrix* a_;
-};
-
-void KeepAbove(const Eigen::VectorXd& values, const Eigen::MatrixXd& vectors, double threshold,
-               PositiveSpectrum* out) {
-  std::vector<int> keep;
-  for (int c = 0; c < values.size(); ++c)
-    if (values[c] > threshold) keep.push_back(c);
-  std::sort(keep.begin(), keep.end(), [&](int a, int b) { return values[a] > values[b]; });
-  out->eigenvalues.resize(static_cast<Eigen::Index>(keep.size()));
-  out->eigenvectors.resize(vectors.rows(), static_cast<Eigen::Index>(keep.size()));
-  for (size_t t = 0; t < keep.size(); ++t) {
-    out->eigenvalues[static_cast<Eigen::Index>(t)] = values[keep[t]];
-    out->eigenvectors.col(static_cast<Eigen::Index>(t)) = vectors.col(keep[t]);
-  }
-}
-
 // Drops eigenvalues at rounding level, <= 1e-12 · λ_max: the centering makes
 // 1 an exact null vector of A, which rounding can turn into a tiny positive
 // eigenvalue on one path and not on the other.
@@ -159,81 +134,16 @@ PositiveSpectrum DropRoundingLevel(PositiveSpectrum s) {
   return s;
 }
 
-StatusOr<PositiveSpectrum> SpectrumImpl(const EmbeddingDualMatrix& a, const SpectrumOptions& options,
-                                        const Eigen::VectorXd* warm_start);
-
 }  // namespace
 
 StatusOr<PositiveSpectrum> EmbeddingPositiveSpectrum(const EmbeddingDualMatrix& a, const SpectrumOptions& options,
                                                      const Eigen::VectorXd* warm_start) {
-  KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, SpectrumImpl(a, options, warm_start));
+  // Growth floor 1e-12·|λ_max|: the centering's null vector 1 can come out as a
+  // rounding-level positive eigenvalue (see DropRoundingLevel).
+  const int initial_rank = options.initial_rank > 0 ? options.initial_rank : 2;
+  KLS_ASSIGN_OR_RETURN(PositiveSpectrum s,
+                       LanczosPositiveSpectrum(a, options, initial_rank, /*relative_floor=*/1e-12, warm_start));
   return DropRoundingLevel(std::move(s));
 }
-
-namespace {
-
-StatusOr<PositiveSpectrum> SpectrumImpl(const EmbeddingDualMatrix& a, const SpectrumOptions& options,
-                                        const Eigen::VectorXd* warm_start) {
-  KLS_RETURN_IF_ERROR(options.Validate().WithContext("SpectrumOptions"));
-  const int n = static_cast<int>(a.rows());
-  if (warm_start != nullptr && warm_start->size() != n) {
-    return InvalidArgumentError("warm_start: has " + std::to_string(warm_start->size()) +
-                                " entries but the matrix has " + std::to_string(n) + " rows");
-  }
-  long long matvecs = 0;
-  int runs = 0;
-  auto dense = [&]() -> StatusOr<PositiveSpectrum> {
-    KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(a.ToDense(), options.positive_threshold));
-    s.matrix_vector_products = matvecs;
-    s.lanczos_runs = runs;
-    return s;
-  };
-  if (n <= options.dense_threshold || n < 4) return dense();
-  int nev = std::max(1, options.initial_rank > 0 ? options.initial_rank : 2);
-  const bool use_warm = warm_start != nullptr && warm_start->allFinite() && warm_start->norm() > 0.0;
-  View view(a);
-  while (true) {
-    if (2 * nev >= n) return dense();
-    bool converged = false;
-    for (int attempt = 0; attempt < 2 && !converged; ++attempt) {
-      const int base_ncv = std::max(2 * nev + 1, nev + 20);
-      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
-      Spectra::SymEigsSolver<View> eigs(view, nev, ncv);
-      if (use_warm) {
-        eigs.init(warm_start->data());
-      } else {
-        eigs.init();
-      }
-      try {
-        eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
-                     Spectra::SortRule::LargestAlge);
-      } catch (const std::exception&) {
-        // Spectra throws when the Krylov space collapses (e.g. A of rank 1–2
-        // at α = 0 in CMVU); the dense solver below handles those cases.
-        ++runs;
-        continue;
-      }
-      ++runs;
-      matvecs += eigs.num_operations();
-      if (eigs.info() != Spectra::CompInfo::Successful) continue;
-      const Eigen::VectorXd values = eigs.eigenvalues();
-      const Eigen::MatrixXd vectors = eigs.eigenvectors();
-      if (values.size() != nev || !values.allFinite() || !vectors.allFinite()) continue;
-      converged = true;
-      const double floor = std::max(options.positive_threshold, 1e-12 * std::abs(values.maxCoeff()));
-      if (values.minCoeff() > floor) break;  // maybe more positive ones: grow
-      PositiveSpectrum out;
-      KeepAbove(values, vectors, options.positive_threshold, &out);
-      out.lanczos_runs = runs;
-      out.final_rank_requested = nev;
-      out.matrix_vector_products = matvecs;
-      return out;
-    }
-    if (!converged) return dense();
-    nev *= 2;
-  }
-}
-
-}  // namespace
 
 }  // namespace kls

@@ -5,6 +5,8 @@
 
 #include <lapacke.h>
 
+#include "core/npkl/lanczos_spectrum.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -92,26 +94,10 @@ Eigen::MatrixXd PositiveSpectrum::Dense() const {
   return eigenvectors * eigenvalues.asDiagonal() * eigenvectors.transpose();
 }
 
-namespace {
-
-// Spectra keeps a reference to (or a copy of) its operator type; this view
-// lets it use a const DualMatrix without copying the term lists.
-class DualMatrixView {
- public:
-  using Scalar = double;
-  explicit DualMatrixView(const DualMatrix& a) : a_(&a) {}
-  Eigen::Index rows() const { return a_->rows(); }
-  Eigen::Index cols() const { return a_->cols(); }
-  void perform_op(const double* x_in, double* y_out) const { a_->perform_op(x_in, y_out); }
-
- private:
-  const DualMatrix* a_;
-};
-
 // Keeps the eigenpairs with λ > threshold from (ascending or descending)
 // eigenvalues, returning them in descending order.
-void KeepPositive(const Eigen::VectorXd& values, const Eigen::MatrixXd& vectors, double threshold,
-                  PositiveSpectrum* out) {
+void KeepAbove(const Eigen::VectorXd& values, const Eigen::MatrixXd& vectors, double threshold,
+               PositiveSpectrum* out) {
   std::vector<int> keep;
   for (int c = 0; c < values.size(); ++c)
     if (values[c] > threshold) keep.push_back(c);
@@ -123,6 +109,8 @@ void KeepPositive(const Eigen::VectorXd& values, const Eigen::MatrixXd& vectors,
     out->eigenvectors.col(static_cast<Eigen::Index>(t)) = vectors.col(keep[t]);
   }
 }
+
+namespace {
 
 bool AllFinite(const PositiveSpectrum& s) {
   return s.eigenvalues.allFinite() && s.eigenvectors.allFinite();
@@ -175,7 +163,7 @@ std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixX
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> qr;
     qr.computeFromTridiagonal(tri.diagonal(), tri.subDiagonal(), Eigen::ComputeEigenvectors);
     if (qr.info() != Eigen::Success) return std::nullopt;
-    KeepPositive(qr.eigenvalues(), qr.eigenvectors(), threshold, &out);
+    KeepAbove(qr.eigenvalues(), qr.eigenvectors(), threshold, &out);
     out.eigenvectors.applyOnTheLeft(tri.matrixQ());
     return out;
   }
@@ -216,72 +204,15 @@ StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, doubl
   }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a);
   if (eig.info() != Eigen::Success) return InternalError("dense symmetric eigensolver did not converge");
-  KeepPositive(eig.eigenvalues(), eig.eigenvectors(), positive_threshold, &out);
+  KeepAbove(eig.eigenvalues(), eig.eigenvectors(), positive_threshold, &out);
   if (!AllFinite(out)) return InternalError("dense symmetric eigensolver returned non-finite values");
   return out;
 }
 
 StatusOr<PositiveSpectrum> ComputePositiveSpectrum(const DualMatrix& a, const SpectrumOptions& options,
                                                    const Eigen::VectorXd* warm_start) {
-  KLS_RETURN_IF_ERROR(options.Validate().WithContext("SpectrumOptions"));
-  const int n = static_cast<int>(a.rows());
-  if (warm_start != nullptr && warm_start->size() != n) {
-    return InvalidArgumentError("warm_start: has " + std::to_string(warm_start->size()) +
-                                " entries but the matrix has " + std::to_string(n) + " rows");
-  }
-  auto dense = [&](long long matvecs, int runs) -> StatusOr<PositiveSpectrum> {
-    KLS_ASSIGN_OR_RETURN(PositiveSpectrum s, DensePositiveSpectrum(a.ToDense(), options.positive_threshold));
-    s.matrix_vector_products = matvecs;
-    s.lanczos_runs = runs;
-    return s;
-  };
-  if (n <= options.dense_threshold || n < 4) return dense(0, 0);
-
-  int nev = options.initial_rank > 0 ? options.initial_rank : RankBound(a.num_terms());
-  nev = std::max(1, nev);
-  const bool use_warm = warm_start != nullptr && warm_start->norm() > 0.0 && warm_start->allFinite();
-  long long matvecs = 0;
-  int runs = 0;
-  DualMatrixView view(a);
-  while (true) {
-    // Past n/2 a restarted Lanczos costs about as much as a dense solve (and
-    // Spectra needs nev < ncv <= n).
-    if (2 * nev >= n) return dense(matvecs, runs);
-    bool converged = false;
-    PositiveSpectrum out;
-    // One retry with a doubled Krylov subspace before giving up on Lanczos.
-    for (int attempt = 0; attempt < 2 && !converged; ++attempt) {
-      const int base_ncv = std::max(2 * nev + 1, nev + 20);
-      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
-      Spectra::SymEigsSolver<DualMatrixView> eigs(view, nev, ncv);
-      if (use_warm) {
-        eigs.init(warm_start->data());
-      } else {
-        eigs.init();  // Spectra's fixed-seed start vector: deterministic
-      }
-      eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
-                   Spectra::SortRule::LargestAlge);
-      ++runs;
-      matvecs += eigs.num_operations();
-      if (eigs.info() != Spectra::CompInfo::Successful) continue;
-      const Eigen::VectorXd values = eigs.eigenvalues();
-      const Eigen::MatrixXd vectors = eigs.eigenvectors();
-      if (values.size() != nev || !values.allFinite() || !vectors.allFinite()) continue;
-      converged = true;
-      if (values.minCoeff() > options.positive_threshold) {
-        // Every computed eigenvalue is positive: there may be more. Grow r.
-        break;
-      }
-      KeepPositive(values, vectors, options.positive_threshold, &out);
-      out.used_dense = false;
-      out.lanczos_runs = runs;
-      out.final_rank_requested = nev;
-      out.matrix_vector_products = matvecs;
-      return out;
-    }
-    if (!converged) return dense(matvecs, runs);
-    nev *= 2;
-  }
+  const int initial_rank = options.initial_rank > 0 ? options.initial_rank : RankBound(a.num_terms());
+  return LanczosPositiveSpectrum(a, options, initial_rank, /*relative_floor=*/0.0, warm_start);
 }
 
 StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const SpectrumOptions& options) {
@@ -292,11 +223,11 @@ StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const Spec
                                 std::to_string(n) + "]");
   }
   if (n > options.dense_threshold && 2 * r < n) {
-    DualMatrixView view(a);
+    SpectraView<DualMatrix> view(a);
     for (int attempt = 0; attempt < 2; ++attempt) {
       const int base_ncv = std::max(2 * r + 1, r + 20);
       const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
-      Spectra::SymEigsSolver<DualMatrixView> eigs(view, r, ncv);
+      Spectra::SymEigsSolver<SpectraView<DualMatrix>> eigs(view, r, ncv);
       eigs.init();
       eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
                    Spectra::SortRule::LargestAlge);

@@ -9,11 +9,12 @@
 //
 // A is never densified on the sparse path: DualMatrix multiplies by it in
 // O(nnz(L) + m) (thesis §3.3.2), and ComputePositiveSpectrum runs Spectra's
-// implicitly restarted Lanczos (SymEigsSolver, largest algebraic) on it.
-// Lanczos needs the number of wanted eigenpairs up front, so it starts with
-// r = the rank bound r(r+1)/2 ≤ m (thesis Prop. 3.27) or a caller's hint and
-// doubles r until the smallest computed eigenvalue is ≤ 0: only then are all
-// positive eigenvalues known and A₊ exact (up to the Lanczos tolerance).
+// implicitly restarted Lanczos (SymEigsSolver, largest algebraic) on it, in
+// the growing-rank loop of lanczos_spectrum.h (shared with the embedding
+// duals): it starts with r = the rank bound r(r+1)/2 ≤ m (thesis Prop. 3.27)
+// or a caller's hint and doubles r until the smallest computed eigenvalue is
+// ≤ 0: only then are all positive eigenvalues known and A₊ exact (up to the
+// Lanczos tolerance).
 //
 // Dense fallback: DensePositiveSpectrum (O(n³), n² memory) is used when n ≤ SpectrumOptions::dense_threshold (300 by default; at that size
 // LAPACK-style dense solves take milliseconds and beat restarted Lanczos once r

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Classifies ThreadSanitizer reports of a `make test SANITIZE=thread` run.
+
+Usage: tsan_report_check.py LOG_DIR SOURCE_DIR
+
+TSAN_OPTIONS (Makefile) makes every sanitized process, the test binaries and
+the kls-server / kls processes they start, append its reports to
+LOG_DIR/tsan.<pid> and exit normally. Debian's gRPC, protobuf and Abseil are
+not built with ThreadSanitizer, so it cannot see their synchronization and
+reports races between their own threads (docs/RELIABILITY.md). A suppression
+file cannot express "no frame of ours", so this script does, per report:
+
+  * the report's *access stacks* are the stacks printed before the first
+    "Location is", "Mutex", "Thread" or "SUMMARY" section (the two accesses
+    of a data race, the stacks of a lock-order inversion, the one stack of a
+    use-after-free, ...);
+  * a report is OURS when any frame of those stacks is in a file under
+    SOURCE_DIR (core/, server/, client/, tests/, bench/, proto/ — generated
+    protobuf code in the build tree counts as third party) and THIRD-PARTY
+    otherwise (every frame in /usr/include, a system library, or libstdc++).
+
+It prints every OURS report in full and a count of THIRD-PARTY reports by the
+innermost frame of each access, and exits 1 if there is any OURS report (or
+no log at all when reports are expected to be written), else 0.
+"""
+import collections
+import os
+import re
+import sys
+
+HEADER = re.compile(r"^WARNING: ThreadSanitizer: (.*?)(?: \(pid=\d+\))?$")
+FRAME = re.compile(r"^\s+#\d+ (.*?) (\S+?):(\d+)(?::\d+)? \(")
+FRAME_NO_LINE = re.compile(r"^\s+#\d+ (.*?) \(([^)+]+)\+0x[0-9a-f]+\)$")
+SECTION_END = re.compile(r"^\s*(Location is|Mutex M|Thread T|SUMMARY:|  Mutex M)")
+OUR_DIRS = ("core/", "server/", "client/", "tests/", "bench/", "proto/")
+
+
+def split_reports(text):
+    report = None
+    for line in text.splitlines():
+        m = HEADER.match(line)
+        if m:
+            report = {"kind": m.group(1), "lines": [line]}
+            continue
+        if report is None:
+            continue
+        if line.startswith("=================="):
+            yield report
+            report = None
+            continue
+        report["lines"].append(line)
+    if report is not None:
+        yield report
+
+
+def access_frames(report):
+    """(function, file) of every frame in the access stacks."""
+    frames = []
+    for line in report["lines"][1:]:
+        if SECTION_END.match(line):
+            break
+        m = FRAME.match(line)
+        if m:
+            frames.append((m.group(1), m.group(2)))
+            continue
+        m = FRAME_NO_LINE.match(line)
+        if m:
+            frames.append((m.group(1), m.group(2)))
+    return frames
+
+
+def is_ours(path, source_dir):
+    if not os.path.isabs(path):  # ccache's CCACHE_BASEDIR makes paths relative to the build directory
+        rel = os.path.normpath(path)
+        while rel.startswith("../"):
+            rel = rel[3:]
+        return rel.startswith(OUR_DIRS)
+    path = os.path.normpath(path)
+    if not path.startswith(source_dir + os.sep):
+        return False
+    rel = path[len(source_dir) + 1:]
+    return rel.startswith(OUR_DIRS) and "/_deps/" not in rel
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    log_dir, source_dir = sys.argv[1], os.path.normpath(os.path.abspath(sys.argv[2]))
+    build_dirs = [os.path.join(source_dir, d) for d in os.listdir(source_dir) if d.startswith("build")]
+    if not os.path.isdir(log_dir):
+        print("tsan_report_check: no log directory %s (no sanitized process wrote a report)" % log_dir)
+        return 0
+    ours, third_party = [], collections.Counter()
+    files = sorted(os.listdir(log_dir))
+    for name in files:
+        with open(os.path.join(log_dir, name), errors="replace") as f:
+            for report in split_reports(f.read()):
+                frames = access_frames(report)
+                mine = [
+                    fr for fr in frames
+                    if is_ours(fr[1], source_dir) and not any(fr[1].startswith(b + os.sep) for b in build_dirs)
+                ]
+                if mine:
+                    ours.append((name, report))
+                else:
+                    top = frames[0][0] if frames else "(no frames)"
+                    third_party[(report["kind"], top[:100])] += 1
+    print("tsan_report_check: %d log files, %d reports with a KLS frame, %d third-party only" %
+          (len(files), len(ours), sum(third_party.values())))
+    for (kind, top), count in third_party.most_common():
+        print("  third-party %5d  %s  [%s]" % (count, kind, top))
+    for name, report in ours:
+        print("\n--- %s: %s" % (name, report["kind"]))
+        print("\n".join(report["lines"]))
+    return 1 if ours else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
