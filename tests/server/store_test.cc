@@ -3,10 +3,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <random>
 #include <set>
@@ -224,6 +226,86 @@ TEST_F(SqliteStoreTest, AWriteIsNeverTakenIntoAnotherThreadsTransaction) {
   EXPECT_GT(aborted, 0);
   std::printf("%zu aliases, %d commits, %d aborted, %d aliases missing\n", acknowledged.size(), commits, aborted,
               missing);
+}
+
+// A read on the store's one SQLite connection must not run inside another
+// thread's open CommitJobKernel transaction: it would see the job SUCCEEDED
+// (and its kernel) before the COMMIT made them durable. A second, independent
+// connection to kls.db sees only committed data, so whenever the store says
+// SUCCEEDED, that connection must say so too. Without the transaction lock on
+// reads (sqlite_store.cc, tx_mu_) the store's read lands inside the window
+// between the job update and the end of COMMIT (its WAL fsync).
+TEST_F(SqliteStoreTest, AReadNeverSeesAnotherThreadsUncommittedTransaction) {
+  auto kernel = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Random(200, 4));
+  ASSERT_TRUE(kernel.ok());
+  sqlite3* observer = nullptr;
+  ASSERT_EQ(sqlite3_open_v2((dir_ / "kls.db").string().c_str(), &observer, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  auto committed_state = [&](const std::string& id) {
+    sqlite3_stmt* st = nullptr;
+    std::string state = "?";
+    if (sqlite3_prepare_v2(observer, "SELECT state FROM jobs WHERE id = ?", -1, &st, nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(st) == SQLITE_ROW) state = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return state;
+  };
+  std::mutex mu;
+  std::string current;  // the job being committed
+  std::atomic<bool> stop{false};
+  int reads = 0, succeeded_seen = 0, dirty = 0;
+  std::thread reader([&] {
+    std::string id, checked;
+    while (!stop) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        id = current;
+      }
+      if (id.empty() || id == checked) continue;
+      auto job = store_->GetJob(id);
+      ++reads;
+      if (!job.ok() || job->state != JobState::kSucceeded) continue;
+      checked = id;
+      ++succeeded_seen;
+      if (committed_state(id) != JobStateName(JobState::kSucceeded)) ++dirty;
+    }
+  });
+  int commits = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < end) {
+    JobRecord j;
+    j.method = "kl_admm";
+    j.dataset_id = "ds";
+    j.state = JobState::kQueued;
+    auto claimed = store_->CreateJob(j).ok() ? store_->ClaimJob("r", 60000)
+                                             : StatusOr<std::optional<JobRecord>>(InternalError("CreateJob failed"));
+    if (!claimed.ok() || !claimed->has_value()) {  // no ASSERT: the reader must be joined
+      ADD_FAILURE() << "creating and claiming a job: " << claimed.status();
+      break;
+    }
+    const JobRecord job = **claimed;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      current = job.id;
+    }
+    JobFence fence;
+    fence.attempt = job.attempts;
+    fence.owner = "r";
+    KernelRecord k;
+    k.name = "job-kernel";
+    k.job_id = job.id;
+    if (!store_->CommitJobKernel(job, fence, k, *kernel).ok()) {
+      ADD_FAILURE() << "commit of job " << job.id;
+      break;
+    }
+    ++commits;
+  }
+  stop = true;
+  reader.join();
+  sqlite3_close(observer);
+  std::printf("%d commits, %d reads, %d saw SUCCEEDED, %d before the COMMIT\n", commits, reads, succeeded_seen, dirty);
+  EXPECT_EQ(dirty, 0) << "of " << succeeded_seen << " reads that saw SUCCEEDED";
+  EXPECT_GT(succeeded_seen, 10);
 }
 
 TEST_F(SqliteStoreTest, CorruptedArtifactIsDetectedNotServed) {
