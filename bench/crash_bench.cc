@@ -51,6 +51,11 @@ Runner RegisterCrash(CLI::App& app, bool* json) {
   app.add_option("--final-wait", o->final_wait_seconds, "bound of the final wait for every job to end (s)")
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--dir", o->work_dir, "work directory (must not hold data/ yet; default: a new one under $TMPDIR)");
+  app.add_option("--store", o->store_uri,
+                 "shared PostgreSQL store (postgresql://USER@HOST:PORT/DB, an empty database) instead of the embedded "
+                 "one; the offline --check is then skipped");
+  app.add_option("--lease-seconds", o->lease_seconds, "with --store: kls-server --lease-seconds")
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--keep-dir", o->keep_dir, "keep the data directory and the server log afterwards");
   auto quiet = std::make_shared<bool>(false);
   app.add_flag("--quiet", *quiet, "no progress line per kill on stderr");

@@ -62,6 +62,15 @@ struct CrashSoakOptions {
   double final_wait_seconds = 120;
   int server_workers = 2;     ///< kls-server --workers
   int max_attempts = 2;       ///< kls-server --max-attempts
+  /// Empty: the embedded store in the data directory. Else the shared
+  /// PostgreSQL store (`kls-server --store URI`, an empty database): the
+  /// server also gets --lease-seconds lease_seconds (a restarted server is a
+  /// new replica and takes over its predecessor's jobs when their leases
+  /// expire), and the offline `kls-server --check` — a check of the embedded
+  /// store's files — is not run (final_check_clean stays true; every artifact
+  /// is still read back and compared by the queries after each restart).
+  std::string store_uri;
+  double lease_seconds = 2.0;  ///< with store_uri
   std::string work_dir;       ///< empty: a fresh directory under $TMPDIR (or /tmp)
   bool keep_dir = false;      ///< keep the data directory and logs afterwards
   /// Progress lines (one per kill); empty = quiet.
@@ -86,6 +95,7 @@ struct CrashSoakResult {
   int64_t cancels_requested = 0;      ///< acknowledged cancels of running jobs
   int64_t leftovers_after_kills = 0;  ///< crash leftovers `--check` listed (harmless)
   bool final_check_clean = false;     ///< `--check` after a clean SIGTERM: 0 problems, 0 leftovers
+  std::string store = "embedded";     ///< "embedded" or "postgresql" (CrashSoakOptions::store_uri)
   double seconds = 0;
   std::string work_dir;               ///< data directory and logs (removed unless keep_dir)
   std::vector<std::string> problems;  ///< the first problems found, in words

@@ -16,19 +16,22 @@
 #include <iostream>
 
 #include "bench/crash_soak.h"
+#include "tests/test_util/postgres_server.h"
 
 namespace {
 
 constexpr int kKills = 20;
 
-TEST(CrashTest, KillNineDuringMixedTrafficLosesNothing) {
+// Runs the soak with `store_uri` ("" = the embedded store) and checks it.
+void RunAndCheck(const std::string& store_uri, int kills) {
   kls::bench::CrashSoakOptions options;
   options.server_binary = KLS_SERVER_BINARY;
-  options.kills = kKills;
+  options.kills = kills;
   options.seed = 20261125;
   options.clients = 3;
   options.max_kill_ms = 1000;
   options.final_wait_seconds = 60;
+  options.store_uri = store_uri;
   options.log = [](const std::string& line) { std::cout << "crash: " << line << std::endl; };
   auto result = kls::bench::RunCrashSoak(options);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -36,7 +39,7 @@ TEST(CrashTest, KillNineDuringMixedTrafficLosesNothing) {
   std::cout << r.ToJson().dump() << std::endl;
   std::string problems;
   for (const std::string& p : r.problems) problems += "\n  " + p;
-  EXPECT_EQ(r.kills, kKills);
+  EXPECT_EQ(r.kills, kills);
   EXPECT_EQ(r.lost_writes, 0) << problems;
   EXPECT_EQ(r.corrupt_artifacts, 0) << problems;
   EXPECT_EQ(r.stuck_jobs, 0) << problems;
@@ -51,6 +54,17 @@ TEST(CrashTest, KillNineDuringMixedTrafficLosesNothing) {
   EXPECT_GT(r.kills_during_writes, 0);
   EXPECT_GT(r.kills_during_jobs, 0);
   EXPECT_LT(r.seconds, 180.0);
+}
+
+TEST(CrashTest, KillNineDuringMixedTrafficLosesNothing) { RunAndCheck("", kKills); }
+
+// The same soak against the shared PostgreSQL store (a real PostgreSQL on a
+// random loopback port): every restart is a new replica that takes over its
+// predecessor's jobs when their 2 s leases expire.
+TEST(CrashTest, KillNineDuringMixedTrafficLosesNothingOnPostgres) {
+  kls::testing::PostgresServer pg;
+  ASSERT_TRUE(pg.Init()) << pg.error();
+  RunAndCheck(pg.uri(), 10);
 }
 
 }  // namespace
