@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <random>
 
 #include "core/common/status.h"
@@ -28,9 +29,12 @@ class RpcObserver final : public grpc::experimental::Interceptor {
  public:
   RpcObserver(grpc::experimental::ServerRpcInfo* info, Metrics* metrics)
       : info_(info), metrics_(metrics), method_(info->method() != nullptr ? info->method() : ""),
-        start_(std::chrono::steady_clock::now()), serial_(next_serial_.fetch_add(1) + 1) {}
+        start_(std::chrono::steady_clock::now()), serial_(next_serial_.fetch_add(1) + 1) {
+    std::lock_guard<std::mutex> publish(mu_);  // orders the members above before every hook
+  }
 
   ~RpcObserver() override {
+    std::lock_guard<std::mutex> lock(mu_);
     // A call that ended without sending a status (cancelled by the client,
     // or the server shutting down).
     if (!finished_) Finish(grpc::StatusCode::CANCELLED, /*log=*/false);
@@ -38,6 +42,18 @@ class RpcObserver final : public grpc::experimental::Interceptor {
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Observe(methods);
+    }
+    methods->Proceed();  // outside the lock: it may run the next hook of this call
+  }
+
+ private:
+  // gRPC runs one call's hooks one at a time, possibly on different threads,
+  // ordered by its own (uninstrumented, Abseil) synchronization; mu_ makes
+  // that order explicit in our code, for ThreadSanitizer and for readers.
+  void Observe(grpc::experimental::InterceptorBatchMethods* methods) {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       std::string sent;
       if (auto* md = methods->GetRecvInitialMetadata()) {
@@ -54,10 +70,8 @@ class RpcObserver final : public grpc::experimental::Interceptor {
       Finish(methods->GetSendStatus().error_code(), /*log=*/true);
       Leave();
     }
-    methods->Proceed();
   }
 
- private:
   // The thread's log context names this call until Leave().
   void Enter() {
     LogContext& c = CurrentLogContext();
@@ -96,6 +110,7 @@ class RpcObserver final : public grpc::experimental::Interceptor {
   std::string request_id_;
   std::string peer_;
   bool finished_ = false;
+  std::mutex mu_;
 };
 
 }  // namespace

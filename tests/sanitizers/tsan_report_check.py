@@ -14,10 +14,17 @@ file cannot express "no frame of ours", so this script does, per report:
     "Location is", "Mutex", "Thread" or "SUMMARY" section (the two accesses
     of a data race, the stacks of a lock-order inversion, the one stack of a
     use-after-free, ...);
-  * a report is OURS when any frame of those stacks is in a file under
-    SOURCE_DIR (core/, server/, client/, tests/, bench/, proto/ — generated
-    protobuf code in the build tree counts as third party) and THIRD-PARTY
-    otherwise (every frame in /usr/include, a system library, or libstdc++).
+  * each access stack has an *accessor*: its first frame that is not
+    ThreadSanitizer's own interceptor (memcpy, free, pthread_*: files under
+    libsanitizer), not inlined C++ standard library code (/usr/include/c++),
+    and not protobuf-generated message code of the build tree — the code
+    that made the access on purpose;
+  * a report is OURS when any accessor is in a file under SOURCE_DIR
+    (core/, server/, client/, tests/, bench/) and THIRD-PARTY otherwise
+    (the accessors are in gRPC, protobuf or Abseil: their libraries or their
+    headers' templates such as grpcpp's CallbackUnaryHandler). Our frames
+    further down a third-party accessor's stack are callers into gRPC (e.g. a
+    test's SetUp building a server), not our accesses.
 
 It prints every OURS report in full and a count of THIRD-PARTY reports by the
 innermost frame of each access, and exits 1 if there is any OURS report (or
@@ -32,7 +39,7 @@ HEADER = re.compile(r"^WARNING: ThreadSanitizer: (.*?)(?: \(pid=\d+\))?$")
 FRAME = re.compile(r"^\s+#\d+ (.*?) (\S+?):(\d+)(?::\d+)? \(")
 FRAME_NO_LINE = re.compile(r"^\s+#\d+ (.*?) \(([^)+]+)\+0x[0-9a-f]+\)$")
 SECTION_END = re.compile(r"^\s*(Location is|Mutex M|Thread T|SUMMARY:|  Mutex M)")
-OUR_DIRS = ("core/", "server/", "client/", "tests/", "bench/", "proto/")
+OUR_DIRS = ("core/", "server/", "client/", "tests/", "bench/")
 
 
 def split_reports(text):
@@ -53,20 +60,32 @@ def split_reports(text):
         yield report
 
 
-def access_frames(report):
-    """(function, file) of every frame in the access stacks."""
-    frames = []
+def access_stacks(report):
+    """The access stacks, each a list of (function, file or module)."""
+    stacks, current = [], None
     for line in report["lines"][1:]:
         if SECTION_END.match(line):
             break
-        m = FRAME.match(line)
+        m = FRAME.match(line) or FRAME_NO_LINE.match(line)
         if m:
-            frames.append((m.group(1), m.group(2)))
+            if current is None:
+                current = []
+                stacks.append(current)
+            current.append((m.group(1), m.group(2)))
+        elif not line.strip().startswith("#"):
+            current = None  # "Read of size 8 ... by thread T2:" starts the next stack
+    return stacks
+
+
+def accessor(stack, build_dirs):
+    for function, where in stack:
+        w = os.path.normpath(where) if os.path.isabs(where) else where
+        if "libsanitizer" in w or "libtsan" in w or w.startswith("/usr/include/c++/"):
             continue
-        m = FRAME_NO_LINE.match(line)
-        if m:
-            frames.append((m.group(1), m.group(2)))
-    return frames
+        if any(w.startswith(b + os.sep) for b in build_dirs) or "/proto/kls/" in w and ".pb." in w:
+            continue
+        return function, where
+    return stack[0] if stack else ("(no frames)", "")
 
 
 def is_ours(path, source_dir):
@@ -96,15 +115,11 @@ def main():
     for name in files:
         with open(os.path.join(log_dir, name), errors="replace") as f:
             for report in split_reports(f.read()):
-                frames = access_frames(report)
-                mine = [
-                    fr for fr in frames
-                    if is_ours(fr[1], source_dir) and not any(fr[1].startswith(b + os.sep) for b in build_dirs)
-                ]
-                if mine:
+                accessors = [accessor(st, build_dirs) for st in access_stacks(report)]
+                if any(is_ours(where, source_dir) for _, where in accessors):
                     ours.append((name, report))
                 else:
-                    top = frames[0][0] if frames else "(no frames)"
+                    top = accessors[0][0] if accessors else "(no frames)"
                     third_party[(report["kind"], top[:100])] += 1
     print("tsan_report_check: %d log files, %d reports with a KLS frame, %d third-party only" %
           (len(files), len(ours), sum(third_party.values())))
