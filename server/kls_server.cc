@@ -237,6 +237,10 @@ void KlsServer::Stop(std::chrono::milliseconds grace) {
 }
 
 void KlsServer::ReleaseState() {
+  // The store's listener captures the job manager and the kernel cache: no
+  // event may reach them once they are destroyed below (a shared store
+  // delivers on its own thread).
+  if (store_) store_->SetListener(nullptr);
   if (metrics_) {
     metrics_->StopServing();
     metrics_->SetScrapeSources(nullptr, nullptr);

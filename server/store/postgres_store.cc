@@ -53,6 +53,7 @@
 #include <unordered_map>
 
 #include "server/store/artifact.h"
+#include "server/store/listener_slot.h"
 #include "server/store/record_artifacts.h"
 #include "server/store/store.h"
 
@@ -494,16 +495,7 @@ class PostgresStore final : public Store {
   }
 
   /// Delivers events a committed transaction emitted to this process's listener.
-  void Deliver(const std::vector<StoreEvent>& events) {
-    if (events.empty()) return;
-    std::function<void(const StoreEvent&)> l;
-    {
-      std::lock_guard<std::mutex> lock(listener_mu_);
-      l = listener_;
-    }
-    if (!l) return;
-    for (const auto& e : events) l(e);
-  }
+  void Deliver(const std::vector<StoreEvent>& events) { listener_.Deliver(events); }
 
   const std::string& token() const { return token_; }
 
@@ -761,10 +753,7 @@ class PostgresStore final : public Store {
     return std::optional<CheckpointRecord>(std::move(cp));
   }
 
-  void SetListener(std::function<void(const StoreEvent&)> listener) override {
-    std::lock_guard<std::mutex> lock(listener_mu_);
-    listener_ = std::move(listener);
-  }
+  void SetListener(std::function<void(const StoreEvent&)> listener) override { listener_.Set(std::move(listener)); }
 
   Status Ping() override {
     auto c = Acquire("Ping");
@@ -1401,8 +1390,7 @@ class PostgresStore final : public Store {
   std::vector<Conn> slots_;  ///< slot i is used only by the holder of i
   std::vector<int> free_;
 
-  std::mutex listener_mu_;
-  std::function<void(const StoreEvent&)> listener_;
+  ListenerSlot listener_;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

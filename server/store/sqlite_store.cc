@@ -17,6 +17,7 @@
 #include <set>
 
 #include "server/store/artifact.h"
+#include "server/store/listener_slot.h"
 #include "server/store/record_artifacts.h"
 #include "server/store/store.h"
 #include <zlib.h>
@@ -515,10 +516,7 @@ class SqliteStore final : public Store {
     return std::optional<CheckpointRecord>(std::move(c));
   }
 
-  void SetListener(std::function<void(const StoreEvent&)> listener) override {
-    std::lock_guard<std::mutex> lock(listener_mu_);
-    listener_ = std::move(listener);
-  }
+  void SetListener(std::function<void(const StoreEvent&)> listener) override { listener_.Set(std::move(listener)); }
 
   Status Ping() override {
     TxLock lock(tx_mu_);
@@ -813,14 +811,7 @@ class SqliteStore final : public Store {
     return OkStatus();
   }
 
-  void Notify(StoreEvent::Kind kind, const std::string& name) {
-    std::function<void(const StoreEvent&)> listener;
-    {
-      std::lock_guard<std::mutex> lock(listener_mu_);
-      listener = listener_;
-    }
-    if (listener) listener(StoreEvent{kind, name});
-  }
+  void Notify(StoreEvent::Kind kind, const std::string& name) { listener_.Deliver(StoreEvent{kind, name}); }
 
   static uint32_t Crc(const std::string& bytes) {
     return static_cast<uint32_t>(
@@ -944,8 +935,7 @@ class SqliteStore final : public Store {
   /// see a job SUCCEEDED before the COMMIT made it durable. Recursive: writes
   /// call the read helpers while holding it.
   std::recursive_mutex tx_mu_;
-  std::mutex listener_mu_;
-  std::function<void(const StoreEvent&)> listener_;
+  ListenerSlot listener_;
 };
 
 }  // namespace

@@ -202,7 +202,10 @@ class Store {
   /// before serving. Shared stores also deliver other replicas' events, and
   /// after (re)establishing their event connection deliver
   /// {kKernelChanged, ""} and {kJobQueued, ""} ("anything may have changed":
-  /// events sent while disconnected are lost).
+  /// events sent while disconnected are lost). Returns only after every
+  /// delivery to the previous listener has returned (listener_slot.h): after
+  /// SetListener(nullptr) what the old listener captured may be destroyed.
+  /// Not from inside a listener.
   virtual void SetListener(std::function<void(const StoreEvent&)> listener) = 0;
 
   /// OK when the store is reachable and its schema current (readiness);

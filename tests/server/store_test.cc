@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "server/store/artifact.h"
+#include "server/store/listener_slot.h"
 #include "store_backend.h"
 
 namespace kls::store {
@@ -306,6 +307,38 @@ TEST_F(SqliteStoreTest, AReadNeverSeesAnotherThreadsUncommittedTransaction) {
   std::printf("%d commits, %d reads, %d saw SUCCEEDED, %d before the COMMIT\n", commits, reads, succeeded_seen, dirty);
   EXPECT_EQ(dirty, 0) << "of " << succeeded_seen << " reads that saw SUCCEEDED";
   EXPECT_GT(succeeded_seen, 10);
+}
+
+// SetListener(nullptr) returns only after every running delivery has
+// returned, so what the old listener captured may then be destroyed (a
+// PostgreSQL listen thread used to call into a freed JobManager at shutdown).
+// `alive` stands for the captured object: it is "destroyed" right after each
+// Set(nullptr), and a delivery that still runs then sees it false.
+TEST(ListenerSlotTest, SetWaitsForRunningDeliveries) {
+  ListenerSlot slot;
+  std::atomic<bool> alive{true}, stop{false};
+  std::atomic<int> deliveries{0}, late{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 2; ++t) {
+    senders.emplace_back([&] {
+      while (!stop) slot.Deliver(StoreEvent{StoreEvent::Kind::kJobQueued, ""});
+    });
+  }
+  for (int round = 0; round < 200; ++round) {
+    alive = true;
+    slot.Set([&](const StoreEvent&) {
+      ++deliveries;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (!alive) ++late;
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    slot.Set(nullptr);
+    alive = false;
+  }
+  stop = true;
+  for (auto& t : senders) t.join();
+  EXPECT_GT(deliveries.load(), 200);
+  EXPECT_EQ(late.load(), 0) << "deliveries that ran after Set(nullptr) returned";
 }
 
 TEST_F(SqliteStoreTest, CorruptedArtifactIsDetectedNotServed) {
