@@ -12,8 +12,9 @@ CTEST_ARGS ?=
 # `make test SANITIZE=thread` build every target with the sanitizer into
 # build-<sanitizer>/ (RelWithDebInfo) and run the suites that exercise threads,
 # RPCs, the stores and the real binaries (labels server and e2e; the parsers
-# have their own sanitized runs in `make fuzz`). A report fails the test that
-# triggered it.
+# have their own sanitized runs in `make fuzz`). An ASan / UBSan report fails
+# the test that triggered it; ThreadSanitizer's are classified after the run
+# (below).
 SANITIZE ?=
 comma := ,
 ifneq ($(SANITIZE),)
@@ -30,9 +31,9 @@ export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:print_s
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 # ThreadSanitizer: every sanitized process (tests and the servers they start)
 # writes its reports to $(BUILD_DIR)/tsan-logs/ and goes on; after ctest,
-# tests/sanitizers/tsan_report_check.py fails the run on any report with a
-# frame of ours in its access stacks and counts the ones wholly inside the
-# uninstrumented gRPC / protobuf / Abseil (docs/RELIABILITY.md "Sanitizers").
+# tests/sanitizers/tsan_report_check.py fails the run on any report whose
+# accessing code is ours and counts the ones wholly inside the uninstrumented
+# gRPC / protobuf / Abseil (docs/RELIABILITY.md "Sanitizers").
 TSAN_LOG_DIR = $(CURDIR)/$(BUILD_DIR)/tsan-logs
 export TSAN_OPTIONS ?= halt_on_error=0:exitcode=0:second_deadlock_stack=1:log_path=$(TSAN_LOG_DIR)/tsan:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
 endif

@@ -27,8 +27,7 @@ file cannot express "no frame of ours", so this script does, per report:
     test's SetUp building a server), not our accesses.
 
 It prints every OURS report in full and a count of THIRD-PARTY reports by the
-innermost frame of each access, and exits 1 if there is any OURS report (or
-no log at all when reports are expected to be written), else 0.
+accessor of their first access stack, and exits 1 if there is any OURS report, else 0.
 """
 import collections
 import os
