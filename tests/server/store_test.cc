@@ -51,6 +51,22 @@ class SqliteStoreTest : public ::testing::Test {
     store_.reset();
     fs::remove_all(dir_);
   }
+  // A queued kl_admm job, created and claimed by replica "r"; nullopt (with
+  // the failure recorded) if the store refuses either step.
+  std::optional<JobRecord> CreateAndClaimJob() {
+    JobRecord j;
+    j.method = "kl_admm";
+    j.dataset_id = "ds";
+    j.state = JobState::kQueued;
+    auto claimed = store_->CreateJob(j).ok() ? store_->ClaimJob("r", 60000)
+                                             : StatusOr<std::optional<JobRecord>>(InternalError("CreateJob failed"));
+    if (!claimed.ok() || !claimed->has_value()) {
+      ADD_FAILURE() << "creating and claiming a job: " << claimed.status();
+      return std::nullopt;
+    }
+    return **claimed;
+  }
+
   fs::path dir_;
   std::unique_ptr<Store> store_;
 };
@@ -185,17 +201,9 @@ TEST_F(SqliteStoreTest, AWriteIsNeverTakenIntoAnotherThreadsTransaction) {
   int commits = 0, aborted = 0;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   while (std::chrono::steady_clock::now() < end) {
-    JobRecord j;
-    j.method = "kl_admm";
-    j.dataset_id = "ds";
-    j.state = JobState::kQueued;
-    auto claimed = store_->CreateJob(j).ok() ? store_->ClaimJob("r", 60000)
-                                             : StatusOr<std::optional<JobRecord>>(InternalError("CreateJob failed"));
-    if (!claimed.ok() || !claimed->has_value()) {  // no ASSERT: the aliaser must be joined
-      ADD_FAILURE() << "creating and claiming a job: " << claimed.status();
-      break;
-    }
-    const JobRecord job = **claimed;
+    const std::optional<JobRecord> claimed = CreateAndClaimJob();
+    if (!claimed) break;  // no ASSERT (the failure is recorded): the aliaser must be joined
+    const JobRecord job = *claimed;
     JobFence fence;
     fence.attempt = job.attempts;
     fence.owner = "r";
@@ -274,17 +282,9 @@ TEST_F(SqliteStoreTest, AReadNeverSeesAnotherThreadsUncommittedTransaction) {
   int commits = 0;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (std::chrono::steady_clock::now() < end) {
-    JobRecord j;
-    j.method = "kl_admm";
-    j.dataset_id = "ds";
-    j.state = JobState::kQueued;
-    auto claimed = store_->CreateJob(j).ok() ? store_->ClaimJob("r", 60000)
-                                             : StatusOr<std::optional<JobRecord>>(InternalError("CreateJob failed"));
-    if (!claimed.ok() || !claimed->has_value()) {  // no ASSERT: the reader must be joined
-      ADD_FAILURE() << "creating and claiming a job: " << claimed.status();
-      break;
-    }
-    const JobRecord job = **claimed;
+    const std::optional<JobRecord> claimed = CreateAndClaimJob();
+    if (!claimed) break;  // no ASSERT (the failure is recorded): the reader must be joined
+    const JobRecord job = *claimed;
     {
       std::lock_guard<std::mutex> l(mu);
       current = job.id;
