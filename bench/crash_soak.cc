@@ -259,11 +259,8 @@ Status Soak::SpawnServer() {
       // (jobs_failed_by_kills).
       "--max-attempts", std::to_string(options_.max_attempts), "--checkpoint-seconds", "86400"};
   if (!options_.store_uri.empty()) {
-    for (const std::string& a : {std::string("--store"), options_.store_uri, std::string("--lease-seconds"),
-                                 std::to_string(options_.lease_seconds), std::string("--cache-dir"),
-                                 (dir_ / "cache").string()}) {
-      args.push_back(a);
-    }
+    args.insert(args.end(), {"--store", options_.store_uri, "--lease-seconds", std::to_string(options_.lease_seconds),
+                             "--cache-dir", (dir_ / "cache").string()});
   }
   log_size_at_spawn_ = ReadFile(log_path_).size();
   server_pid_ = Spawn(args, dir_ / "server.out", log_path_, /*append_err=*/true);
@@ -320,7 +317,10 @@ Status Soak::KillServer() {
 }
 
 Status Soak::RunCheck(bool final_check) {
-  if (!options_.store_uri.empty()) return OkStatus();  // --check reads the embedded store's files only
+  if (!options_.store_uri.empty()) {  // --check reads the embedded store's files only: not run
+    if (final_check) result_.final_check_clean = true;
+    return OkStatus();
+  }
   const fs::path out = dir_ / "check.out", err = dir_ / "check.err";
   const pid_t pid = Spawn({options_.server_binary, "--check", "--data-dir", data_dir_.string()}, out, err, false);
   if (pid <= 0) return InternalError("cannot start " + options_.server_binary + " --check");
@@ -1079,7 +1079,6 @@ nlohmann::json CrashSoakResult::ToJson() const {
 StatusOr<CrashSoakResult> RunCrashSoak(const CrashSoakOptions& options) {
   CrashSoakResult result;
   result.store = options.store_uri.empty() ? "embedded" : "postgresql";
-  if (!options.store_uri.empty()) result.final_check_clean = true;  // not run: see CrashSoakOptions::store_uri
   Status s;
   {
     Soak soak(options, &result);

@@ -67,7 +67,7 @@ struct CrashSoakOptions {
   /// server also gets --lease-seconds lease_seconds (a restarted server is a
   /// new replica and takes over its predecessor's jobs when their leases
   /// expire), and the offline `kls-server --check` — a check of the embedded
-  /// store's files — is not run (final_check_clean stays true; every artifact
+  /// store's files — is not run (final_check_clean is then true; every artifact
   /// is still read back and compared by the queries after each restart).
   std::string store_uri;
   double lease_seconds = 2.0;  ///< with store_uri

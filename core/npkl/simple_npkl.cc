@@ -315,6 +315,9 @@ double ObjectiveAtZero(const SimpleNpklOptions& o, int m) {
   return 0.0;
 }
 
+// FISTA's t_{k+1} = (1 + √(1 + 4 t_k²)) / 2 (the accelerated method; see the header).
+double NextMomentum(double t) { return 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * t * t)); }
+
 // (P − J) / max(1, |P − P(0)|): the gap against the part of the objective that
 // K moves, not against the constant P(0) (issue 23).
 double RelativeGapFrom(const Iterate& x, double p0) {
@@ -468,8 +471,8 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int n, int m,
   w.rank_hint = rank_hint;
   w.last_rank = last_rank;
   w.blocked_columns = blocked_columns;
-  if (x.alpha.size() != m || x.z.size() != m || (s->x_prev.size() != 0 && s->x_prev.size() != m) ||
-      !(s->momentum >= 1.0) || !std::isfinite(s->momentum) || x.grad.size() != m || x.v.rows() != n || x.v.cols() != x.rank ||
+  if ((s->x_prev.size() != 0 && s->x_prev.size() != m) || !(s->momentum >= 1.0) || !std::isfinite(s->momentum) ||
+      x.alpha.size() != m || x.z.size() != m || x.grad.size() != m || x.v.rows() != n || x.v.cols() != x.rank ||
       x.rank < 0 || !x.Finite() || !(s->eta >= 0.0) || !std::isfinite(s->eta) ||
       (w.warm.size() != 0 && w.warm.size() != n) || (w.block.size() != 0 && w.block.rows() != n) ||
       rank_hint < 1 || last_rank < 0 || blocked_columns < -1 || blocked_columns > n + 8) {
@@ -666,7 +669,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
           // Gradient restart: the momentum x_k − x_{k−1} points against the
           // ascent step x_k − y_k.
           if ((x_new - cur.alpha).dot(x_new - x_prev) < 0.0) momentum = 1.0;
-          beta = (momentum - 1.0) / (0.5 * (1.0 + std::sqrt(1.0 + 4.0 * momentum * momentum)));
+          beta = (momentum - 1.0) / NextMomentum(momentum);
           // y_{k+1} = Π(x_k + β (x_k − x_{k−1})): projected, so that J(y) is a dual bound.
           if (beta > 0.0) alpha_new = ProjectDual(x_new + beta * (x_new - x_prev), options);
         }
@@ -717,7 +720,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       }
       if (accelerated) {
         x_prev = std::move(x_new);
-        momentum = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * momentum * momentum));
+        momentum = NextMomentum(momentum);
       }
       const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
       cur = std::move(next);

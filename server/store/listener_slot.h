@@ -37,7 +37,17 @@ class ListenerSlot {
 
   /// Calls the listener, if any, with each event in order.
   void Deliver(const std::vector<StoreEvent>& events) {
-    if (events.empty()) return;
+    if (!events.empty()) WithListener([&](const Listener& l) { for (const StoreEvent& e : events) l(e); });
+  }
+  void Deliver(const StoreEvent& event) {
+    WithListener([&](const Listener& l) { l(event); });
+  }
+
+ private:
+  // Runs call(listener) outside the lock, counted as in flight; nothing when
+  // there is no listener.
+  template <typename Call>
+  void WithListener(const Call& call) {
     Listener l;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -45,13 +55,11 @@ class ListenerSlot {
       l = listener_;
       ++in_flight_;
     }
-    for (const StoreEvent& e : events) l(e);
+    call(l);
     std::lock_guard<std::mutex> lock(mu_);
     if (--in_flight_ == 0) idle_.notify_all();
   }
-  void Deliver(const StoreEvent& event) { Deliver(std::vector<StoreEvent>{event}); }
 
- private:
   std::mutex mu_;
   std::condition_variable idle_;
   int in_flight_ = 0;

@@ -37,7 +37,7 @@ import sys
 HEADER = re.compile(r"^WARNING: ThreadSanitizer: (.*?)(?: \(pid=\d+\))?$")
 FRAME = re.compile(r"^\s+#\d+ (.*?) (\S+?):(\d+)(?::\d+)? \(")
 FRAME_NO_LINE = re.compile(r"^\s+#\d+ (.*?) \(([^)+]+)\+0x[0-9a-f]+\)$")
-SECTION_END = re.compile(r"^\s*(Location is|Mutex M|Thread T|SUMMARY:|  Mutex M)")
+SECTION_END = re.compile(r"^\s*(Location is|Mutex M|Thread T|SUMMARY:)")
 OUR_DIRS = ("core/", "server/", "client/", "tests/", "bench/")
 
 
@@ -81,7 +81,8 @@ def accessor(stack, build_dirs):
         w = os.path.normpath(where) if os.path.isabs(where) else where
         if "libsanitizer" in w or "libtsan" in w or w.startswith("/usr/include/c++/"):
             continue
-        if any(w.startswith(b + os.sep) for b in build_dirs) or "/proto/kls/" in w and ".pb." in w:
+        # Generated protobuf code, by absolute path or relative to the build directory.
+        if any(w.startswith(b + os.sep) for b in build_dirs) or ("proto/kls/" in w and ".pb." in w):
             continue
         return function, where
     return stack[0] if stack else ("(no frames)", "")
@@ -97,7 +98,7 @@ def is_ours(path, source_dir):
     if not path.startswith(source_dir + os.sep):
         return False
     rel = path[len(source_dir) + 1:]
-    return rel.startswith(OUR_DIRS) and "/_deps/" not in rel
+    return rel.startswith(OUR_DIRS)
 
 
 def main():
@@ -120,7 +121,7 @@ def main():
                 else:
                     top = accessors[0][0] if accessors else "(no frames)"
                     third_party[(report["kind"], top[:100])] += 1
-    print("tsan_report_check: %d log files, %d reports with a KLS frame, %d third-party only" %
+    print("tsan_report_check: %d log files, %d reports with a KLS accessor, %d third-party only" %
           (len(files), len(ours), sum(third_party.values())))
     for (kind, top), count in third_party.most_common():
         print("  third-party %5d  %s  [%s]" % (count, kind, top))
