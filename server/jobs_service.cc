@@ -16,7 +16,7 @@ grpc::Status MissingId() { return ToGrpcStatus(InvalidArgumentError("id is requi
 
 // proto3 keeps fields it does not know (e.g. an option or a solver added in a
 // newer client) as unknown fields and would otherwise run the job without
-// them. Refuse instead, naming where the field sits: "kl_admm: unknown field 99".
+// them. Refuse instead, naming where the field sits: "graph: unknown field 99".
 Status RejectUnknownFields(const google::protobuf::Message& message, const std::string& path) {
   const google::protobuf::Reflection* reflection = message.GetReflection();
   const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(message);

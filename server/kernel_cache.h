@@ -71,9 +71,9 @@ struct KernelKey {
 /// The parsed attachments of a kernel (solver_dispatch.h names them): what
 /// Classify and the social queries need besides the embedding.
 struct ModelExtras {
-  std::optional<KernelClassifier> classifier;  ///< onk, mkl
-  std::optional<SocialGraph> social;           ///< social_strength
-  std::optional<KlrStrength> social_klr;       ///< social_strength with weighting KLR
+  std::optional<KernelClassifier> classifier;  ///< the classifier attachment
+  std::optional<SocialGraph> social;           ///< the social_graph attachment
+  std::optional<KlrStrength> social_klr;       ///< the social_klr attachment
   /// The job's feature scaling (attachment "feature_scaling"); absent = none
   /// (also every kernel stored before scaling existed). Feature queries
   /// apply it to their rows; GetTrainingFeatures returns scaled rows.

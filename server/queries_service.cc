@@ -12,6 +12,7 @@
 #include "core/ranking/rerank.h"
 #include "core/social/harmonic_classifier.h"
 #include "core/social/recommendation.h"
+#include "server/jobs/solver_dispatch.h"
 #include "server/kernels_service.h"
 #include "server/status_mapping.h"
 
@@ -39,11 +40,12 @@ Status CheckIndices(const LearnedKernel& kernel, const Repeated& indices, const 
   return OkStatus();
 }
 
-// FAILED_PRECONDITION for a model query on a kernel that lacks the model.
-Status MissingModel(const store::KernelRecord& r, const char* query, const char* needs) {
+// FAILED_PRECONDITION for a model query on a kernel that lacks the model
+// (`needs`, described as `what`), naming the families that store it.
+Status MissingModel(const store::KernelRecord& r, const char* query, const char* needs, const char* what) {
   return FailedPreconditionError(std::string(query) + ": kernel " + r.name + " v" + std::to_string(r.version) +
-                                 " (method " + r.method + ") has no " + needs + "; it needs a kernel learned by " +
-                                 (std::string(needs) == "classifier" ? "an onk or mkl job" : "a social_strength job"));
+                                 " (method " + r.method + ") has no " + what + "; it needs a kernel learned by a " +
+                                 FamilyRegistry::Global().NamesStoring(needs) + " job");
 }
 
 // The call's deadline and cancellation as a SolveControl for core: the
@@ -379,7 +381,7 @@ grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1:
   if (const Status s = CheckBatch(request->u_size(), "u"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "SocialStrength", "social graph"));
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "SocialStrength", kSocialGraphAttachment, "social graph"));
   const LearnedKernel& kernel = *handle->kernel;
   if (const Status s = CheckIndices(kernel, request->u(), "u"); !s.ok()) return ToGrpcStatus(s);
   if (const Status s = CheckIndices(kernel, request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
@@ -401,7 +403,7 @@ grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request,
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const char* query = groups ? "RecommendGroups" : "RecommendFriends";
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, query, "social graph"));
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, query, kSocialGraphAttachment, "social graph"));
   if (const Status s = handle->kernel->CheckIndex(request->user(), "user"); !s.ok()) return ToGrpcStatus(s);
   // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
   const SocialGraph& graph = *handle->extras->social;
@@ -439,7 +441,7 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
   if (const Status s = CheckBatch(rows, "features rows"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->classifier) return ToGrpcStatus(MissingModel(handle->record, "Classify", "classifier"));
+  if (!handle->extras->classifier) return ToGrpcStatus(MissingModel(handle->record, "Classify", kClassifierAttachment, "classifier"));
   const KernelClassifier& model = *handle->extras->classifier;
   if (request->dim() != model.support_vectors.cols()) {
     return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " but the model takes " +
@@ -481,7 +483,7 @@ grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext* context, const k
   if (const Status s = CheckBatch(request->users_size(), "users"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "ClassifyUsers", "social graph"));
+  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "ClassifyUsers", kSocialGraphAttachment, "social graph"));
   const LearnedKernel& kernel = *handle->kernel;
   const int n = kernel.num_points();
   if (n > kMaxHarmonicUsers) {

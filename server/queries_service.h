@@ -1,8 +1,9 @@
 // kls.v1.Queries: Similarity, TopK, Embed — the hot path of ranking backends —
 // and the model queries: ReRank (any kernel), SocialStrength /
-// RecommendFriends / RecommendGroups (social_strength models) and Classify
-// (onk / mkl models). A model query on a kernel without the model it needs is
-// FAILED_PRECONDITION naming the kernel and its method.
+// RecommendFriends / RecommendGroups (kernels with the social_graph
+// attachment) and Classify (kernels with the classifier attachment). A model
+// query on a kernel without the model it needs is FAILED_PRECONDITION naming
+// the kernel, its method and the families that store that model.
 //
 // Each handler: validate the request shape → KernelCache::Get (a shared,
 // immutable LearnedKernel; no lock is held while computing) → check every

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <Eigen/Eigenvalues>
+
 #include "core/common/solve_control.h"
 #include "core/graph/knn.h"
 #include "core/graph/laplacian.h"
@@ -202,6 +204,26 @@ StatusOr<PairwiseConstraints> GeneratePerClassConstraints(const std::vector<int>
     }
   }
   return out;
+}
+
+StatusOr<LearnedKernel> KernelFromBasis(const Eigen::MatrixXd& q, const Eigen::MatrixXd& y) {
+  if (y.rows() != y.cols() || y.rows() != q.cols()) {
+    return InvalidArgumentError("Y is " + std::to_string(y.rows()) + " x " + std::to_string(y.cols()) +
+                                " but the basis has " + std::to_string(q.cols()) + " columns");
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (y + y.transpose()));
+  if (eig.info() != Eigen::Success) return InternalError("eigendecomposition of Y failed");
+  const Eigen::VectorXd& lambda = eig.eigenvalues();
+  const double top = lambda.size() ? lambda.maxCoeff() : 0.0;
+  std::vector<int> keep;
+  for (int i = static_cast<int>(lambda.size()) - 1; i >= 0; --i)
+    if (lambda[i] > 1e-12 * std::max(top, 1e-300)) keep.push_back(i);
+  if (keep.empty()) keep.push_back(static_cast<int>(lambda.size()) - 1);  // Y = 0: a zero kernel of rank 1
+  LearnedKernel::Embedding v(q.rows(), static_cast<Eigen::Index>(keep.size()));
+  for (size_t c = 0; c < keep.size(); ++c) {
+    v.col(c) = q * eig.eigenvectors().col(keep[c]) * std::sqrt(std::max(0.0, lambda[keep[c]]));
+  }
+  return LearnedKernel::FromEmbedding(std::move(v));
 }
 
 }  // namespace kls

@@ -31,6 +31,7 @@
 #include "core/common/status.h"
 #include "core/data/constraints.h"
 #include "core/graph/connect.h"
+#include "core/model/learned_kernel.h"
 #include "core/qsdp/qsdp_problem.h"
 #include "core/qsdp/smooth_basis.h"
 
@@ -90,6 +91,12 @@ StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, co
 /// Full pipeline for RegPCP. Errors: bad options, constraints out of range.
 StatusOr<RegularizedKernelProblem> BuildRegPcp(const Eigen::MatrixXd& points, const PairwiseConstraints& constraints,
                                                const RegPcpOptions& options);
+
+/// The learned kernel K = Q Y Qᵀ of a solution Y (m × m, symmetrized) over
+/// the basis Q (n × m), as a factor V = Q U Λ₊^{1/2} (Y = U Λ Uᵀ; eigenvalues
+/// below 1e-12 · the largest are dropped; Y = 0 gives a zero kernel of rank 1).
+/// Cost: O(m³ + n m r).
+StatusOr<LearnedKernel> KernelFromBasis(const Eigen::MatrixXd& q, const Eigen::MatrixXd& y);
 
 /// Paper §4: `must_per_class` random must-link pairs inside every class and
 /// `cannot_per_pair` random cannot-link pairs for every pair of classes,

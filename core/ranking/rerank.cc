@@ -36,6 +36,12 @@ StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> TfIdf(const Eigen::Sparse
   });
 }
 
+StatusOr<Eigen::MatrixXd> TextKernel(const Eigen::MatrixXd& counts) {
+  KLS_ASSIGN_OR_RETURN(auto tfidf, TfIdf(counts.sparseView()));
+  const Eigen::MatrixXd t = Eigen::MatrixXd(tfidf);
+  return Eigen::MatrixXd(t * t.transpose());
+}
+
 StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::RowMajor>& tfidf, int tag) {
   if (tag < 0 || tag >= tfidf.cols())
     return InvalidArgumentError("query tag = " + std::to_string(tag) + " is outside the vocabulary [0, " +

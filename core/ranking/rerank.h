@@ -25,6 +25,11 @@ namespace kls {
 /// `tags`: n × V, non-zero = tagged. Errors: empty matrix, negative entries.
 StatusOr<Eigen::SparseMatrix<double, Eigen::RowMajor>> TfIdf(const Eigen::SparseMatrix<double>& tags);
 
+/// The text kernel of NPK ranking (§6.4.3): K_t = T Tᵀ, the cosine of the
+/// normalized tf-idf rows T of the n × V tag counts. Errors: empty matrix,
+/// negative counts. Cost: O(n² V) dense.
+StatusOr<Eigen::MatrixXd> TextKernel(const Eigen::MatrixXd& counts);
+
 /// Raw text score of every image for a single-tag query: cos(q, t_i) = t_i[tag].
 /// Errors: tag outside [0, V).
 StatusOr<Eigen::VectorXd> QueryScores(const Eigen::SparseMatrix<double, Eigen::RowMajor>& tfidf, int tag);

@@ -176,18 +176,7 @@ StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
   }
   KLS_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(job.method, job.options_json));
   KLS_ASSIGN_OR_RETURN(store::DatasetRecord dataset, store_->GetDatasetRecord(job.dataset_id));
-  KLS_RETURN_IF_ERROR(ValidateJobSpecForDataset(spec, dataset));
-  if (const auto* o = std::get_if<NpkRankingJobOptions>(&spec.options)) {
-    StatusOr<store::DatasetRecord> text = store_->GetDatasetRecord(o->text_dataset_id);
-    if (!text.ok()) {
-      return Status(text.status().code(), "npk_ranking.text_dataset_id: " + text.status().message());
-    }
-    if (text->num_points != dataset.num_points) {
-      return InvalidArgumentError("npk_ranking.text_dataset_id = \"" + o->text_dataset_id + "\" has " +
-                                  std::to_string(text->num_points) + " rows but the data set has " +
-                                  std::to_string(dataset.num_points) + " items");
-    }
-  }
+  KLS_RETURN_IF_ERROR(ValidateJobSpecForDataset(spec, dataset, store_));
   if (!(job.deadline_seconds >= 0.0)) {
     return InvalidArgumentError("deadline_seconds = " + std::to_string(job.deadline_seconds) + " must be >= 0");
   }

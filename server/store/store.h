@@ -38,7 +38,7 @@ struct DatasetRecord {
 struct JobRecord {
   std::string id;
   std::string dataset_id;
-  std::string method;          ///< e.g. "kl_admm"
+  std::string method;          ///< the solver family's name (server/jobs/solver_family.h)
   std::string options_json;    ///< the solver options as submitted (server serializes)
   JobState state = JobState::kQueued;
   int priority = 0;            ///< higher runs first
@@ -75,7 +75,7 @@ struct CheckpointRecord {
   std::string job_id;
   int attempt = 0;          ///< the attempt that wrote it
   int64_t iteration = 0;    ///< solver outer iteration it resumes after
-  std::string solver;       ///< format tag, e.g. "kl_admm/1"
+  std::string solver;       ///< checkpoint format tag, "<family>/<version>"
   std::string bytes;        ///< the state (checksummed by the store)
   int64_t created_unix_ms = 0;
 };

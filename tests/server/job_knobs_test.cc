@@ -18,6 +18,7 @@
 #include "core/data/csv_reader.h"
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
+#include "server/jobs/families/qsdp.h"
 #include "server/jobs/proto_convert.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
@@ -286,7 +287,7 @@ TEST(JobKnobsDefaults, UnsetScalingIsNoneAndUnsetConnectIsMst) {
   EXPECT_EQ(ParseJobSpec("qsdp", "{\"qsdp\":{\"problem\":\"REGMVU\"}}")->connect, ConnectMode::kMst);
   auto mvu = ParseJobSpec("qsdp", "{\"graph\":{\"connect\":\"CONNECT_ERROR\"},\"qsdp\":{\"problem\":\"REGMVU\"}}");
   ASSERT_TRUE(mvu.ok()) << mvu.status();
-  EXPECT_EQ(std::get<QsdpJobOptions>(mvu->options).mvu_options.connect, ConnectMode::kError);
+  EXPECT_EQ(mvu->Options<QsdpJobOptions>().mvu_options.connect, ConnectMode::kError);
 }
 
 

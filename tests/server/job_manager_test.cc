@@ -15,6 +15,7 @@
 
 #include "core/data/constraint_generators.h"
 #include "core/data/csv_reader.h"
+#include "server/jobs/families/npkl_options.h"
 #include "server/jobs/proto_convert.h"
 #include "temp_dir.h"
 #include "test_store.h"
@@ -569,7 +570,7 @@ TEST(ProtoConvertTest, StoredOptionsParseBack) {
   auto spec = ParseJobSpec(rec->method, rec->options_json);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->graph.k, 7);
-  const auto& o = std::get<KlAdmmOptions>(spec->options);
+  const auto& o = spec->Options<KlAdmmOptions>();
   EXPECT_EQ(o.gamma, 2.5);
   EXPECT_EQ(o.seed, 12345678901234ull);
   EXPECT_EQ(o.max_iterations, KlAdmmOptions().max_iterations);

@@ -1,0 +1,58 @@
+// bcd_npkl: BCDNPKL (core/npkl/bcd_npkl.h), options kls.v1.BcdNpklOptions.
+// graph.delta unset is C/2 and follows the C being tried (BCDNPKL §4.2).
+#include "server/jobs/families/npkl_options.h"
+#include "server/jobs/families/pairwise_family.h"
+
+namespace kls::server {
+
+BcdNpklOptions ToCore(const kls::v1::BcdNpklOptions& p) {
+  BcdNpklOptions o;
+  o.loss = families::LossToCore(p.loss(), o.loss);
+  if (p.has_c()) o.c = p.c();
+  if (p.has_rank()) o.rank = p.rank();
+  if (p.has_max_iterations()) o.max_iterations = p.max_iterations();
+  if (p.has_tolerance()) o.tolerance = p.tolerance();
+  if (p.has_seed()) o.seed = p.seed();
+  return o;
+}
+
+kls::v1::BcdNpklOptions ToProto(const BcdNpklOptions& o) {
+  kls::v1::BcdNpklOptions p;
+  p.set_loss(families::LossToProto(o.loss));
+  p.set_c(o.c);
+  p.set_rank(o.rank);
+  p.set_max_iterations(o.max_iterations);
+  p.set_tolerance(o.tolerance);
+  p.set_seed(o.seed);
+  return p;
+}
+
+namespace {
+
+class BcdNpklFamily : public families::PairwiseFamily<kls::v1::BcdNpklOptions, BcdNpklOptions> {
+ public:
+  BcdNpklFamily() : PairwiseFamily(kMethodBcdNpkl, [] {
+    Traits t;
+    t.delta_follows_c = true;
+    t.loss_weight_field = "c";
+    return t;
+  }()) {}
+
+  double LossWeight(const JobSpec& spec) const override { return spec.Options<BcdNpklOptions>().c; }
+
+ protected:
+  StatusOr<BcdNpklOptions> Convert(const kls::v1::BcdNpklOptions& p) const override {
+    KLS_RETURN_IF_ERROR(families::ValidateLossEnum(name(), p.loss()));
+    return ToCore(p);
+  }
+  void SetWeight(BcdNpklOptions* o, double weight) const override { o->c = weight; }
+  StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& o,
+                             const SolveControl& control) const override {
+    return SolveBcdNpkl(problem, o, control);
+  }
+};
+
+KLS_REGISTER_SOLVER_FAMILY(BcdNpklFamily);
+
+}  // namespace
+}  // namespace kls::server

@@ -1,0 +1,50 @@
+// onk and mkl train a classifier (core/mkl/classifier_training.h); they share
+// the run and the data-set check, and differ in their options message.
+#pragma once
+
+#include "core/mkl/classifier_training.h"
+#include "server/jobs/solver_dispatch.h"
+#include "server/jobs/solver_family.h"
+
+namespace kls::server::families {
+
+template <class Proto>
+class ClassifierFamily : public TypedFamily<Proto, ClassifierTrainingOptions> {
+ public:
+  ClassifierFamily(std::string name) : TypedFamily<Proto, ClassifierTrainingOptions>(std::move(name), [] {
+    SolverFamily::Traits t;
+    t.attachments = {kClassifierAttachment};
+    return t;
+  }()) {}
+
+  Status CheckDataset(const JobSpec& spec, const store::DatasetRecord& d, store::Store*) const override {
+    if (d.num_classes >= 2) return OkStatus();
+    return FailedPreconditionError("data set \"" + d.id + "\" has " + std::to_string(d.num_classes) + " classes; " +
+                                   spec.method + " trains a classifier and needs labels of at least two classes");
+  }
+
+ protected:
+  StatusOr<JobOutput> RunTyped(const ClassifierTrainingOptions& o, const JobSpec&, const store::StoredDataset& data,
+                               store::Store*, const SolveControl& control) const override {
+    if (!data.data.has_labels()) {
+      return FailedPreconditionError("the data set has no labels; a classifier learns from labelled rows");
+    }
+    KLS_ASSIGN_OR_RETURN(ClassifierTrainingResult r,
+                         TrainClassifier(data.data.features, data.data.labels, o, control));
+    JobOutput out;
+    out.stats = r.stats;
+    out.primal_residual = 1.0 - r.training_accuracy;  // training error
+    out.dual_residual = r.c;                           // the C chosen
+    if (r.train_kernel.size() == 0) {  // stopped before the model existed
+      if (out.stats.termination == Termination::kTimeLimit) {
+        return DeadlineExceededError("the deadline passed before the classifier was trained");
+      }
+      return out;
+    }
+    KLS_ASSIGN_OR_RETURN(out.kernel, LearnedKernel::FromDenseKernel(r.train_kernel, 1e-10));
+    out.attachments.push_back({kClassifierAttachment, SerializeClassifier(r.model)});
+    return out;
+  }
+};
+
+}  // namespace kls::server::families

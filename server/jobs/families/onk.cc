@@ -1,0 +1,43 @@
+// onk: the optimal neighborhood kernel classifier (core/mkl/onk.h), options
+// kls.v1.OnkOptions; stores the classifier attachment.
+#include <cmath>
+
+#include "server/jobs/families/classifier_family.h"
+#include "server/jobs/families/family_util.h"
+
+namespace kls::server {
+namespace {
+
+class OnkFamily : public families::ClassifierFamily<kls::v1::OnkOptions> {
+ public:
+  OnkFamily() : ClassifierFamily("onk") {}
+
+ protected:
+  StatusOr<ClassifierTrainingOptions> Convert(const kls::v1::OnkOptions& p, const JobSpec&) const override {
+    KLS_RETURN_IF_ERROR(families::CheckEnum(kls::v1::OnkOptions::Solver_IsValid(p.solver()), "onk.solver",
+                                            p.solver(), "GRADIENT, ACCELERATED, LEVEL"));
+    ClassifierTrainingOptions o;
+    o.method = ClassifierMethod::kOnk;
+    if (p.has_c()) o.c = p.c();
+    if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
+      return InvalidArgumentError("onk.c = " + families::Num(p.c()) +
+                                  " must be finite and > 0 (unset = cross-validation)");
+    }
+    if (p.has_rho()) o.onk.rho = p.rho();
+    if (p.solver() == kls::v1::OnkOptions::ACCELERATED) o.onk.method = OnkMethod::kAccelerated;
+    if (p.solver() == kls::v1::OnkOptions::LEVEL) o.onk.method = OnkMethod::kLevel;
+    if (p.has_tolerance()) o.onk.tolerance = p.tolerance();
+    if (p.has_max_iterations()) o.onk.max_iterations = p.max_iterations();
+    if (p.has_sigma_k()) o.sigma_k = p.sigma_k();
+    if (p.has_positive_class()) o.positive_class = p.positive_class();
+    if (p.has_folds()) o.folds = p.folds();
+    if (p.has_seed()) o.seed = p.seed();
+    KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
+    return o;
+  }
+};
+
+KLS_REGISTER_SOLVER_FAMILY(OnkFamily);
+
+}  // namespace
+}  // namespace kls::server
