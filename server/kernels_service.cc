@@ -8,6 +8,7 @@
 
 #include "core/common/names.h"
 #include "core/common/solve_control.h"
+#include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
 
 namespace kls::server {
@@ -22,6 +23,7 @@ void ToProto(const store::KernelRecord& r, kls::v1::KernelInfo* info) {
   info->set_num_points(r.num_points);
   info->set_rank(static_cast<int32_t>(r.rank));
   info->set_summary_json(r.summary_json);
+  if (auto c = CertificateFromSummary(r.summary_json)) *info->mutable_certificate() = *c;
   info->set_created_unix_ms(r.created_unix_ms);
 }
 

@@ -650,7 +650,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       kernel.num_points = result->kernel.num_points();
       kernel.rank = result->kernel.rank();
       kernel.summary_json = KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual,
-                                              watch.Seconds(), result->summary_notes, result->duality_gap);
+                                              watch.Seconds(), result->summary_notes, result->certificate.gap);
       job.progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
       job.finished_unix_ms = NowUnixMs();
       job.error.clear();

@@ -1,6 +1,7 @@
 #include "server/jobs/proto_convert.h"
 
 #include <google/protobuf/any.pb.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <cmath>
@@ -343,6 +344,7 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
       *job.mutable_progress() = partial.progress();
       job.set_termination(partial.termination());
       job.set_summary_json(partial.summary_json());
+      if (auto c = CertificateFromSummary(partial.summary_json())) *job.mutable_certificate() = *c;
     }
   }
   job.set_id(r.id);
@@ -380,6 +382,21 @@ std::string ProgressJson(const ProgressEvent& e, const std::string& termination,
   std::string out;
   if (!pbu::MessageToJsonString(partial, &out, PrintOptions()).ok()) return "{}";
   return out;
+}
+
+std::optional<kls::v1::Certificate> CertificateFromSummary(const std::string& summary_json) {
+  if (summary_json.empty()) return std::nullopt;
+  pb::Struct summary;
+  if (!pbu::JsonStringToMessage(summary_json, &summary).ok()) return std::nullopt;
+  const auto it = summary.fields().find("certificate");
+  if (it == summary.fields().end() || !it->second.has_struct_value()) return std::nullopt;
+  std::string json;
+  if (!pbu::MessageToJsonString(it->second.struct_value(), &json).ok()) return std::nullopt;
+  kls::v1::Certificate c;
+  pbu::JsonParseOptions po;
+  po.ignore_unknown_fields = true;
+  if (!pbu::JsonStringToMessage(json, &c, po).ok()) return std::nullopt;
+  return c;
 }
 
 StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "core/common/solve_control.h"
@@ -76,6 +77,11 @@ kls::v1::Job ToProtoJob(const store::JobRecord& record);
 /// reported as Job.summary_json.
 std::string ProgressJson(const ProgressEvent& event, const std::string& termination,
                          const std::string& summary_json = "");
+
+/// The "certificate" member of a kernel's summary_json (JobOutput::certificate)
+/// as the API message; nullopt when the summary has none (imported kernels,
+/// kernels stored before it existed) or is malformed.
+std::optional<kls::v1::Certificate> CertificateFromSummary(const std::string& summary_json);
 
 /// ListJobsRequest → JobFilter: page_size 0 → 100, > 1000 or < 0 is
 /// INVALID_ARGUMENT.

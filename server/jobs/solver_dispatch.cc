@@ -1,6 +1,7 @@
 #include "server/jobs/solver_dispatch.h"
 
 #include <Eigen/SparseCore>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -88,7 +89,7 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
   if (out.cross_validation) out.stats.setup_seconds += out.cross_validation->seconds;
   out.primal_residual = r.primal_residual;
   out.dual_residual = r.dual_residual;
-  out.duality_gap = r.duality_gap;
+  out.certificate.gap = r.duality_gap;
   return out;
 }
 
@@ -112,6 +113,7 @@ std::string SummaryNotes(const JobSpec& spec, const Eigen::MatrixXd& raw, const 
       notes += buf;
     }
   }
+  notes += ",\"certificate\":" + out.certificate.Json();
   if (out.connect) notes += ",\"graph_connect\":" + out.connect->Json();
   if (out.cross_validation) notes += ",\"cross_validation\":" + out.cross_validation->Json();
   if (spec.warm_start) {
@@ -137,6 +139,8 @@ StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset
     const store::StoredDataset& input = scaled ? *scaled : data;
     KLS_ASSIGN_OR_RETURN(JobOutput out, spec.family->traits().pairwise ? RunPairwise(spec, input, store, control)
                                                                        : spec.family->Run(spec, input, store, control));
+    out.certificate.certified =
+        out.stats.termination == Termination::kConverged && std::isfinite(out.certificate.gap);
     if (scaler && out.kernel.num_points() > 0) {
       out.attachments.push_back({kFeatureScalingAttachment, scaler->Serialize()});
     }

@@ -26,6 +26,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/data/feature_scaling.h"
@@ -84,12 +85,13 @@ struct JobOutput {
   LearnedKernel kernel;
   std::vector<store::Attachment> attachments;
   SolveStats stats;              ///< termination, iterations, objective, timings
-  double primal_residual = 0.0;  ///< family-specific certificate (KernelSummaryJson)
+  double primal_residual = 0.0;  ///< family-specific residuals (KernelSummaryJson)
   double dual_residual = 0.0;
-  /// The certified relative gap bound of the solution (NpklResult::duality_gap:
-  /// KL-ADMM's and BCDNPKL's Burer–Monteiro bound, SimpleNPKL's duality gap);
-  /// NaN where the family has none.
-  double duality_gap = std::numeric_limits<double>::quiet_NaN();
+  /// The optimality certificate: the family fills gap / lower_bound /
+  /// kkt_residual where it has them (NPKL: KL-ADMM's and BCDNPKL's
+  /// Burer–Monteiro bound, SimpleNPKL's duality gap; qsdp: all three);
+  /// RunSolverJob sets `certified` (converged with a finite gap).
+  Certificate certificate;
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair
   std::optional<CrossValidationResult> cross_validation;  ///< the loss weight chosen by cross-validation
   /// Further members of the kernel's summary_json (KernelSummaryJson notes),

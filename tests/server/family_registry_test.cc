@@ -124,5 +124,32 @@ TEST_F(FamilyJobTest, ToyFamilyRunsEndToEndAndAnswersLikeItsCoreSolver) {
   EXPECT_THAT(too_big.status().message(), HasSubstr("fixed_rank.rank = 41 exceeds the data set's 40 points"));
 }
 
+TEST_F(FamilyJobTest, EveryFamilyPublishesItsCertificateUnderOneName) {
+  const std::string id = Upload(Iris(40));
+  kls::v1::SubmitJobRequest mvu;
+  mvu.set_dataset_id(id);
+  mvu.mutable_qsdp()->set_problem(kls::v1::QsdpKernelOptions::REGMVU);
+  const kls::v1::Job qsdp = Run(mvu, "mvu");
+  ASSERT_TRUE(qsdp.has_certificate());
+  EXPECT_TRUE(qsdp.certificate().certified());
+  ASSERT_TRUE(qsdp.certificate().has_gap());
+  EXPECT_LE(qsdp.certificate().gap(), 1e-6);
+  EXPECT_TRUE(qsdp.certificate().has_lower_bound());
+  EXPECT_TRUE(qsdp.certificate().has_kkt_residual());
+  EXPECT_THAT(qsdp.summary_json(), HasSubstr("\"certificate\":{\"gap\":"));
+  kls::v1::KernelRef ref;
+  ref.set_name("mvu");
+  auto info = client_->GetKernel(ref);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->certificate().SerializeAsString(), qsdp.certificate().SerializeAsString());
+
+  // A family without a dual bound: no gap, not certified, under the same name.
+  const kls::v1::Job toy = Run(FixedRankRequest(id, 2, 1.0), "toy");
+  ASSERT_TRUE(toy.has_certificate());
+  EXPECT_FALSE(toy.certificate().has_gap());
+  EXPECT_FALSE(toy.certificate().certified());
+  EXPECT_THAT(toy.summary_json(), HasSubstr("\"certificate\":{\"certified\":false}"));
+}
+
 }  // namespace
 }  // namespace kls::testing

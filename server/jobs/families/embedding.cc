@@ -116,6 +116,8 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
       out.stats = r->stats;
       out.primal_residual = r->stationarity;
       out.dual_residual = r->duality_gap;
+      out.certificate.gap = r->duality_gap;
+      out.certificate.kkt_residual = r->stationarity;
       if (out.stats.termination == Termination::kCancelled) return out;
       kernel = std::move(r->kernel);
       dims = o.mve.dims;

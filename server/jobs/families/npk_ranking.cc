@@ -83,6 +83,7 @@ class NpkRankingFamily : public TypedFamily<kls::v1::NpkRankingOptions, NpkRanki
     JobOutput out;
     out.stats = r.stats;
     out.dual_residual = r.duality_gap;
+    out.certificate.gap = r.duality_gap;
     if (out.stats.termination == Termination::kCancelled) return out;
     out.kernel = std::move(r.kernel);
     return out;

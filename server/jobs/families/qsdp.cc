@@ -84,6 +84,9 @@ class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions
     out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
     out.primal_residual = r.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
     out.dual_residual = r.relative_gap;    // certified relative duality gap
+    out.certificate.gap = r.relative_gap;
+    out.certificate.lower_bound = r.lower_bound;
+    out.certificate.kkt_residual = r.kkt_residual;
     if (out.stats.termination == Termination::kCancelled) return out;
     KLS_ASSIGN_OR_RETURN(out.kernel, KernelFromBasis(problem->basis.vectors, r.y));
     return out;
