@@ -224,7 +224,7 @@ class Client {
   /// RecommendFriends (groups = false) or RecommendGroups.
   StatusOr<kls::v1::TopKResponse> Recommend(const kls::v1::RecommendRequest& request, bool groups);
   StatusOr<kls::v1::ClassifyResponse> Classify(const kls::v1::ClassifyRequest& request);
-  /// Harmonic classification of a social_strength model's users (§7.5.3).
+  /// Harmonic classification of a social model's users (§7.5.3).
   StatusOr<kls::v1::ClassifyUsersResponse> ClassifyUsers(const kls::v1::ClassifyUsersRequest& request);
 
   const ClientOptions& options() const { return options_; }

@@ -527,6 +527,66 @@ TEST_F(E2eTest, ClassifierAndSocialModelsThroughTheCli) {
   EXPECT_THAT(one_class.err, HasSubstr("INVALID_ARGUMENT"));
 }
 
+// `kls submit`'s solver flags come from the options messages' descriptors:
+// the help lists every family's fields with their proto comments (the test
+// build's toy family fixed_rank too), --print-request shows what would be
+// sent, and bad flags are refused before any call. No server needed.
+TEST_F(E2eTest, SubmitFlagsComeFromTheProtoDescriptors) {
+  const auto kls = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), KLS_CLI_BINARY);
+    return Run(args);
+  };
+  const RunResult help = kls({"submit", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  // SimpleNpklOptions.accelerated's comment in jobs.proto.
+  EXPECT_THAT(help.out, HasSubstr("Accelerated projected gradient with restarts"));
+  EXPECT_THAT(help.out, HasSubstr("--threads"));
+#ifdef KLS_TEST_FAMILIES
+  EXPECT_THAT(help.out, HasSubstr("--rank"));
+  EXPECT_THAT(help.out, HasSubstr("--scale"));
+  EXPECT_THAT(help.out, HasSubstr("fixed_rank: Rank of the learned kernel"));       // FixedRankOptions.rank
+  EXPECT_THAT(help.out, HasSubstr("fixed_rank: Multiplies every kernel entry"));    // FixedRankOptions.scale
+  const RunResult fixed = kls({"--json", "submit", "--dataset", "ds-1", "--method", "fixed_rank", "--rank", "3",
+                               "--scale", "0.5", "--print-request"});
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  const nlohmann::json sent = nlohmann::json::parse(fixed.out);
+  EXPECT_EQ(sent.at("dataset_id"), "ds-1");
+  EXPECT_EQ(sent.at("family_options").at("@type"), "type.googleapis.com/kls.testing.FixedRankOptions");
+  EXPECT_EQ(sent.at("family_options").at("rank"), 3);
+  EXPECT_EQ(sent.at("family_options").at("scale"), 0.5);
+#endif
+
+  // A flag the method's options message does not have.
+  const RunResult wrong = kls({"submit", "--dataset", "ds-1", "--method", "qsdp", "--gamma", "1", "--print-request"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("INVALID_ARGUMENT: --gamma does not apply to --method qsdp"));
+  EXPECT_EQ(wrong.out, "");
+
+  // Enums by value name, case-insensitively; a bad one names the flag and the names.
+  const RunResult loss = kls({"--json", "submit", "--dataset", "ds-1", "--method", "simple_npkl", "--loss",
+                              "SQUARE_HINGE", "--threads", "3", "--accelerated", "false", "--print-request"});
+  ASSERT_EQ(loss.exit_code, 0) << loss.err;
+  const nlohmann::json simple = nlohmann::json::parse(loss.out).at("simple_npkl");
+  EXPECT_EQ(simple.at("loss"), "SQUARE_HINGE");
+  EXPECT_EQ(simple.at("num_threads"), 3);  // --threads: the field's (kls.v1.cli_alias)
+  EXPECT_EQ(simple.at("accelerated"), false);
+  const RunResult problem = kls({"submit", "--dataset", "ds-1", "--method", "qsdp", "--problem", "regmvu",
+                                 "--graph-connect", "grow_k", "--print-request"});
+  ASSERT_EQ(problem.exit_code, 0) << problem.err;
+  EXPECT_THAT(problem.out, HasSubstr("\"problem\": \"REGMVU\""));
+  EXPECT_THAT(problem.out, HasSubstr("\"connect\": \"GROW_K\""));
+  const RunResult bad_enum =
+      kls({"submit", "--dataset", "ds-1", "--method", "embedding", "--algorithm", "tsne", "--print-request"});
+  EXPECT_EQ(bad_enum.exit_code, 1);
+  EXPECT_THAT(bad_enum.err, HasSubstr("--algorithm = 'tsne' is not one of cmvu, mve, spe, kpca"));
+
+  // --threads on kl_admm too, sent as num_threads.
+  const RunResult threads =
+      kls({"--json", "submit", "--dataset", "ds-1", "--method", "kl_admm", "--threads", "2", "--print-request"});
+  ASSERT_EQ(threads.exit_code, 0) << threads.err;
+  EXPECT_EQ(nlohmann::json::parse(threads.out).at("kl_admm").at("num_threads"), 2);
+}
+
 TEST_F(E2eTest, UploadsLibsvmWithAConstraintsFileAndReportsErrors) {
   ASSERT_NO_FATAL_FAILURE(StartServer());
   const fs::path svm = scratch_.path() / "tiny.svm";

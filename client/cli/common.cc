@@ -1,0 +1,305 @@
+// Shared pieces of the `kls` subcommands (common.h).
+#include "client/cli/common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace kls::cli {
+
+int Output::Success(const json& object, const std::string& text) const {
+  if (json_mode) {
+    PrintJson(object);
+  } else if (!text.empty()) {
+    std::cout << text << (text.back() == '\n' ? "" : "\n");
+  }
+  return 0;
+}
+
+int Output::Failure(const kls::Status& status, json object) const {
+  std::cerr << status.ToString() << "\n";
+  if (json_mode) {
+    object["error"] = {{"code", kls::StatusCodeName(status.code())}, {"message", status.message()}};
+    PrintJson(object);
+  }
+  return 1;
+}
+
+void Output::PrintJson(const json& object) {
+  // Echo payloads are arbitrary bytes: replace invalid UTF-8 rather than throw.
+  std::cout << object.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+std::vector<Subcommand>& Subcommands() {
+  static std::vector<Subcommand> all;
+  return all;
+}
+
+// ---- Small text helpers ------------------------------------------------------
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.push_back("");
+  return parts;
+}
+
+bool ParseInt(const std::string& text, int* out) {
+  const std::string t = Trim(text);
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);
+  return !t.empty() && ec == std::errc() && ptr == t.data() + t.size();
+}
+
+bool ParseDouble(const std::string& text, double* out) {
+  const std::string t = Trim(text);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  *out = std::strtod(t.c_str(), &end);
+  return end == t.c_str() + t.size();
+}
+
+// Fixed-width table: first row is the header.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      out << row[c];
+      if (c + 1 < row.size()) out << std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream out;
+  out << std::setprecision(digits) << v;
+  return out.str();
+}
+
+// "0,1;2,3" (also newlines as separators) → pairs; `source` names the input.
+kls::StatusOr<std::vector<std::pair<int, int>>> ParsePairs(const std::string& text, const std::string& source) {
+  std::vector<std::pair<int, int>> pairs;
+  std::string normalized = text;
+  std::replace(normalized.begin(), normalized.end(), '\n', ';');
+  int index = 0;
+  for (const std::string& raw : Split(normalized, ';')) {
+    const std::string item = Trim(raw.substr(0, raw.find('#')));
+    if (item.empty()) continue;
+    const std::vector<std::string> f = Split(item, ',');
+    int i = 0, j = 0;
+    if (f.size() != 2 || !ParseInt(f[0], &i) || !ParseInt(f[1], &j)) {
+      return kls::InvalidArgumentError(source + ": pair " + std::to_string(index) + " '" + item +
+                                       "' is not 'i,j' with integers");
+    }
+    pairs.emplace_back(i, j);
+    ++index;
+  }
+  if (pairs.empty()) return kls::InvalidArgumentError(source + ": no pairs given");
+  return pairs;
+}
+
+// "x,y,..." → numbers; `flag` names the input in errors.
+kls::StatusOr<std::vector<double>> ParseNumbers(const std::string& text, const std::string& flag) {
+  std::vector<double> v;
+  for (const std::string& s : Split(text, ',')) {
+    double x = 0;
+    if (!ParseDouble(s, &x)) return kls::InvalidArgumentError(flag + ": '" + s + "' is not a number");
+    v.push_back(x);
+  }
+  return v;
+}
+
+// ---- Message → JSON ------------------------------------------------------------
+
+const char* StateName(kls::v1::JobState s) {
+  switch (s) {
+    case kls::v1::QUEUED:
+      return "QUEUED";
+    case kls::v1::RUNNING:
+      return "RUNNING";
+    case kls::v1::SUCCEEDED:
+      return "SUCCEEDED";
+    case kls::v1::FAILED:
+      return "FAILED";
+    case kls::v1::CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+bool IsTerminal(kls::v1::JobState s) {
+  return s == kls::v1::SUCCEEDED || s == kls::v1::FAILED || s == kls::v1::CANCELLED;
+}
+
+json DatasetJson(const kls::v1::DatasetInfo& d) {
+  return {{"id", d.id()},
+          {"name", d.name()},
+          {"num_points", d.num_points()},
+          {"dim", d.dim()},
+          {"num_classes", d.num_classes()},
+          {"num_constraints", d.num_constraints()},
+          {"created_unix_ms", d.created_unix_ms()}};
+}
+
+// A summary_json string as a JSON value: {} when empty, the raw string when it does not parse.
+json SummaryJson(const std::string& text) {
+  if (text.empty()) return json::object();
+  json summary = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return summary.is_discarded() ? json(text) : summary;
+}
+
+json JobJson(const kls::v1::Job& j) {
+  const kls::v1::Progress& p = j.progress();
+  return {{"id", j.id()},
+          {"dataset_id", j.dataset_id()},
+          {"method", j.method()},
+          {"state", StateName(j.state())},
+          {"priority", j.priority()},
+          {"attempts", j.attempts()},
+          {"error", j.error()},
+          {"kernel_name", j.kernel_name()},
+          {"kernel_version", j.kernel_version()},
+          {"termination", j.termination()},
+          {"progress",
+           {{"iteration", p.iteration()},
+            {"max_iterations", p.max_iterations()},
+            {"objective", p.objective()},
+            {"primal_residual", p.primal_residual()},
+            {"dual_residual", p.dual_residual()},
+            {"elapsed_seconds", p.elapsed_seconds()}}},
+          {"created_unix_ms", j.created_unix_ms()},
+          {"started_unix_ms", j.started_unix_ms()},
+          {"finished_unix_ms", j.finished_unix_ms()},
+          {"summary", SummaryJson(j.summary_json())}};
+}
+
+json KernelJson(const kls::v1::KernelInfo& k) {
+  const json summary = SummaryJson(k.summary_json());
+  return {{"name", k.name()},
+          {"version", k.version()},
+          {"job_id", k.job_id()},
+          {"dataset_id", k.dataset_id()},
+          {"method", k.method()},
+          {"num_points", k.num_points()},
+          {"rank", k.rank()},
+          {"summary", summary},
+          {"created_unix_ms", k.created_unix_ms()}};
+}
+
+std::string RefText(const kls::v1::KernelRef& r) {
+  if (!r.alias().empty()) return r.name() + "@" + r.alias();
+  if (r.version() > 0) return r.name() + ":" + std::to_string(r.version());
+  return r.name();
+}
+
+// ---- Progress bars ------------------------------------------------------------------
+
+ProgressBar::ProgressBar(bool enabled) : enabled_(enabled), tty_(StderrIsTerminal()) {}
+
+bool ProgressBar::StderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+std::string ProgressBar::Bar(double fraction) {
+  constexpr int kWidth = 24;
+  const int filled = static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * kWidth));
+  return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
+}
+
+std::string ProgressBar::Eta(double seconds) {
+  std::ostringstream text;
+  text << "ETA " << std::fixed << std::setprecision(0) << std::max(0.0, seconds) << "s";
+  return text.str();
+}
+
+void ProgressBar::Show(const std::string& line, bool force) {
+  if (!enabled_) return;
+  const auto now = Clock::now();
+  if (!tty_ && !force && now - last_print_ < std::chrono::seconds(1)) return;
+  last_print_ = now;
+  if (tty_) {
+    std::cerr << "\r" << line << "\033[K" << std::flush;
+    drawn_ = true;
+  } else {
+    std::cerr << line << "\n";
+  }
+}
+
+void ProgressBar::Update(const kls::v1::Job& job) {
+  const bool state_changed = job.state() != last_state_;
+  last_state_ = job.state();
+  std::ostringstream line;
+  const kls::v1::Progress& p = job.progress();
+  line << job.id() << " " << StateName(job.state());
+  if (p.max_iterations() > 0 || p.iteration() > 0) {
+    const double fraction = p.max_iterations() > 0 ? double(p.iteration()) / p.max_iterations() : 0.0;
+    line << " " << Bar(fraction) << " " << p.iteration() << "/" << p.max_iterations() << "  objective "
+         << std::setprecision(4) << std::scientific << p.objective() << std::defaultfloat;
+    if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
+      line << "  " << Eta(p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration()));
+    }
+  }
+  Show(line.str(), state_changed);
+}
+
+void ProgressBar::Finish() {
+  if (tty_ && drawn_) std::cerr << "\n";
+  drawn_ = false;
+}
+
+// ---- Jobs ------------------------------------------------------------------------------
+
+std::string JobText(const kls::v1::Job& j) {
+  std::ostringstream text;
+  text << "id              " << j.id() << "\n"
+       << "state           " << StateName(j.state()) << "\n"
+       << "method          " << j.method() << "\n"
+       << "dataset         " << j.dataset_id() << "\n"
+       << "kernel          " << j.kernel_name()
+       << (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : std::string()) << "\n"
+       << "priority        " << j.priority() << "\n"
+       << "attempts        " << j.attempts() << "\n"
+       << "progress        " << j.progress().iteration() << "/" << j.progress().max_iterations() << "  objective "
+       << Fixed(j.progress().objective()) << "  " << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
+  if (!j.termination().empty()) text << "termination     " << j.termination() << "\n";
+  if (!j.error().empty()) text << "error           " << j.error() << "\n";
+  if (!j.summary_json().empty()) text << "summary         " << j.summary_json() << "\n";
+  return text.str();
+}
+
+// Watches to the end; exit status 0 only when the job SUCCEEDED.
+int WatchToEnd(kls::Client& client, const Output& out, const std::string& id) {
+  kls::StatusOr<kls::v1::Job> final_job = [&] {
+    ProgressBar bar;
+    return client.WatchJob(id, [&](const kls::v1::Job& j) { bar.Update(j); });
+  }();
+  if (!final_job.ok()) return out.Failure(final_job.status(), {{"id", id}});
+  const kls::v1::Job& j = *final_job;
+  if (j.state() == kls::v1::FAILED) {
+    return out.Failure(kls::Status(kls::StatusCode::kAborted, "job " + j.id() + " failed: " + j.error()), JobJson(j));
+  }
+  if (j.state() == kls::v1::CANCELLED) {
+    return out.Failure(kls::CancelledError("job " + j.id() + " was cancelled"), JobJson(j));
+  }
+  return out.Success(JobJson(j), JobText(j));
+}
+
+}  // namespace kls::cli

@@ -1,0 +1,228 @@
+// kls upload | datasets: data sets in (streamed, with constraints) and listed.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "client/cli/common.h"
+#include "core/common/names.h"
+#include "core/data/constraint_generators.h"
+#include "core/data/constraints_file.h"
+#include "core/data/row_reader.h"
+#include "core/social/community_csv.h"
+
+namespace kls::cli {
+namespace {
+
+struct UploadArgs {
+  std::string file;
+  std::string name;
+  std::string format = "auto";
+  std::string constraints_file;
+  std::string protocol;
+  uint64_t seed = 1;
+  bool social = false;       ///< `file` is a directory of social CSV files
+  std::string append_to;     ///< --append-constraints BASE: `file` is a constraints file
+  int num_features = 0;      ///< --num-features: LIBSVM d (0: the largest index in the file)
+  bool progress = false;     ///< --progress: always show the progress bar
+  bool no_progress = false;  ///< --no-progress: never (default: unless --json on a non-terminal)
+};
+
+kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol, const std::vector<int>& labels,
+                                                            uint64_t seed) {
+  if (labels.empty()) {
+    return kls::InvalidArgumentError("--protocol " + protocol + " needs labels, but the file has none");
+  }
+  if (protocol == "admm") return kls::GenerateAdmmProtocol(labels, seed);
+  if (protocol == "bcd") return kls::GenerateBcdProtocol(labels, 0.3, seed);
+  if (protocol == "simplenpkl") return kls::GenerateComponentProtocol(labels, 0.7, seed);
+  return kls::InvalidArgumentError("--protocol = '" + protocol + "' is not one of admm, bcd, simplenpkl");
+}
+
+int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a) {
+  auto community = kls::ReadCommunityCsv(a.file);
+  if (!community.ok()) return out.Failure(community.status().WithContext(a.file));
+  kls::Dataset data;
+  data.features = community->photo_visual;
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  const kls::StatusOr<kls::v1::DatasetInfo> info =
+      client.UploadDataset(data, kls::PairwiseConstraints(), options, &*community);
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': social data set, " << community->num_users << " users, "
+       << community->num_groups << " groups, " << info->num_points() << " photos × " << info->dim()
+       << " visual features";
+  json j = DatasetJson(*info);
+  j["users"] = community->num_users;
+  j["groups"] = community->num_groups;
+  return out.Success(j, text.str());
+}
+
+// `kls upload --append-constraints BASE pairs.csv`: a new data set with BASE's
+// features and its pairs followed by the file's (the server merges them).
+int RunAppendConstraints(kls::Client& client, const Output& out, const UploadArgs& a) {
+  if (a.social || !a.constraints_file.empty() || !a.protocol.empty()) {
+    return out.Failure(
+        kls::InvalidArgumentError("--append-constraints takes the constraints file as FILE; --social, --constraints "
+                                  "and --protocol do not apply"));
+  }
+  auto read = kls::ReadConstraintsFile(a.file);
+  if (!read.ok()) return out.Failure(read.status());
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  options.base_dataset_id = a.append_to;
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(kls::Dataset(), *read, options);
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
+       << " features (shared with " << a.append_to << "), " << info->num_constraints() << " constraints ("
+       << read->size() << " appended)";
+  json j = DatasetJson(*info);
+  j["base_dataset_id"] = a.append_to;
+  j["appended_constraints"] = read->size();
+  return out.Success(j, text.str());
+}
+
+int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
+  if (!a.append_to.empty()) return RunAppendConstraints(client, out, a);
+  if (a.social) {
+    if (!a.constraints_file.empty() || !a.protocol.empty()) {
+      return out.Failure(kls::InvalidArgumentError("--social data sets take no --constraints or --protocol"));
+    }
+    return RunUploadSocial(client, out, a);
+  }
+  const kls::DataFormat format = a.format == "auto"  ? kls::GuessDataFormat(a.file)
+                                 : a.format == "csv" ? kls::DataFormat::kCsv
+                                                     : kls::DataFormat::kLibsvm;
+  if (!a.constraints_file.empty() && !a.protocol.empty()) {
+    return out.Failure(kls::InvalidArgumentError("give either --constraints or --protocol, not both"));
+  }
+  if (a.num_features != 0 && format != kls::DataFormat::kLibsvm) {
+    return out.Failure(kls::InvalidArgumentError("--num-features applies to LIBSVM files only"));
+  }
+  const bool show_progress = a.progress || (!a.no_progress && (!out.json_mode || ProgressBar::StderrIsTerminal()));
+  ProgressBar bar(show_progress);
+  // Pass 1: sizes, flags and labels, no features (bounded memory).
+  const auto scan_start = Clock::now();
+  bar.Show("scanning " + a.file + " ...", true);
+  const auto on_scan = [&](int64_t done, int64_t total) {
+    std::ostringstream line;
+    line << "scanning " << a.file << " " << ProgressBar::Bar(total > 0 ? double(done) / total : 0.0) << " "
+         << std::fixed << std::setprecision(1) << done / 1e6 << "/" << total / 1e6 << " MB" << std::defaultfloat;
+    const double seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+    if (done > 0 && total > done) line << "  " << ProgressBar::Eta(seconds / done * (total - done));
+    bar.Show(line.str());
+  };
+  kls::StatusOr<kls::DataFileScan> scan = kls::ScanDataFile(a.file, format, a.num_features, {}, on_scan);
+  const double scan_seconds = std::chrono::duration<double>(Clock::now() - scan_start).count();
+  if (scan.ok()) {
+    std::ostringstream line;
+    line << "scanned " << a.file << ": " << scan->num_points << " rows × " << scan->dim << " features, " << std::fixed
+         << std::setprecision(1) << scan->file_bytes / 1e6 << " MB in " << scan_seconds << " s";
+    bar.Show(line.str(), true);
+  }
+  bar.Finish();  // the upload bar starts on a line of its own
+  if (!scan.ok()) return out.Failure(scan.status());
+
+  kls::PairwiseConstraints constraints;
+  if (!a.constraints_file.empty()) {
+    auto read = kls::ReadConstraintsFile(a.constraints_file);
+    if (!read.ok()) return out.Failure(read.status());
+    constraints = std::move(read).value();
+  } else if (!a.protocol.empty()) {
+    auto generated = GenerateConstraints(a.protocol, scan->labels, a.seed);
+    if (!generated.ok()) return out.Failure(generated.status());
+    constraints = std::move(generated).value();
+  }
+  // Check locally first: the message then names the file, not a stream position.
+  if (const kls::Status s = constraints.Validate(static_cast<int>(scan->num_points));
+      !s.ok() && !constraints.pairs.empty()) {
+    return out.Failure(s.WithContext(a.constraints_file.empty() ? "generated constraints" : a.constraints_file));
+  }
+
+  // Pass 2: the rows, a chunk at a time as they are parsed, then the pairs.
+  kls::UploadOptions options;
+  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  const auto send_start = Clock::now();
+  options.on_progress = [&](const kls::UploadProgress& p) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - send_start).count();
+    const bool rows_done = p.rows_sent == p.num_points;
+    const bool last = rows_done && p.constraints_sent == p.num_constraints;
+    std::ostringstream line;
+    line << "upload " << ProgressBar::Bar(p.num_points > 0 ? double(p.rows_sent) / p.num_points : 1.0) << " "
+         << p.rows_sent << "/" << p.num_points << " rows";
+    if (p.num_constraints > 0) line << ", " << p.constraints_sent << "/" << p.num_constraints << " pairs";
+    line << "  " << std::fixed << std::setprecision(1) << p.bytes_sent / 1e6 << " MB";
+    if (seconds > 0) line << "  " << p.bytes_sent / 1e6 / seconds << " MB/s";
+    line << std::defaultfloat;
+    if (!last && p.rows_sent > 0 && !rows_done) {
+      line << "  " << ProgressBar::Eta(seconds / p.rows_sent * (p.num_points - p.rows_sent));
+    }
+    bar.Show(line.str(), last);
+  };
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataFile(*scan, constraints, options);
+  const double send_seconds = std::chrono::duration<double>(Clock::now() - send_start).count();
+  bar.Finish();
+  if (!info.ok()) return out.Failure(info.status());
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
+       << " features, " << info->num_classes() << " classes, " << info->num_constraints() << " constraints";
+  json j = DatasetJson(*info);
+  j["upload"] = {{"file_bytes", scan->file_bytes}, {"scan_seconds", scan_seconds}, {"send_seconds", send_seconds}};
+  return out.Success(j, text.str());
+}
+
+int RunDatasets(kls::Client& client, const Output& out) {
+  const auto list = client.ListDatasets();
+  if (!list.ok()) return out.Failure(list.status());
+  json items = json::array();
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "POINTS", "DIM", "CLASSES", "CONSTRAINTS"}};
+  for (const auto& d : *list) {
+    items.push_back(DatasetJson(d));
+    rows.push_back({d.id(), d.name(), std::to_string(d.num_points()), std::to_string(d.dim()),
+                    std::to_string(d.num_classes()), std::to_string(d.num_constraints())});
+  }
+  return out.Success({{"datasets", items}}, Table(rows));
+}
+
+Runner SetupUpload(CLI::App& app) {
+  auto a = std::make_shared<UploadArgs>();
+  app.add_option("file", a->file,
+                 "CSV (header; last column 'label') or LIBSVM file; with --append-constraints the pairs file")
+      ->required();
+  app.add_option("--name", a->name, "Data-set name (default: the file name)");
+  app.add_option("--format", a->format, "auto (by extension: .csv → csv), csv or libsvm")
+      ->check(CLI::IsMember({"auto", "csv", "libsvm"}))
+      ->capture_default_str();
+  app.add_option("--constraints", a->constraints_file,
+                 "Pairwise constraints, lines 'i,j,kind' with kind 1/-1 or must/cannot");
+  app.add_option("--protocol", a->protocol, "Generate constraints from the labels: admm, bcd, simplenpkl")
+      ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
+  app.add_option("--seed", a->seed, "Seed of the constraint protocol")->capture_default_str();
+  app.add_option("--append-constraints", a->append_to,
+                 "BASE: FILE is a constraints file ('i,j,kind' lines); store a new data set sharing BASE's "
+                 "features with BASE's pairs plus FILE's");
+  app.add_option("--num-features", a->num_features,
+                 "LIBSVM: the number of features d (default: the largest index in the file)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* progress_flag = app.add_flag(
+      "--progress", a->progress,
+      "Always show the progress bar on stderr (rows sent, MB/s, ETA); default: shown, except with --json when "
+      "stderr is not a terminal");
+  app.add_flag("--no-progress", a->no_progress, "Never show the progress bar")->excludes(progress_flag);
+  app.add_flag("--social", a->social,
+               "FILE is a directory of social CSV files (photos.csv, tags.csv, comments.csv, contacts.csv, "
+               "groups.csv, faves.csv; README)");
+  return [a](kls::Client& client, const Output& out) { return RunUpload(client, out, *a); };
+}
+
+Runner SetupDatasets(CLI::App& app) {
+  return [](kls::Client& client, const Output& out) { return RunDatasets(client, out); };
+}
+
+}  // namespace
+
+KLS_CLI_SUBCOMMAND(40, "upload", "Upload a CSV or LIBSVM data set (with constraints)", SetupUpload);
+KLS_CLI_SUBCOMMAND(50, "datasets", "List the stored data sets", SetupDatasets);
+
+}  // namespace kls::cli
