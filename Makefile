@@ -1,6 +1,8 @@
 # Two entry points for a newcomer (README "Quick start"):
 #   make run   — install missing Debian packages, build, start kls-server on 127.0.0.1:50051
 #   make test  — install missing Debian packages, build, run the whole test suite
+# and the API reference:
+#   make docs  — install doxygen if missing, write the HTML reference to build-docs/html/
 JOBS ?= $(shell nproc)
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./kls-data
@@ -41,7 +43,7 @@ BUILD_DIR ?= build
 BUILD_TARGETS ?= all
 CTEST_TIMEOUT ?= 900
 
-.PHONY: deps configure build run test fuzz clean
+.PHONY: deps configure build run test fuzz docs clean
 
 deps:
 	bash deploy/install-deps.sh
@@ -76,5 +78,25 @@ fuzz:
 	      -DKLS_FUZZ=ON -DKLS_BUILD_TESTS=OFF -DKLS_BUILD_BENCH=OFF -DKLS_NATIVE=OFF $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz
 
+# API reference (Doxygen): core/, server/ and client/ headers plus a page
+# generated from the proto/ comments (docs/doxygen/proto_to_markdown.py), into
+# $(DOCS_DIR)/html/index.html; warnings go to $(DOCS_DIR)/doxygen-warnings.log.
+# Installs doxygen when missing (as root or with sudo, like
+# deploy/install-deps.sh). Independent of the C++ build: neither `make test`
+# nor CI needs doxygen.
+DOCS_DIR ?= build-docs
+DOCS_ABS = $(abspath $(DOCS_DIR))
+docs:
+	@command -v doxygen >/dev/null 2>&1 || { \
+	  SUDO=; if [ "$$(id -u)" -ne 0 ]; then \
+	    command -v sudo >/dev/null || { echo "docs: need root or sudo to install doxygen" >&2; exit 1; }; SUDO=sudo; fi; \
+	  echo "docs: installing doxygen"; \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends doxygen; }
+	rm -rf $(DOCS_ABS)/html && mkdir -p $(DOCS_ABS)/api
+	/usr/bin/python3 docs/doxygen/proto_to_markdown.py proto $(DOCS_ABS)/api/proto.md
+	KLS_SOURCE_DIR=$(CURDIR) KLS_DOCS_DIR=$(DOCS_ABS) doxygen docs/doxygen/Doxyfile
+	@echo "docs: $(DOCS_DIR)/html/index.html ($$(grep -c 'warning:' $(DOCS_ABS)/doxygen-warnings.log) warnings in $(DOCS_DIR)/doxygen-warnings.log)"
+
 clean:
-	rm -rf $(BUILD_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR) $(DOCS_DIR)

@@ -1,7 +1,7 @@
 // kls-bench qsdp: RegPCP / RegMVU (SQLP paper §4) solved by the exact QSDP
 // solver (core/qsdp/qsdp_solver.h), optionally side by side with the paper's
 // baseline — the Schur-complement SDP (15)–(16) solved by CSDP — on the same
-// problem in the same run (docs/QSDP.md).
+// problem in the same run (docs/reproduction/qsdp.md).
 #include <Eigen/Eigenvalues>
 #include <cmath>
 

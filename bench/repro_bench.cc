@@ -1,7 +1,7 @@
 // kls-bench repro: the papers' clustering protocol on a labeled data set —
 // graph + constraints per protocol, learn a kernel, kernel k-means with
 // k = number of classes on the factored kernel, pair accuracy and NMI, over
-// T trials with seeds S, S+1, ... (docs/REPRODUCTION.md). `--C auto` chooses
+// T trials with seeds S, S+1, ... (docs/reproduction/README.md). `--C auto` chooses
 // C / γ per trial by cross-validation on the trial's pairs (the server's
 // cross_validation code); `--warm-start` also measures re-learning after 10 %
 // more pairs from the kernel learned without them (docs/BENCHMARKS.md).

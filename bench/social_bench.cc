@@ -129,7 +129,7 @@ Runner RegisterSocial(CLI::App& app, bool* json) {
       Eigen::MatrixXd y;
       // Both targets are off-diagonal link structure: the §7.5.1 PSD repair adds δI to the group kernel
       // (δ ≈ 5.6 at 2,000 users), and a target dominated by its diagonal rewards every base kernel with a
-      // heavy diagonal (e.g. fave) instead of co-membership (docs/RANKING_SOCIAL.md shows both).
+      // heavy diagonal (e.g. fave) instead of co-membership (docs/reproduction/ranking_social.md shows both).
       if (task.group && a->group_target_repaired) {
         y = (*kernels)[UserKernel::kGroup];
       } else if (task.group) {

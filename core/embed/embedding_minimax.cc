@@ -415,7 +415,7 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, const Embeddi
   return OkStatus();
 }
 
-constexpr int kLbfgsMemory = 160;  // pairs: 26–35% fewer spectra than 40 on MVE, 12–25% for 40 vs 10 (docs/EMBEDDING.md)
+constexpr int kLbfgsMemory = 160;  // pairs: 26–35% fewer spectra than 40 on MVE, 12–25% for 40 vs 10 (docs/reproduction/embedding.md)
 
 // L-BFGS (Nocedal & Wright 2006, Alg. 7.5) on f from x: the curvature pairs
 // and the two-loop recursion are LBFGSpp's BFGSMat, the step LBFGSpp's
@@ -686,7 +686,7 @@ StatusOr<Termination> SemismoothNewton(Evaluator& eval, Run& run, Iterate& cur, 
   // then I/C in most directions and the steps shrink to 1e-16), or at an
   // iterate with A(α)₊ = 0. L-BFGS still makes progress there, slowly (MVE
   // on breast cancer at C = 3, B = 10 N: 3,355 spectra with L-BFGS alone,
-  // more after a handover; docs/EMBEDDING.md, session 9). A handover also
+  // more after a handover; docs/reproduction/embedding.md, "Known limits"). A handover also
   // marks `memory`, so the later solves of an MVE sequence skip Newton.
   constexpr int kMaxTrials = 10, kMaxShortSteps = 3;
   constexpr double kShortStep = 1e-6;

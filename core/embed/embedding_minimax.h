@@ -35,7 +35,7 @@
 // Method::kLbfgs for the square slack: the dual is unconstrained
 // and smooth, so L-BFGS on −J replaces the gradient step; every function
 // evaluation is a certified iterate and the stopping rule is unchanged. It
-// needs 5–50× fewer spectra than the gradient step at C >= 10 (docs/EMBEDDING.md).
+// needs 5–50× fewer spectra than the gradient step at C >= 10 (docs/reproduction/embedding.md).
 //
 // Method::kNewton (default; square slack, dense path): semismooth Newton-CG
 // on the same dual. J is C¹ with a strongly semismooth gradient (K(α) is a
@@ -99,7 +99,7 @@ struct EmbeddingMinimaxOptions {
     /// on the dual (generalized Hessian from the full spectrum of A, Jacobi-
     /// preconditioned CG, Armijo line search): 1.2–1.6× faster than kLbfgs
     /// per CMVU / MVE solve at n = 100 with a tighter final gap
-    /// (docs/EMBEDDING.md, session 9). Otherwise, or if its line search
+    /// (docs/reproduction/embedding.md, "Semismooth Newton"). Otherwise, or if its line search
     /// fails, continues as kLbfgs. Max slack (SPE): projected gradient.
     kNewton,
   };
@@ -111,7 +111,7 @@ struct EmbeddingMinimaxOptions {
   /// not depend on the magnitude of the neighbour distances. With the
   /// absolute weight, C = 1 on data whose neighbour distances are small next
   /// to √B leaves the distances effectively unconstrained and MVE returns a
-  /// whitened KPCA (docs/EMBEDDING.md, "relative slack"). Ignored by SPE.
+  /// whitened KPCA (docs/reproduction/embedding.md, "The slack weight C"). Ignored by SPE.
   bool relative_slack = false;
   /// B > 0: capacity tr K² <= B (thesis §3.5.5: B = m·N, m ∈ {0.1, 1, 2, 10}).
   double b = 1.0;

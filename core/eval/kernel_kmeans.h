@@ -1,5 +1,5 @@
 // Kernel k-means on a factored kernel K = V Vᵀ (V is n × r), the clustering
-// step of the evaluation protocol (docs/REPRODUCTION.md).
+// step of the evaluation protocol (docs/reproduction/README.md).
 //
 // Why this is plain k-means: with K = V Vᵀ the rows v_i of V are an explicit
 // feature map, φ(x_i) = v_i, since ‖φ_i − φ_j‖² = K_ii + K_jj − 2 K_ij =

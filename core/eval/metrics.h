@@ -1,6 +1,6 @@
 // Clustering and embedding quality metrics used by the evaluation protocols
 // (kernel k-means on a learned kernel, then pair accuracy / NMI; k-NN accuracy
-// of the embedding). See docs/REPRODUCTION.md.
+// of the embedding). See docs/reproduction/README.md.
 //
 // Labels are arbitrary non-negative integers: only equality between labels
 // matters, so both clustering metrics are invariant to renaming the clusters

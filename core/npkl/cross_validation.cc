@@ -23,7 +23,7 @@ std::string Num(double v) {
 // The learned similarity K_ij: the quantity every NPKL loss acts on (its
 // margins z_ij = T_ij K_ij), so "must-link iff K_ij > t" is the rule the
 // solvers fit. (Cosine K_ij / √(K_ii K_jj) measured slightly worse: iris,
-// wine, ionosphere and breast cancer, docs/REPRODUCTION.md.)
+// wine, ionosphere and breast cancer, docs/reproduction/npkl.md.)
 double Similarity(const LearnedKernel& k, const Pair& p) { return k.value(p.i, p.j); }
 
 // The threshold maximizing the training accuracy of "must iff s > t".

@@ -563,7 +563,7 @@ TEST(Mve, SmallCapacityShattersNeighbourhoodsAndTheStartIsKept) {
   const Sample s = WineSample(n);
   auto graph = BuildNeighborhood(s.x, 5);
   ASSERT_TRUE(graph.ok());
-  MveOptions options;  // kls-bench embed's defaults (docs/EMBEDDING.md)
+  MveOptions options;  // kls-bench embed's defaults (docs/reproduction/embedding.md)
   options.inner.b = 0.1 * n;
   options.inner.relative_slack = true;
   options.inner.method = EmbeddingMinimaxOptions::Method::kNewton;

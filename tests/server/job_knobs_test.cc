@@ -51,7 +51,7 @@ Eigen::MatrixXd Standardized(const Eigen::MatrixXd& x) {
 
 class JobKnobsTest : public kls::testing::ServerJobTest {
  protected:
-  // The evaluation protocol of docs/REPRODUCTION.md: kernel k-means on the
+  // The evaluation protocol of docs/reproduction/README.md: kernel k-means on the
   // stored embedding (10 restarts), pair accuracy against the labels.
   double PairAccuracyOf(const std::string& kernel, const std::vector<int>& labels, LearnedKernel::Embedding* v) {
     auto exported = client_->ExportKernel(Ref(kernel));
