@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "core/common/names.h"
+#include "server/jobs/families/family_util.h"
 
 namespace kls::server {
 namespace {
@@ -18,16 +18,8 @@ namespace pb = google::protobuf;
 namespace pbu = google::protobuf::util;
 using Submit = kls::v1::SubmitJobRequest;
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-Status CheckEnum(bool valid, const std::string& field, int value, const char* allowed) {
-  if (valid) return OkStatus();
-  return InvalidArgumentError(field + " = " + std::to_string(value) + " is not one of " + allowed);
-}
+using families::CheckEnum;
+using families::Num;
 
 FamilyRegistry& Registry() { return FamilyRegistry::Global(); }
 

@@ -1,4 +1,5 @@
-// Helpers shared by the family files: error messages that name the proto
+// Helpers shared by the family files and the generic conversion
+// (proto_convert.cc): error messages that name the proto
 // field the client wrote, and the Loss enum.
 #pragma once
 
