@@ -27,6 +27,12 @@ Status CheckBatch(int size, const char* what) {
   return OkStatus();
 }
 
+Status CheckK(int k) {
+  if (k >= 1 && k <= QueriesService::kMaxK) return OkStatus();
+  return InvalidArgumentError("k = " + std::to_string(k) + " must be in [1, " + std::to_string(QueriesService::kMaxK) +
+                              "]");
+}
+
 // Checks every index of a repeated field: "i[3] = 999 is out of range ...".
 template <typename Repeated>
 Status CheckIndices(const LearnedKernel& kernel, const Repeated& indices, const char* field) {
@@ -72,6 +78,36 @@ StatusOr<Eigen::MatrixXd> InKernelSpace(const KernelCache::Handle& handle, Eigen
   return handle.extras->scaling->Apply(x);
 }
 
+// `values` (rows × dim, row-major) as a matrix; INVALID_ARGUMENT naming
+// "field[i][j]" for a non-finite value.
+StatusOr<Eigen::MatrixXd> FeatureRows(const google::protobuf::RepeatedField<double>& values, int rows, int dim,
+                                      const std::string& field) {
+  Eigen::MatrixXd x(rows, dim);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < dim; ++j) {
+      const double v = values.Get(i * dim + j);
+      if (!std::isfinite(v)) {
+        return InvalidArgumentError(field + "[" + std::to_string(i) + "][" + std::to_string(j) + "] = " +
+                                    FormatNumber(v) + " is not finite");
+      }
+      x(i, j) = v;
+    }
+  }
+  return x;
+}
+
+// The item keys of the kernel's data set: null when the data set is gone
+// (NOT_FOUND) and `required` is false — such a kernel still answers index
+// queries, just unnamed.
+StatusOr<std::shared_ptr<const ItemKeys>> KeysOf(KernelCache* cache, const KernelCache::Handle& handle,
+                                                 bool required) {
+  StatusOr<std::shared_ptr<const ItemKeys>> loaded = cache->GetItemKeys(handle.record);
+  if (!loaded.ok() && !required && loaded.status().code() == StatusCode::kNotFound) {
+    return std::shared_ptr<const ItemKeys>();
+  }
+  return loaded;
+}
+
 // Embedding rows of points the kernel was not trained on (harmonic extension, thesis §6.3.3):
 // `values` is rows × dim raw features; `field` names them in errors.
 StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const KernelCache::Handle& handle,
@@ -110,17 +146,7 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
     return InvalidArgumentError(field + ": " + std::to_string(dim) + " features per row but data set " +
                                 handle.record.dataset_id + " has " + std::to_string(train->cols()));
   }
-  Eigen::MatrixXd x(rows, dim);
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < dim; ++j) {
-      const double v = values.Get(i * dim + j);
-      if (!std::isfinite(v)) {
-        return InvalidArgumentError(field + "[" + std::to_string(i) + "][" + std::to_string(j) + "] = " +
-                                    FormatNumber(v) + " is not finite");
-      }
-      x(i, j) = v;
-    }
-  }
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd x, FeatureRows(values, rows, dim, field));
   KLS_ASSIGN_OR_RETURN(x, InKernelSpace(handle, std::move(x)));
   return HarmonicExtension(kernel, *train, x, options, control);
 }
@@ -189,10 +215,7 @@ grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext
 
 grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::TopKRequest* request,
                                   kls::v1::TopKResponse* response) {
-  if (request->k() < 1 || request->k() > kMaxK) {
-    return ToGrpcStatus(InvalidArgumentError("k = " + std::to_string(request->k()) + " must be in [1, " +
-                                             std::to_string(kMaxK) + "]"));
-  }
+  if (const Status s = CheckK(request->k()); !s.ok()) return ToGrpcStatus(s);
   if (request->query_case() == kls::v1::TopKRequest::QUERY_NOT_SET) {
     return ToGrpcStatus(InvalidArgumentError("the query is missing: set one of item, item_key, vector or features"));
   }
@@ -200,18 +223,11 @@ grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::T
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const LearnedKernel& kernel = *handle->kernel;
 
-  // Keys name the results and resolve item_key queries. A kernel whose data
-  // set was deleted still answers index and vector queries, just unnamed.
-  std::shared_ptr<const ItemKeys> keys;
-  {
-    StatusOr<std::shared_ptr<const ItemKeys>> loaded = cache_->GetItemKeys(handle->record);
-    if (loaded.ok()) {
-      keys = std::move(loaded).value();
-    } else if (request->query_case() == kls::v1::TopKRequest::kItemKey ||
-               loaded.status().code() != StatusCode::kNotFound) {
-      return ToGrpcStatus(loaded.status());
-    }
-  }
+  // Keys name the results and resolve item_key queries.
+  const StatusOr<std::shared_ptr<const ItemKeys>> loaded_keys =
+      KeysOf(cache_, *handle, request->query_case() == kls::v1::TopKRequest::kItemKey);
+  if (!loaded_keys.ok()) return ToGrpcStatus(loaded_keys.status());
+  const std::shared_ptr<const ItemKeys>& keys = *loaded_keys;
 
   std::vector<ScoredItem> top;
   switch (request->query_case()) {
@@ -335,15 +351,9 @@ grpc::Status QueriesService::ReRank(grpc::ServerContext* context, const kls::v1:
 
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  std::shared_ptr<const ItemKeys> keys;
-  {
-    StatusOr<std::shared_ptr<const ItemKeys>> loaded = cache_->GetItemKeys(handle->record);
-    if (loaded.ok()) {
-      keys = std::move(loaded).value();
-    } else if (by_key || loaded.status().code() != StatusCode::kNotFound) {
-      return ToGrpcStatus(loaded.status());
-    }
-  }
+  const StatusOr<std::shared_ptr<const ItemKeys>> loaded_keys = KeysOf(cache_, *handle, by_key);
+  if (!loaded_keys.ok()) return ToGrpcStatus(loaded_keys.status());
+  const std::shared_ptr<const ItemKeys>& keys = *loaded_keys;
   std::vector<int> candidates(c);
   for (int t = 0; t < c; ++t) {
     if (!by_key) {
@@ -396,10 +406,7 @@ grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1:
 
 grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response,
                                        bool groups) {
-  if (request->k() < 1 || request->k() > kMaxK) {
-    return ToGrpcStatus(InvalidArgumentError("k = " + std::to_string(request->k()) + " must be in [1, " +
-                                             std::to_string(kMaxK) + "]"));
-  }
+  if (const Status s = CheckK(request->k()); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const char* query = groups ? "RecommendGroups" : "RecommendFriends";
@@ -447,18 +454,9 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
     return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " but the model takes " +
                                              std::to_string(model.support_vectors.cols()) + " features"));
   }
-  Eigen::MatrixXd x(rows, request->dim());
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < request->dim(); ++j) {
-      const double v = request->features(i * request->dim() + j);
-      if (!std::isfinite(v)) {
-        return ToGrpcStatus(InvalidArgumentError("features[" + std::to_string(i) + "][" + std::to_string(j) +
-                                                 "] = " + FormatNumber(v) + " is not finite"));
-      }
-      x(i, j) = v;
-    }
-  }
-  const StatusOr<Eigen::MatrixXd> scaled = InKernelSpace(*handle, std::move(x));
+  StatusOr<Eigen::MatrixXd> x = FeatureRows(request->features(), rows, request->dim(), "features");
+  if (!x.ok()) return ToGrpcStatus(x.status());
+  const StatusOr<Eigen::MatrixXd> scaled = InKernelSpace(*handle, std::move(x).value());
   if (!scaled.ok()) return ToGrpcStatus(scaled.status());
   const StatusOr<Eigen::VectorXd> f = model.DecisionValues(*scaled);
   if (!f.ok()) return ToGrpcStatus(f.status());

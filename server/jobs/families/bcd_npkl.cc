@@ -5,25 +5,33 @@
 
 namespace kls::server {
 
+namespace {
+
+// The scalar options: proto field ↔ core member.
+const std::vector<families::OptionField<BcdNpklOptions>>& Fields() {
+  static const std::vector<families::OptionField<BcdNpklOptions>> fields = {
+      {"c", &BcdNpklOptions::c},
+      {"rank", &BcdNpklOptions::rank},
+      {"max_iterations", &BcdNpklOptions::max_iterations},
+      {"tolerance", &BcdNpklOptions::tolerance},
+      {"seed", &BcdNpklOptions::seed}
+  };
+  return fields;
+}
+
+}  // namespace
+
 BcdNpklOptions ToCore(const kls::v1::BcdNpklOptions& p) {
   BcdNpklOptions o;
   o.loss = families::LossToCore(p.loss(), o.loss);
-  if (p.has_c()) o.c = p.c();
-  if (p.has_rank()) o.rank = p.rank();
-  if (p.has_max_iterations()) o.max_iterations = p.max_iterations();
-  if (p.has_tolerance()) o.tolerance = p.tolerance();
-  if (p.has_seed()) o.seed = p.seed();
+  families::CopyFromProto(p, Fields(), &o);
   return o;
 }
 
 kls::v1::BcdNpklOptions ToProto(const BcdNpklOptions& o) {
   kls::v1::BcdNpklOptions p;
   p.set_loss(families::LossToProto(o.loss));
-  p.set_c(o.c);
-  p.set_rank(o.rank);
-  p.set_max_iterations(o.max_iterations);
-  p.set_tolerance(o.tolerance);
-  p.set_seed(o.seed);
+  families::CopyToProto(o, Fields(), &p);
   return p;
 }
 

@@ -2,11 +2,31 @@
 // the run and the data-set check, and differ in their options message.
 #pragma once
 
+#include <cmath>
+#include <string>
+
 #include "core/mkl/classifier_training.h"
+#include "server/jobs/families/family_util.h"
 #include "server/jobs/solver_dispatch.h"
 #include "server/jobs/solver_family.h"
 
 namespace kls::server::families {
+
+/// The options onk and mkl share: c (unset = chosen by cross-validation),
+/// positive_class, folds, seed.
+template <class Proto>
+Status CopySharedOptions(const Proto& p, const std::string& family, ClassifierTrainingOptions* o) {
+  if (p.has_c()) {
+    if (!(std::isfinite(p.c()) && p.c() > 0)) {
+      return InvalidArgumentError(family + ".c = " + Num(p.c()) + " must be finite and > 0 (unset = cross-validation)");
+    }
+    o->c = p.c();
+  }
+  if (p.has_positive_class()) o->positive_class = p.positive_class();
+  if (p.has_folds()) o->folds = p.folds();
+  if (p.has_seed()) o->seed = p.seed();
+  return OkStatus();
+}
 
 template <class Proto>
 class ClassifierFamily : public TypedFamily<Proto, ClassifierTrainingOptions> {

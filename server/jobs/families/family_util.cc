@@ -1,5 +1,7 @@
 #include "server/jobs/families/family_util.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace kls::server::families {
@@ -68,5 +70,59 @@ Status CheckAtMostPoints(const std::string& field, int value, int64_t n, const c
   return InvalidArgumentError(field + " = " + std::to_string(value) + " exceeds " + phrase + " " +
                               std::to_string(n) + " points");
 }
+
+namespace internal {
+
+namespace pb = google::protobuf;
+
+const pb::FieldDescriptor* FieldOrDie(const pb::Message& m, const char* name) {
+  const pb::FieldDescriptor* f = m.GetDescriptor()->FindFieldByName(name);
+  if (f == nullptr) {  // a family's field table names a field its message lacks: a build error in disguise
+    std::fprintf(stderr, "kls: %s has no field %s\n", m.GetDescriptor()->full_name().c_str(), name);
+    std::abort();
+  }
+  return f;
+}
+
+namespace {
+template <class T>
+T Get(const pb::Message& m, const pb::FieldDescriptor* f) {
+  const pb::Reflection* r = m.GetReflection();
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE: return static_cast<T>(r->GetDouble(m, f));
+    case pb::FieldDescriptor::CPPTYPE_INT32: return static_cast<T>(r->GetInt32(m, f));
+    case pb::FieldDescriptor::CPPTYPE_UINT64: return static_cast<T>(r->GetUInt64(m, f));
+    case pb::FieldDescriptor::CPPTYPE_BOOL: return static_cast<T>(r->GetBool(m, f));
+    default: break;
+  }
+  std::fprintf(stderr, "kls: field %s is not double, int32, uint64 or bool\n", f->full_name().c_str());
+  std::abort();
+}
+
+template <class T>
+void Set(pb::Message* m, const pb::FieldDescriptor* f, T v) {
+  const pb::Reflection* r = m->GetReflection();
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE: return r->SetDouble(m, f, static_cast<double>(v));
+    case pb::FieldDescriptor::CPPTYPE_INT32: return r->SetInt32(m, f, static_cast<int32_t>(v));
+    case pb::FieldDescriptor::CPPTYPE_UINT64: return r->SetUInt64(m, f, static_cast<uint64_t>(v));
+    case pb::FieldDescriptor::CPPTYPE_BOOL: return r->SetBool(m, f, static_cast<bool>(v));
+    default: break;
+  }
+  std::fprintf(stderr, "kls: field %s is not double, int32, uint64 or bool\n", f->full_name().c_str());
+  std::abort();
+}
+}  // namespace
+
+double GetScalar(const pb::Message& m, const pb::FieldDescriptor* f, double*) { return Get<double>(m, f); }
+int GetScalar(const pb::Message& m, const pb::FieldDescriptor* f, int*) { return Get<int>(m, f); }
+uint64_t GetScalar(const pb::Message& m, const pb::FieldDescriptor* f, uint64_t*) { return Get<uint64_t>(m, f); }
+bool GetScalar(const pb::Message& m, const pb::FieldDescriptor* f, bool*) { return Get<bool>(m, f); }
+void SetScalar(pb::Message* m, const pb::FieldDescriptor* f, double v) { Set(m, f, v); }
+void SetScalar(pb::Message* m, const pb::FieldDescriptor* f, int v) { Set(m, f, v); }
+void SetScalar(pb::Message* m, const pb::FieldDescriptor* f, uint64_t v) { Set(m, f, v); }
+void SetScalar(pb::Message* m, const pb::FieldDescriptor* f, bool v) { Set(m, f, v); }
+
+}  // namespace internal
 
 }  // namespace kls::server::families

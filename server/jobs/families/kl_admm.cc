@@ -4,31 +4,35 @@
 
 namespace kls::server {
 
+namespace {
+
+// The scalar options: proto field ↔ core member.
+const std::vector<families::OptionField<KlAdmmOptions>>& Fields() {
+  static const std::vector<families::OptionField<KlAdmmOptions>> fields = {
+      {"gamma", &KlAdmmOptions::gamma},
+      {"rank", &KlAdmmOptions::rank},
+      {"rho_initial", &KlAdmmOptions::rho_initial},
+      {"rho_min", &KlAdmmOptions::rho_min},
+      {"adaptive_rho", &KlAdmmOptions::adaptive_rho},
+      {"max_iterations", &KlAdmmOptions::max_iterations},
+      {"tolerance", &KlAdmmOptions::tolerance},
+      {"seed", &KlAdmmOptions::seed},
+      {"num_threads", &KlAdmmOptions::num_threads}
+  };
+  return fields;
+}
+
+}  // namespace
+
 KlAdmmOptions ToCore(const kls::v1::KlAdmmOptions& p) {
   KlAdmmOptions o;
-  if (p.has_gamma()) o.gamma = p.gamma();
-  if (p.has_rank()) o.rank = p.rank();
-  if (p.has_rho_initial()) o.rho_initial = p.rho_initial();
-  if (p.has_rho_min()) o.rho_min = p.rho_min();
-  if (p.has_adaptive_rho()) o.adaptive_rho = p.adaptive_rho();
-  if (p.has_max_iterations()) o.max_iterations = p.max_iterations();
-  if (p.has_tolerance()) o.tolerance = p.tolerance();
-  if (p.has_seed()) o.seed = p.seed();
-  if (p.has_num_threads()) o.num_threads = p.num_threads();
+  families::CopyFromProto(p, Fields(), &o);
   return o;
 }
 
 kls::v1::KlAdmmOptions ToProto(const KlAdmmOptions& o) {
   kls::v1::KlAdmmOptions p;
-  p.set_gamma(o.gamma);
-  p.set_rank(o.rank);
-  p.set_rho_initial(o.rho_initial);
-  p.set_rho_min(o.rho_min);
-  p.set_adaptive_rho(o.adaptive_rho);
-  p.set_max_iterations(o.max_iterations);
-  p.set_tolerance(o.tolerance);
-  p.set_seed(o.seed);
-  p.set_num_threads(o.num_threads);
+  families::CopyToProto(o, Fields(), &p);
   return p;
 }
 

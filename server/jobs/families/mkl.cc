@@ -25,15 +25,8 @@ class MklFamily : public families::ClassifierFamily<kls::v1::MklOptions> {
       case kls::v1::MklOptions::UNSUPERVISED: o.method = ClassifierMethod::kUnsupervised; break;
       default: o.method = ClassifierMethod::kKta; break;
     }
-    if (p.has_c()) o.c = p.c();
-    if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
-      return InvalidArgumentError("mkl.c = " + families::Num(p.c()) +
-                                  " must be finite and > 0 (unset = cross-validation)");
-    }
+    KLS_RETURN_IF_ERROR(families::CopySharedOptions(p, name(), &o));
     if (p.has_single_features()) o.single_features = p.single_features();
-    if (p.has_positive_class()) o.positive_class = p.positive_class();
-    if (p.has_folds()) o.folds = p.folds();
-    if (p.has_seed()) o.seed = p.seed();
     KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
     return o;
   }

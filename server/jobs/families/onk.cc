@@ -18,20 +18,13 @@ class OnkFamily : public families::ClassifierFamily<kls::v1::OnkOptions> {
                                             p.solver(), "GRADIENT, ACCELERATED, LEVEL"));
     ClassifierTrainingOptions o;
     o.method = ClassifierMethod::kOnk;
-    if (p.has_c()) o.c = p.c();
-    if (p.has_c() && !(std::isfinite(p.c()) && p.c() > 0)) {
-      return InvalidArgumentError("onk.c = " + families::Num(p.c()) +
-                                  " must be finite and > 0 (unset = cross-validation)");
-    }
+    KLS_RETURN_IF_ERROR(families::CopySharedOptions(p, name(), &o));
     if (p.has_rho()) o.onk.rho = p.rho();
     if (p.solver() == kls::v1::OnkOptions::ACCELERATED) o.onk.method = OnkMethod::kAccelerated;
     if (p.solver() == kls::v1::OnkOptions::LEVEL) o.onk.method = OnkMethod::kLevel;
     if (p.has_tolerance()) o.onk.tolerance = p.tolerance();
     if (p.has_max_iterations()) o.onk.max_iterations = p.max_iterations();
     if (p.has_sigma_k()) o.sigma_k = p.sigma_k();
-    if (p.has_positive_class()) o.positive_class = p.positive_class();
-    if (p.has_folds()) o.folds = p.folds();
-    if (p.has_seed()) o.seed = p.seed();
     KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
     return o;
   }

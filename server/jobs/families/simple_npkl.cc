@@ -4,35 +4,38 @@
 
 namespace kls::server {
 
+namespace {
+
+// The scalar options: proto field ↔ core member.
+const std::vector<families::OptionField<SimpleNpklOptions>>& Fields() {
+  static const std::vector<families::OptionField<SimpleNpklOptions>> fields = {
+      {"c", &SimpleNpklOptions::c},
+      {"b", &SimpleNpklOptions::b},
+      {"p", &SimpleNpklOptions::p},
+      {"max_iterations", &SimpleNpklOptions::max_iterations},
+      {"tolerance", &SimpleNpklOptions::tolerance},
+      {"active_set", &SimpleNpklOptions::active_set},
+      {"low_rank", &SimpleNpklOptions::low_rank},
+      {"num_threads", &SimpleNpklOptions::num_threads},
+      {"accelerated", &SimpleNpklOptions::accelerated},
+      {"start_rank", &SimpleNpklOptions::start_rank}
+  };
+  return fields;
+}
+
+}  // namespace
+
 SimpleNpklOptions ToCore(const kls::v1::SimpleNpklOptions& p) {
   SimpleNpklOptions o;
   o.loss = families::LossToCore(p.loss(), o.loss);
-  if (p.has_c()) o.c = p.c();
-  if (p.has_b()) o.b = p.b();
-  if (p.has_p()) o.p = p.p();
-  if (p.has_max_iterations()) o.max_iterations = p.max_iterations();
-  if (p.has_tolerance()) o.tolerance = p.tolerance();
-  if (p.has_active_set()) o.active_set = p.active_set();
-  if (p.has_low_rank()) o.low_rank = p.low_rank();
-  if (p.has_num_threads()) o.num_threads = p.num_threads();
-  if (p.has_accelerated()) o.accelerated = p.accelerated();
-  if (p.has_start_rank()) o.start_rank = p.start_rank();
+  families::CopyFromProto(p, Fields(), &o);
   return o;
 }
 
 kls::v1::SimpleNpklOptions ToProto(const SimpleNpklOptions& o) {
   kls::v1::SimpleNpklOptions p;
   p.set_loss(families::LossToProto(o.loss));
-  p.set_c(o.c);
-  p.set_b(o.b);
-  p.set_p(o.p);
-  p.set_max_iterations(o.max_iterations);
-  p.set_tolerance(o.tolerance);
-  p.set_active_set(o.active_set);
-  p.set_low_rank(o.low_rank);
-  p.set_num_threads(o.num_threads);
-  p.set_accelerated(o.accelerated);
-  p.set_start_rank(o.start_rank);
+  families::CopyToProto(o, Fields(), &p);
   return p;
 }
 
