@@ -387,31 +387,26 @@ Status SubmitFlags::SetField(const Flag& flag, const pb::FieldDescriptor* field,
     if (!CLI::detail::lexical_cast(Trim(text), *out)) return bad(what);
     return OkStatus();
   };
+  // The integer and bool kinds: get the value, then the reflection setter.
+  const auto set = [&](Kind kind, auto stored, const char* what, auto setter) -> Status {
+    decltype(stored) v{};
+    KLS_RETURN_IF_ERROR(get(kind, stored, &v, what));
+    (r->*setter)(m, field, v);
+    return OkStatus();
+  };
   switch (field->cpp_type()) {
-    case pb::FieldDescriptor::CPPTYPE_INT32: {
-      int32_t v = 0;
-      KLS_RETURN_IF_ERROR(get(Kind::kInt32, flag.i32, &v, "an integer"));
-      r->SetInt32(m, field, v);
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+      KLS_RETURN_IF_ERROR(set(Kind::kInt32, flag.i32, "an integer", &pb::Reflection::SetInt32));
       break;
-    }
-    case pb::FieldDescriptor::CPPTYPE_INT64: {
-      int64_t v = 0;
-      KLS_RETURN_IF_ERROR(get(Kind::kInt64, flag.i64, &v, "an integer"));
-      r->SetInt64(m, field, v);
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+      KLS_RETURN_IF_ERROR(set(Kind::kInt64, flag.i64, "an integer", &pb::Reflection::SetInt64));
       break;
-    }
-    case pb::FieldDescriptor::CPPTYPE_UINT32: {
-      uint32_t v = 0;
-      KLS_RETURN_IF_ERROR(get(Kind::kUint32, flag.u32, &v, "a non-negative integer"));
-      r->SetUInt32(m, field, v);
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+      KLS_RETURN_IF_ERROR(set(Kind::kUint32, flag.u32, "a non-negative integer", &pb::Reflection::SetUInt32));
       break;
-    }
-    case pb::FieldDescriptor::CPPTYPE_UINT64: {
-      uint64_t v = 0;
-      KLS_RETURN_IF_ERROR(get(Kind::kUint64, flag.u64, &v, "a non-negative integer"));
-      r->SetUInt64(m, field, v);
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      KLS_RETURN_IF_ERROR(set(Kind::kUint64, flag.u64, "a non-negative integer", &pb::Reflection::SetUInt64));
       break;
-    }
     case pb::FieldDescriptor::CPPTYPE_DOUBLE:
     case pb::FieldDescriptor::CPPTYPE_FLOAT: {
       double v = flag.d;
@@ -424,12 +419,9 @@ Status SubmitFlags::SetField(const Flag& flag, const pb::FieldDescriptor* field,
       }
       break;
     }
-    case pb::FieldDescriptor::CPPTYPE_BOOL: {
-      bool v = false;
-      KLS_RETURN_IF_ERROR(get(Kind::kBool, flag.b, &v, "true or false"));
-      r->SetBool(m, field, v);
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      KLS_RETURN_IF_ERROR(set(Kind::kBool, flag.b, "true or false", &pb::Reflection::SetBool));
       break;
-    }
     case pb::FieldDescriptor::CPPTYPE_STRING:
       r->SetString(m, field, text);
       break;
