@@ -49,6 +49,7 @@
 #include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
+#include "core/serving/kernel_servable.h"
 #include "core/social/social_model.h"
 #include "server/store/store.h"
 
@@ -69,17 +70,9 @@ struct KernelKey {
 };
 
 /// The parsed attachments of a kernel (solver_dispatch.h names them): what
-/// Classify and the social queries need besides the embedding.
-struct ModelExtras {
-  std::optional<KernelClassifier> classifier;  ///< the classifier attachment
-  std::optional<SocialGraph> social;           ///< the social_graph attachment
-  std::optional<KlrStrength> social_klr;       ///< the social_klr attachment
-  /// The job's feature scaling (attachment "feature_scaling"); absent = none
-  /// (also every kernel stored before scaling existed). Feature queries
-  /// apply it to their rows; GetTrainingFeatures returns scaled rows.
-  std::optional<FeatureScaler> scaling;
-  int64_t bytes = 0;                           ///< charged to the cache budget
-};
+/// Classify and the social queries need besides the embedding. `bytes` is
+/// charged to the cache budget.
+using ModelExtras = ModelAttachments;
 
 class KernelCache {
  public:
@@ -90,6 +83,9 @@ class KernelCache {
     std::shared_ptr<const LearnedKernel> kernel;
     std::shared_ptr<const ModelExtras> extras;  ///< never null (empty when none)
     std::shared_ptr<const TopKIndex> index;     ///< null only if building it ran out of memory
+
+    /// The kernel with its index and attachments, answering the queries.
+    KernelServable servable() const { return KernelServable(kernel, index, extras); }
   };
 
   /// `store` must outlive the cache. `budget_bytes` ≥ 1.

@@ -8,10 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/ranking/kernel_extension.h"
-#include "core/ranking/rerank.h"
-#include "core/social/harmonic_classifier.h"
-#include "core/social/recommendation.h"
+#include "core/serving/kernel_servable.h"
 #include "server/jobs/solver_dispatch.h"
 #include "server/kernels_service.h"
 #include "server/status_mapping.h"
@@ -69,13 +66,6 @@ SolveControl CallControl(grpc::ServerContext* context) {
   }
   control.stop_requested = [context] { return context->IsCancelled(); };
   return control;
-}
-
-// Feature rows of a query in the space the kernel was learned in: the job's
-// feature scaling (stored with the kernel) applied; unchanged without one.
-StatusOr<Eigen::MatrixXd> InKernelSpace(const KernelCache::Handle& handle, Eigen::MatrixXd x) {
-  if (!handle.extras->scaling) return x;
-  return handle.extras->scaling->Apply(x);
 }
 
 // `values` (rows × dim, row-major) as a matrix; INVALID_ARGUMENT naming
@@ -147,8 +137,7 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
                                 handle.record.dataset_id + " has " + std::to_string(train->cols()));
   }
   KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd x, FeatureRows(values, rows, dim, field));
-  KLS_ASSIGN_OR_RETURN(x, InKernelSpace(handle, std::move(x)));
-  return HarmonicExtension(kernel, *train, x, options, control);
+  return handle.servable().ExtendToFeatures(*train, x, options, field, control);
 }
 
 void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1::TopKResponse* response) {
@@ -229,14 +218,12 @@ grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::T
   if (!loaded_keys.ok()) return ToGrpcStatus(loaded_keys.status());
   const std::shared_ptr<const ItemKeys>& keys = *loaded_keys;
 
-  std::vector<ScoredItem> top;
+  const KernelServable servable = handle->servable();
+  StatusOr<std::vector<ScoredItem>> top = InvalidArgumentError("the query is missing");
   switch (request->query_case()) {
-    case kls::v1::TopKRequest::kItem: {
-      if (const Status s = kernel.CheckIndex(request->item(), "item"); !s.ok()) return ToGrpcStatus(s);
-      top = handle->index ? handle->index->TopK(request->item(), request->k(), request->exclude_self())
-                          : kernel.TopK(request->item(), request->k(), request->exclude_self());
+    case kls::v1::TopKRequest::kItem:
+      top = servable.TopKOfItem(request->item(), request->k(), request->exclude_self(), "item");
       break;
-    }
     case kls::v1::TopKRequest::kItemKey: {
       if (keys->empty()) {
         return ToGrpcStatus(FailedPreconditionError("item_key = '" + request->item_key() + "': data set " +
@@ -248,26 +235,19 @@ grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::T
         return ToGrpcStatus(NotFoundError("item_key = '" + request->item_key() + "' is not a key of data set " +
                                           handle->record.dataset_id));
       }
-      top = handle->index ? handle->index->TopK(it->second, request->k(), request->exclude_self())
-                          : kernel.TopK(it->second, request->k(), request->exclude_self());
+      top = servable.TopKOfItem(it->second, request->k(), request->exclude_self(), "item");
       break;
     }
     case kls::v1::TopKRequest::kVector: {
       const auto& v = request->vector().values();
-      if (v.size() != kernel.rank()) {
-        return ToGrpcStatus(InvalidArgumentError("vector has " + std::to_string(v.size()) +
-                                                 " values but the kernel has rank " + std::to_string(kernel.rank())));
-      }
-      Eigen::VectorXd query(v.size());
-      for (int t = 0; t < v.size(); ++t) {
+      const Eigen::VectorXd query = Eigen::Map<const Eigen::VectorXd>(v.data(), v.size());
+      for (int t = 0; t < v.size() && v.size() == kernel.rank(); ++t) {
         if (!std::isfinite(v.Get(t))) {
           return ToGrpcStatus(InvalidArgumentError("vector[" + std::to_string(t) + "] = " + std::to_string(v.Get(t)) +
                                                    " is not finite"));
         }
-        query(t) = v.Get(t);
       }
-      top = handle->index ? handle->index->TopKByVector(query, request->k())
-                          : kernel.TopKByVector(query, request->k());
+      top = servable.TopKOfVector(query, request->k());  // checks the length
       break;
     }
     case kls::v1::TopKRequest::kFeatures: {
@@ -277,16 +257,14 @@ grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::T
           f.has_neighbors() ? std::optional<int>(f.neighbors()) : std::nullopt,
           f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt, "features.values", CallControl(context));
       if (!row.ok()) return ToGrpcStatus(row.status());
-      const Eigen::VectorXd query = row->row(0).transpose();
-      top = handle->index ? handle->index->TopKByVector(query, request->k())
-                          : kernel.TopKByVector(query, request->k());
+      top = servable.TopKOfVector(row->row(0).transpose(), request->k());
       break;
     }
     case kls::v1::TopKRequest::QUERY_NOT_SET:
       break;  // rejected above
   }
-
-  AddItems(top, keys.get(), response);
+  if (!top.ok()) return ToGrpcStatus(top.status());
+  AddItems(*top, keys.get(), response);
   return grpc::Status::OK;
 }
 
@@ -371,10 +349,9 @@ grpc::Status QueriesService::ReRank(grpc::ServerContext* context, const kls::v1:
   Eigen::VectorXd prior(request->prior_size());
   for (int t = 0; t < request->prior_size(); ++t) prior[t] = request->prior(t);
   int iterations = 0;
-  StatusOr<std::vector<ScoredItem>> ranked =
-      ReRankCandidates(*handle->kernel, candidates, prior, options, &iterations, CallControl(context));
+  const StatusOr<std::vector<ScoredItem>> ranked =
+      handle->servable().ReRank(candidates, prior, options, request->k(), &iterations, CallControl(context));
   if (!ranked.ok()) return ToGrpcStatus(ranked.status());
-  if (request->k() > 0 && static_cast<int>(ranked->size()) > request->k()) ranked->resize(request->k());
   kls::v1::TopKResponse items;
   AddItems(*ranked, keys.get(), &items);
   *response->mutable_items() = std::move(*items.mutable_items());
@@ -391,16 +368,16 @@ grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1:
   if (const Status s = CheckBatch(request->u_size(), "u"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "SocialStrength", kSocialGraphAttachment, "social graph"));
-  const LearnedKernel& kernel = *handle->kernel;
-  if (const Status s = CheckIndices(kernel, request->u(), "u"); !s.ok()) return ToGrpcStatus(s);
-  if (const Status s = CheckIndices(kernel, request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
-  auto* values = response->mutable_values();
-  values->Reserve(request->u_size());
-  const KlrStrength* klr = handle->extras->social_klr ? &*handle->extras->social_klr : nullptr;
-  for (int t = 0; t < request->u_size(); ++t) {
-    values->Add(klr ? klr->Score(kernel, request->u(t), request->v(t)) : kernel.value(request->u(t), request->v(t)));
+  const KernelServable servable = handle->servable();
+  if (!servable.has_social_graph()) {
+    return ToGrpcStatus(MissingModel(handle->record, "SocialStrength", kSocialGraphAttachment, "social graph"));
   }
+  if (const Status s = CheckIndices(servable.kernel(), request->u(), "u"); !s.ok()) return ToGrpcStatus(s);
+  if (const Status s = CheckIndices(servable.kernel(), request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
+  const StatusOr<std::vector<double>> strength =
+      servable.SocialStrength({request->u().begin(), request->u().end()}, {request->v().begin(), request->v().end()});
+  if (!strength.ok()) return ToGrpcStatus(strength.status());
+  response->mutable_values()->Add(strength->begin(), strength->end());
   return grpc::Status::OK;
 }
 
@@ -410,17 +387,13 @@ grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request,
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
   const char* query = groups ? "RecommendGroups" : "RecommendFriends";
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, query, kSocialGraphAttachment, "social graph"));
-  if (const Status s = handle->kernel->CheckIndex(request->user(), "user"); !s.ok()) return ToGrpcStatus(s);
-  // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
-  const SocialGraph& graph = *handle->extras->social;
-  const int u = request->user();
-  const Eigen::VectorXd row =
-      handle->extras->social_klr ? handle->extras->social_klr->Row(*handle->kernel, u) : handle->kernel->row(u);
-  const std::vector<ScoredItem> top =
-      groups ? RecommendGroupsFromRow(row, graph.groups, graph.num_groups, u, request->k())
-             : RecommendFriendsFromRow(row, graph.contacts[u], u, request->k());
-  AddItems(top, nullptr, response);
+  const KernelServable servable = handle->servable();
+  if (!servable.has_social_graph()) {
+    return ToGrpcStatus(MissingModel(handle->record, query, kSocialGraphAttachment, "social graph"));
+  }
+  const StatusOr<std::vector<ScoredItem>> top = servable.Recommend(request->user(), request->k(), groups);
+  if (!top.ok()) return ToGrpcStatus(top.status());
+  AddItems(*top, nullptr, response);
   return grpc::Status::OK;
 }
 
@@ -448,22 +421,21 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
   if (const Status s = CheckBatch(rows, "features rows"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->classifier) return ToGrpcStatus(MissingModel(handle->record, "Classify", kClassifierAttachment, "classifier"));
-  const KernelClassifier& model = *handle->extras->classifier;
-  if (request->dim() != model.support_vectors.cols()) {
+  const KernelServable servable = handle->servable();
+  if (!servable.has_classifier()) {
+    return ToGrpcStatus(MissingModel(handle->record, "Classify", kClassifierAttachment, "classifier"));
+  }
+  const int width = static_cast<int>(servable.attachments().classifier->support_vectors.cols());
+  if (request->dim() != width) {
     return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " but the model takes " +
-                                             std::to_string(model.support_vectors.cols()) + " features"));
+                                             std::to_string(width) + " features"));
   }
-  StatusOr<Eigen::MatrixXd> x = FeatureRows(request->features(), rows, request->dim(), "features");
+  const StatusOr<Eigen::MatrixXd> x = FeatureRows(request->features(), rows, request->dim(), "features");
   if (!x.ok()) return ToGrpcStatus(x.status());
-  const StatusOr<Eigen::MatrixXd> scaled = InKernelSpace(*handle, std::move(x).value());
-  if (!scaled.ok()) return ToGrpcStatus(scaled.status());
-  const StatusOr<Eigen::VectorXd> f = model.DecisionValues(*scaled);
-  if (!f.ok()) return ToGrpcStatus(f.status());
-  for (int i = 0; i < rows; ++i) {
-    response->add_decision_values((*f)[i]);
-    response->add_labels((*f)[i] > 0 ? model.positive_class : model.negative_class);
-  }
+  const StatusOr<Classification> c = servable.Classify(*x);
+  if (!c.ok()) return ToGrpcStatus(c.status());
+  response->mutable_decision_values()->Add(c->decision_values.data(), c->decision_values.data() + rows);
+  response->mutable_labels()->Add(c->labels.begin(), c->labels.end());
   return grpc::Status::OK;
 }
 
@@ -481,8 +453,11 @@ grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext* context, const k
   if (const Status s = CheckBatch(request->users_size(), "users"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  if (!handle->extras->social) return ToGrpcStatus(MissingModel(handle->record, "ClassifyUsers", kSocialGraphAttachment, "social graph"));
-  const LearnedKernel& kernel = *handle->kernel;
+  const KernelServable servable = handle->servable();
+  if (!servable.has_social_graph()) {
+    return ToGrpcStatus(MissingModel(handle->record, "ClassifyUsers", kSocialGraphAttachment, "social graph"));
+  }
+  const LearnedKernel& kernel = servable.kernel();
   const int n = kernel.num_points();
   if (n > kMaxHarmonicUsers) {
     return ToGrpcStatus(FailedPreconditionError("ClassifyUsers: kernel " + handle->record.name + " has " +
@@ -493,25 +468,9 @@ grpc::Status QueriesService::ClassifyUsers(grpc::ServerContext* context, const k
     return ToGrpcStatus(s);
   }
   if (const Status s = CheckIndices(kernel, request->users(), "users"); !s.ok()) return ToGrpcStatus(s);
-  std::vector<int> labelled(request->labelled_users().begin(), request->labelled_users().end());
-  std::vector<int> labels(request->labels().begin(), request->labels().end());
-  for (size_t t = 0; t < labels.size(); ++t) {
-    if (labels[t] < 0 || labels[t] >= 1000) {
-      return ToGrpcStatus(InvalidArgumentError("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
-                                               " must be a class id in [0, 1000)"));
-    }
-  }
-  if (std::all_of(labels.begin(), labels.end(), [&](int c) { return c == labels[0]; })) {
-    return ToGrpcStatus(InvalidArgumentError("labels are all " + std::to_string(labels[0]) +
-                                             "; give labelled users of at least 2 classes"));
-  }
-  const KlrStrength* klr = handle->extras->social_klr ? &*handle->extras->social_klr : nullptr;
-  HarmonicOptions options;
-  options.class_mass_normalization = request->class_mass_normalization();
-  const SolveControl control = CallControl(context);
-  const StatusOr<Eigen::MatrixXd> weights = StrengthGraphWeights(kernel, klr, control);
-  if (!weights.ok()) return ToGrpcStatus(weights.status());
-  const StatusOr<HarmonicResult> r = HarmonicClassify(*weights, labelled, labels, 0, options, control);
+  const StatusOr<HarmonicResult> r = servable.ClassifyUsers(
+      {request->labelled_users().begin(), request->labelled_users().end()},
+      {request->labels().begin(), request->labels().end()}, request->class_mass_normalization(), CallControl(context));
   if (!r.ok()) return ToGrpcStatus(r.status());
   const auto answer = [&](int u) {
     response->add_users(u);

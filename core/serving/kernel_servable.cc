@@ -1,0 +1,126 @@
+#include "core/serving/kernel_servable.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/ranking/rerank.h"
+#include "core/social/recommendation.h"
+
+namespace kls {
+
+KernelServable::KernelServable(std::shared_ptr<const LearnedKernel> kernel, std::shared_ptr<const TopKIndex> index,
+                               std::shared_ptr<const ModelAttachments> attachments)
+    : kernel_(std::move(kernel)),
+      index_(std::move(index)),
+      attachments_(attachments ? std::move(attachments) : std::make_shared<const ModelAttachments>()) {}
+
+StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfItem(int item, int k, bool exclude_self,
+                                                             const char* field) const {
+  KLS_RETURN_IF_ERROR(kernel_->CheckIndex(item, field));
+  return index_ ? index_->TopK(item, k, exclude_self) : kernel_->TopK(item, k, exclude_self);
+}
+
+StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfVector(const Eigen::VectorXd& query, int k) const {
+  if (query.size() != kernel_->rank()) {
+    return InvalidArgumentError("vector has " + std::to_string(query.size()) + " values but the kernel has rank " +
+                                std::to_string(kernel_->rank()));
+  }
+  return index_ ? index_->TopKByVector(query, k) : kernel_->TopKByVector(query, k);
+}
+
+StatusOr<LearnedKernel::Embedding> KernelServable::ExtendToFeatures(const Eigen::MatrixXd& train,
+                                                                    const Eigen::MatrixXd& rows,
+                                                                    const HarmonicExtensionOptions& options,
+                                                                    const std::string& field,
+                                                                    const SolveControl& control) const {
+  if (train.rows() != kernel_->num_points()) {
+    return FailedPreconditionError("the kernel has " + std::to_string(kernel_->num_points()) +
+                                   " items but its data set has " + std::to_string(train.rows()) +
+                                   " feature rows; only a kernel over the data set's rows extends to new points");
+  }
+  if (rows.cols() != train.cols()) {
+    return InvalidArgumentError(field + ": " + std::to_string(rows.cols()) + " features per row but the data set has " +
+                                std::to_string(train.cols()));
+  }
+  Eigen::MatrixXd x = rows;
+  if (attachments_->scaling) {
+    KLS_ASSIGN_OR_RETURN(x, attachments_->scaling->Apply(x));
+  }
+  return HarmonicExtension(*kernel_, train, x, options, control);
+}
+
+StatusOr<std::vector<ScoredItem>> KernelServable::ReRank(const std::vector<int>& candidates,
+                                                         const Eigen::VectorXd& prior,
+                                                         const VisualRankOptions& options, int k, int* iterations,
+                                                         const SolveControl& control) const {
+  KLS_ASSIGN_OR_RETURN(std::vector<ScoredItem> ranked,
+                       ReRankCandidates(*kernel_, candidates, prior, options, iterations, control));
+  if (k > 0 && static_cast<int>(ranked.size()) > k) ranked.resize(k);
+  return ranked;
+}
+
+StatusOr<std::vector<double>> KernelServable::SocialStrength(const std::vector<int>& u,
+                                                             const std::vector<int>& v) const {
+  if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
+  const KlrStrength* klr = attachments_->social_klr ? &*attachments_->social_klr : nullptr;
+  std::vector<double> out(u.size());
+  for (size_t t = 0; t < u.size(); ++t) {
+    out[t] = klr ? klr->Score(*kernel_, u[t], v[t]) : kernel_->value(u[t], v[t]);
+  }
+  return out;
+}
+
+StatusOr<std::vector<ScoredItem>> KernelServable::Recommend(int user, int k, bool groups) const {
+  if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
+  KLS_RETURN_IF_ERROR(kernel_->CheckIndex(user, "user"));
+  // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
+  const SocialGraph& graph = *attachments_->social;
+  const Eigen::VectorXd row =
+      attachments_->social_klr ? attachments_->social_klr->Row(*kernel_, user) : kernel_->row(user);
+  return groups ? RecommendGroupsFromRow(row, graph.groups, graph.num_groups, user, k)
+                : RecommendFriendsFromRow(row, graph.contacts[user], user, k);
+}
+
+StatusOr<Classification> KernelServable::Classify(const Eigen::MatrixXd& rows) const {
+  if (!has_classifier()) return FailedPreconditionError("the kernel has no classifier");
+  const KernelClassifier& model = *attachments_->classifier;
+  if (rows.cols() != model.support_vectors.cols()) {
+    return InvalidArgumentError("dim = " + std::to_string(rows.cols()) + " but the model takes " +
+                                std::to_string(model.support_vectors.cols()) + " features");
+  }
+  Eigen::MatrixXd x = rows;
+  if (attachments_->scaling) {
+    KLS_ASSIGN_OR_RETURN(x, attachments_->scaling->Apply(x));
+  }
+  Classification out;
+  KLS_ASSIGN_OR_RETURN(out.decision_values, model.DecisionValues(x));
+  out.labels.resize(out.decision_values.size());
+  for (Eigen::Index i = 0; i < out.decision_values.size(); ++i) {
+    out.labels[i] = out.decision_values[i] > 0 ? model.positive_class : model.negative_class;
+  }
+  return out;
+}
+
+StatusOr<HarmonicResult> KernelServable::ClassifyUsers(const std::vector<int>& labelled, const std::vector<int>& labels,
+                                                       bool class_mass_normalization,
+                                                       const SolveControl& control) const {
+  if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
+  for (size_t t = 0; t < labels.size(); ++t) {
+    if (labels[t] < 0 || labels[t] >= 1000) {
+      return InvalidArgumentError("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
+                                  " must be a class id in [0, 1000)");
+    }
+  }
+  if (!labels.empty() && std::all_of(labels.begin(), labels.end(), [&](int c) { return c == labels[0]; })) {
+    return InvalidArgumentError("labels are all " + std::to_string(labels[0]) +
+                                "; give labelled users of at least 2 classes");
+  }
+  const KlrStrength* klr = attachments_->social_klr ? &*attachments_->social_klr : nullptr;
+  HarmonicOptions options;
+  options.class_mass_normalization = class_mass_normalization;
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd weights, StrengthGraphWeights(*kernel_, klr, control));
+  return HarmonicClassify(weights, labelled, labels, 0, options, control);
+}
+
+}  // namespace kls

@@ -1,0 +1,103 @@
+// A learned kernel as the service serves it (what TF Serving calls a
+// servable): the factor V (K = V Vᵀ), its top-k index, and the attachments
+// its family stored — a classifier, a social graph and pairwise KLR model,
+// the feature scaling. It answers every query of kls.v1.Queries in core terms;
+// the gRPC handlers only translate protos and statuses. Long computations
+// (feature extension, re-ranking walks, harmonic classification) take a
+// SolveControl and stop within milliseconds of its deadline or cancellation.
+//
+// Thread safety: immutable after construction; every method is const and
+// may run on many threads at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/data/feature_scaling.h"
+#include "core/mkl/kernel_classifier.h"
+#include "core/model/learned_kernel.h"
+#include "core/model/topk_index.h"
+#include "core/ranking/kernel_extension.h"
+#include "core/ranking/visual_rank.h"
+#include "core/social/harmonic_classifier.h"
+#include "core/social/social_model.h"
+
+namespace kls {
+
+/// The parsed attachments of a kernel.
+struct ModelAttachments {
+  std::optional<KernelClassifier> classifier;  ///< the classifier (onk, mkl jobs)
+  std::optional<SocialGraph> social;           ///< the social graph (social strength jobs)
+  std::optional<KlrStrength> social_klr;       ///< the pairwise KLR model (social strength, KLR weighting)
+  /// The job's feature scaling; absent = identity. Feature queries apply it.
+  std::optional<FeatureScaler> scaling;
+  int64_t bytes = 0;                           ///< memory the attachments take
+};
+
+/// Classify's answer: decision values f(x) and the class each one picks.
+struct Classification {
+  Eigen::VectorXd decision_values;
+  std::vector<int> labels;
+};
+
+class KernelServable {
+ public:
+  /// `kernel` non-null; `index` may be null (queries scan V); `attachments`
+  /// may be null (none).
+  KernelServable(std::shared_ptr<const LearnedKernel> kernel, std::shared_ptr<const TopKIndex> index,
+                 std::shared_ptr<const ModelAttachments> attachments);
+
+  const LearnedKernel& kernel() const { return *kernel_; }
+  const ModelAttachments& attachments() const { return *attachments_; }
+  bool has_classifier() const { return attachments_->classifier.has_value(); }
+  bool has_social_graph() const { return attachments_->social.has_value(); }
+
+  /// The k items most similar to item `item` (INVALID_ARGUMENT naming `field` when out of range).
+  StatusOr<std::vector<ScoredItem>> TopKOfItem(int item, int k, bool exclude_self, const char* field) const;
+  /// The k items with the largest ⟨v_i, query⟩; `query` has rank() entries, all finite.
+  StatusOr<std::vector<ScoredItem>> TopKOfVector(const Eigen::VectorXd& query, int k) const;
+
+  /// Embedding rows of unseen points (harmonic extension, thesis §6.3.3):
+  /// `rows` are raw features (the kernel's scaling is applied here), `train`
+  /// the kernel's training features, already scaled (one row per item).
+  /// FAILED_PRECONDITION when the kernel is not over `train`'s rows;
+  /// INVALID_ARGUMENT naming `field` when the widths differ.
+  StatusOr<LearnedKernel::Embedding> ExtendToFeatures(const Eigen::MatrixXd& train, const Eigen::MatrixXd& rows,
+                                                      const HarmonicExtensionOptions& options,
+                                                      const std::string& field, const SolveControl& control) const;
+
+  /// VisualRank over `candidates` (indices) with the optional `prior` (one
+  /// value per candidate, or empty); the first `k` (0 = all).
+  StatusOr<std::vector<ScoredItem>> ReRank(const std::vector<int>& candidates, const Eigen::VectorXd& prior,
+                                           const VisualRankOptions& options, int k, int* iterations,
+                                           const SolveControl& control) const;
+
+  /// Strength of each pair (u[t], v[t]): the pairwise KLR model's σ(f) when
+  /// the kernel has one, else the strength kernel's entry.
+  /// FAILED_PRECONDITION without a social graph.
+  StatusOr<std::vector<double>> SocialStrength(const std::vector<int>& u, const std::vector<int>& v) const;
+
+  /// Friends (not yet contacts) or groups for `user`, strongest first.
+  StatusOr<std::vector<ScoredItem>> Recommend(int user, int k, bool groups) const;
+
+  /// The classifier's decision on each raw feature row (scaling applied here).
+  StatusOr<Classification> Classify(const Eigen::MatrixXd& rows) const;
+
+  /// Harmonic classes of every user from the labelled ones (thesis §7.5), on
+  /// the strength graph. Labels must be class ids in [0, 1000) of >= 2 classes.
+  StatusOr<HarmonicResult> ClassifyUsers(const std::vector<int>& labelled, const std::vector<int>& labels,
+                                         bool class_mass_normalization, const SolveControl& control) const;
+
+ private:
+  std::shared_ptr<const LearnedKernel> kernel_;
+  std::shared_ptr<const TopKIndex> index_;
+  std::shared_ptr<const ModelAttachments> attachments_;
+};
+
+}  // namespace kls
