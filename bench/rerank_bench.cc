@@ -18,8 +18,11 @@
 #include "core/common/solve_control.h"
 #include "core/ranking/kernel_extension.h"
 #include "core/ranking/npk_ranking.h"
+#include "core/ranking/parametric_kernels.h"
+#include "core/ranking/ranking_protocol.h"
 #include "core/ranking/rerank.h"
 #include "core/ranking/tagged_corpus.h"
+#include "core/ranking/text_kernel.h"
 #include "core/ranking/visual_rank.h"
 
 namespace kls::bench {

@@ -7,7 +7,7 @@
 
 #include "bench/bench_util.h"
 #include "core/common/solve_control.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls::bench {
 

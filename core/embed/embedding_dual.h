@@ -20,7 +20,7 @@
 // so H changes only the prior.)
 //
 // A is applied in O(nnz(S) + n q + m) and never densified on the Lanczos
-// path (thesis §3.3.2). Compare core/npkl/sparse_spectrum.h: the positive
+// path (thesis §3.3.2). Compare core/npkl/positive_spectrum.h: the positive
 // spectrum below follows the same rank-growth rule, but on this operator;
 // ComputePositiveSpectrum there is written for DualMatrix only (a template on
 // the operator type would let both share one implementation).
@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "core/common/status.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls {
 
@@ -90,7 +90,7 @@ class EmbeddingDualMatrix {
 /// algebraic) starting at `options.initial_rank` (<= 0: 2) eigenpairs and
 /// doubling until the smallest computed eigenvalue is <= positive_threshold.
 /// `warm_start` (optional, n values) seeds Lanczos. Same contract as
-/// ComputePositiveSpectrum (core/npkl/sparse_spectrum.h).
+/// ComputePositiveSpectrum (core/npkl/positive_spectrum.h).
 StatusOr<PositiveSpectrum> EmbeddingPositiveSpectrum(const EmbeddingDualMatrix& a, const SpectrumOptions& options,
                                                      const Eigen::VectorXd* warm_start = nullptr);
 

@@ -1,5 +1,5 @@
 // Warm-started block eigensolver for the positive spectrum of the SimpleNPKL
-// dual matrix A = Σ_k w_k S_k − L (thesis Prop. 3.25; see sparse_spectrum.h).
+// dual matrix A = Σ_k w_k S_k − L (thesis Prop. 3.25; see positive_spectrum.h).
 //
 // SimpleNPKL needs A₊ at every iterate α_t (thesis (3.8), Algorithm 1), and
 // A(α_t) moves little from one iterate to the next. Spectra's restarted
@@ -33,7 +33,7 @@
 
 #include "core/common/status.h"
 #include "core/npkl/blocked_laplacian.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls {
 

@@ -1,5 +1,5 @@
 // The growing-rank Lanczos loop behind every sparse positive-spectrum
-// computation: SimpleNPKL's A = Σ w_k S_k − L (sparse_spectrum.h) and the
+// computation: SimpleNPKL's A = Σ w_k S_k − L (positive_spectrum.h) and the
 // embedding duals' A = H(K₀ + Σ α_k T_k)H (core/embed/embedding_dual.h).
 //
 // Lanczos needs the number of wanted eigenpairs up front, so the loop asks for
@@ -24,7 +24,7 @@
 #include <string>
 
 #include "core/common/status.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls {
 

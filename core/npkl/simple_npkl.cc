@@ -17,7 +17,7 @@
 #include "core/common/parallel.h"
 #include "core/npkl/block_spectrum.h"
 #include "core/npkl/blocked_laplacian.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls {
 namespace {

@@ -22,7 +22,7 @@
 //     K = (B / tr A₊^q)^{1/p} A₊^{1/(p−1)}   (3.8),  q = p/(p−1),
 //     K = (A₊ / G)^{1/(p−1)}                  (3.14),
 // where A₊ is the positive part of A, found by sparse Lanczos
-// (sparse_spectrum.h; thesis §3.3.2).
+// (positive_spectrum.h; thesis §3.3.2).
 //   * Linear loss: one closed form with A = C Σ T_ij S_ij − L.
 //   * Other losses: the saddle-point problem (3.18)
 //         max_α J(α),  J(α) = min_K tr((L − Σ α_ij T_ij S_ij) K) [+ penalty]
@@ -188,7 +188,7 @@ struct SimpleNpklOptions {
   double active_point_fraction = 0.5;
   /// 0 = full K; r > 0 = low-rank mode K = V E Vᵀ with r basis vectors (§3.3.4), r <= n.
   int low_rank = 0;
-  /// Dense eigensolver at or below this many points (>= 0); see sparse_spectrum.h.
+  /// Dense eigensolver at or below this many points (>= 0); see positive_spectrum.h.
   int dense_threshold = 300;
   /// Spectra Lanczos relative tolerance (> 0); every certified gap (the
   /// stopping test and the returned duality_gap) is computed at this one.

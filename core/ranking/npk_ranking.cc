@@ -8,7 +8,7 @@
 
 #include "core/graph/knn.h"
 #include "core/graph/laplacian.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 namespace kls {
 

@@ -77,11 +77,14 @@ TEST(VisualRank, BadInputNamesTheField) {
 }  // namespace kls
 
 // ---------------------------------------------------------------------------
-// NPK ranking (§6.3), tagged corpus, re-ranking helpers, unseen-item extension.
+// NPK ranking (§6.3), tagged corpus, re-ranking helpers (tf-idf text scores,
+// candidates, query splits), unseen-item extension.
 #include "core/ranking/kernel_extension.h"
 #include "core/ranking/npk_ranking.h"
+#include "core/ranking/ranking_protocol.h"
 #include "core/ranking/rerank.h"
 #include "core/ranking/tagged_corpus.h"
+#include "core/ranking/text_kernel.h"
 
 namespace kls {
 namespace {

@@ -25,7 +25,7 @@
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
 #include "core/graph/laplacian.h"
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 #include "tests/test_util/sdp_oracle.h"
 
 namespace kls {

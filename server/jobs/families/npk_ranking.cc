@@ -2,7 +2,7 @@
 // options kls.v1.NpkRankingOptions. Reads a second data set: the items' tag
 // counts (npk_ranking.text_dataset_id), whose tf-idf cosine is the text kernel.
 #include "core/ranking/npk_ranking.h"
-#include "core/ranking/rerank.h"
+#include "core/ranking/text_kernel.h"
 #include "server/jobs/families/family_util.h"
 #include "server/jobs/solver_family.h"
 

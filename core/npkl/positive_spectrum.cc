@@ -1,4 +1,4 @@
-#include "core/npkl/sparse_spectrum.h"
+#include "core/npkl/positive_spectrum.h"
 
 #include <Eigen/Eigenvalues>
 #include <Spectra/SymEigsSolver.h>

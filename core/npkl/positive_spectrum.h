@@ -1,4 +1,10 @@
-// The positive part of the SimpleNPKL dual matrix (thesis ch. 3, Prop. 3.25):
+// Positive spectra A₊ = Σ_{λ > 0} λ u uᵀ of symmetric matrices, on two paths:
+// the sparse (Lanczos) path for the SimpleNPKL dual matrix (DualMatrix,
+// ComputePositiveSpectrum, TopEigenvectors) and the dense path for any dense
+// symmetric matrix (DensePositiveSpectrum: the sparse path's fallback,
+// SimpleNPKL's low-rank mode, the embedding duals).
+//
+// The SimpleNPKL dual matrix (thesis ch. 3, Prop. 3.25) and its positive part:
 //
 //     A = Σ_k w_k S_{i_k j_k} − L,     S_ij = (E_ij + E_ji)/2 (i ≠ j),  S_ii = E_ii,
 //     A₊ = Σ_{λ > 0} λ u uᵀ.
