@@ -89,7 +89,7 @@ struct JobOutput {
   double dual_residual = 0.0;
   /// The optimality certificate: the family fills gap / lower_bound /
   /// kkt_residual where it has them (NPKL: KL-ADMM's and BCDNPKL's
-  /// Burer–Monteiro bound, SimpleNPKL's duality gap; qsdp: all three);
+  /// Burer–Monteiro bound, SimpleNPKL's duality gap; RegPCP/RegMVU: all three);
   /// RunSolverJob sets `certified` (converged with a finite gap).
   Certificate certificate;
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair
