@@ -35,6 +35,7 @@ using kls::e2e::Spawn;
 using kls::e2e::WaitFor;
 
 constexpr int kNamesPerClient = 3;     // imported kernel names each client owns
+constexpr const char* kSharedKernelName = "kls-crash-shared";  // every second job of every client writes here
 constexpr int kMaxVersionsPerName = 4; // above this an import turns into a delete
 constexpr int kMaxOpenJobs = 2;        // per client; above this a submit turns into a poll
 constexpr size_t kMaxProblems = 50;
@@ -219,6 +220,7 @@ class Soak {
   Status Verify();
   void VerifyName(ClientModel& m, int i);
   void VerifyJobKernel(ClientModel& m, JobModel& jm);
+  void VerifySharedName();
   StatusOr<std::vector<v1::Job>> AllJobs();
 
   const CrashSoakOptions& options_;
@@ -496,7 +498,12 @@ bool Soak::DoSubmit(Client& c, ClientModel& m) {
   // solvers and inside the commit of their results.
   v1::SubmitJobRequest submit;
   submit.set_dataset_id(m.base_dataset);
-  submit.set_kernel_name("c" + std::to_string(m.index) + "-job-" + std::to_string(m.next_job++));
+  // Every second job of every client writes to one kernel name all clients
+  // share: concurrent commits to a name must each get a version of their
+  // own, never one given before (deletes of those versions are in the mix).
+  const int n = m.next_job++;
+  submit.set_kernel_name(n % 2 == 1 ? std::string(kSharedKernelName)
+                                    : "c" + std::to_string(m.index) + "-job-" + std::to_string(n));
   submit.set_deadline_seconds(0.3);
   submit.mutable_kl_admm()->set_max_iterations(1000000);
   submit.mutable_kl_admm()->set_tolerance(0);
@@ -885,7 +892,39 @@ Status Soak::Verify() {
     }
     m.pending = Pending{};
   }
+  VerifySharedName();
   return OkStatus();
+}
+
+void Soak::VerifySharedName() {
+  // Each version of the shared name belongs to one job, and each succeeded
+  // job's version is there under its own job id.
+  std::map<int64_t, std::string> owner;
+  for (const ClientModel& m : models_) {
+    for (const JobModel& jm : m.jobs) {
+      if (jm.kernel_name != kSharedKernelName || jm.kernel_version == 0) continue;
+      auto [it, inserted] = owner.emplace(jm.kernel_version, jm.id);
+      if (!inserted && it->second != jm.id && !jm.duplicate_reported) {
+        Problem(&CrashSoakResult::duplicate_job_kernels, std::string(kSharedKernelName) + " v" +
+                                                             std::to_string(jm.kernel_version) + " was reported to jobs " +
+                                                             it->second + " and " + jm.id);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_.shared_name_versions = static_cast<int64_t>(owner.size());
+  }
+  auto listed = client_->ListKernels(kSharedKernelName);
+  if (!listed.ok()) return;
+  for (const auto& k : *listed) {
+    auto it = owner.find(k.version());
+    if (it != owner.end() && it->second != k.job_id()) {
+      Problem(&CrashSoakResult::duplicate_job_kernels, std::string(kSharedKernelName) + " v" +
+                                                           std::to_string(k.version()) + " belongs to job " +
+                                                           k.job_id() + ", not " + it->second);
+    }
+  }
 }
 
 // ---- The run -------------------------------------------------------------------
@@ -1063,6 +1102,7 @@ nlohmann::json CrashSoakResult::ToJson() const {
           {"jobs_failed_by_kills", jobs_failed_by_kills},
           {"query_mismatches", query_mismatches},
           {"duplicate_job_kernels", duplicate_job_kernels},
+          {"shared_name_versions", shared_name_versions},
           {"queries", queries},
           {"jobs_submitted", jobs_submitted},
           {"jobs_succeeded", jobs_succeeded},

@@ -89,7 +89,10 @@ struct CrashSoakResult {
   int64_t stuck_jobs = 0;
   int64_t jobs_failed_by_kills = 0;
   int64_t query_mismatches = 0;
-  int64_t duplicate_job_kernels = 0;  ///< a job's result stored more than once
+  int64_t duplicate_job_kernels = 0;  ///< a job's result stored more than once, or a version claimed by two jobs
+  /// Versions of the kernel name every client's jobs share (kls-crash-shared)
+  /// that succeeded jobs reported, each checked to belong to one job.
+  int64_t shared_name_versions = 0;
   int64_t queries = 0;                ///< queries compared (clients and checks)
   int64_t jobs_submitted = 0, jobs_succeeded = 0, jobs_cancelled = 0, jobs_failed = 0;
   int64_t cancels_requested = 0;      ///< acknowledged cancels of running jobs

@@ -63,7 +63,7 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The schema this build writes. Bump it with a migration step in Migrate().
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 /// pg_advisory_xact_lock key serializing schema creation / migration ("kls\0schm").
 constexpr int64_t kSchemaLockKey = 0x6b6c7300736368;
 /// Class id of the per-kernel-name advisory locks (version numbering).
@@ -227,6 +227,12 @@ CREATE TABLE checkpoints (
   job_id text PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE, attempt integer NOT NULL,
   iteration bigint NOT NULL, solver text NOT NULL, bytes bytea NOT NULL, crc32 bigint NOT NULL,
   created_ms bigint NOT NULL);
+)sql";
+
+// Version 2: the last version issued per kernel name, so a version number is
+// never given twice, even after its kernel was deleted.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE IF NOT EXISTS kernel_names (name text PRIMARY KEY, last_version bigint NOT NULL);
 )sql";
 
 /// Milliseconds since the epoch on the database clock, as SQL.
@@ -994,11 +1000,13 @@ class PostgresStore final : public Store {
                                      " is newer than this kls-server supports (" + std::to_string(kSchemaVersion) +
                                      "); upgrade kls-server");
     }
+    if (version == 0) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
+    if (version < 2) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV2));
     if (version == 0) {
-      KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
       KLS_RETURN_IF_ERROR(c->Run("INSERT INTO kls_schema (version) VALUES ($1)", Params().Int(kSchemaVersion)));
+    } else if (version < kSchemaVersion) {
+      KLS_RETURN_IF_ERROR(c->Run("UPDATE kls_schema SET version = $1", Params().Int(kSchemaVersion)));
     }
-    // Future: `if (version < 2) { ALTER ...; }` steps, then UPDATE kls_schema.
     return tx.Commit();
   }
 
@@ -1044,9 +1052,15 @@ class PostgresStore final : public Store {
   StatusOr<KernelRecord> InsertKernel(PooledConn& c, KernelRecord r, const LearnedKernel& kernel,
                                       const std::string& image, std::string* artifact) {
     KLS_RETURN_IF_ERROR(LockKernelName(c, r.name));
-    KLS_ASSIGN_OR_RETURN(Result v, c.Exec("SELECT COALESCE(MAX(version), 0) + 1 FROM kernels WHERE name = $1",
+    // Never a version given before, even one whose kernel was deleted.
+    KLS_ASSIGN_OR_RETURN(Result v, c.Exec("SELECT GREATEST((SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = "
+                                          "$1), (SELECT COALESCE(MAX(last_version), 0) FROM kernel_names WHERE name = "
+                                          "$1)) + 1",
                                           Params().Text(r.name)));
     r.version = GetInt(v.get(), 0, 0);
+    KLS_RETURN_IF_ERROR(c.Run("INSERT INTO kernel_names (name, last_version) VALUES ($1, $2) ON CONFLICT (name) DO "
+                              "UPDATE SET last_version = GREATEST(kernel_names.last_version, EXCLUDED.last_version)",
+                              Params().Text(r.name).Int(r.version)));
     r.num_points = kernel.num_points();
     r.rank = kernel.rank();
     r.created_unix_ms = NowMs();

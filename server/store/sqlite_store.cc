@@ -130,6 +130,7 @@ CREATE TABLE IF NOT EXISTS aliases (
 CREATE TABLE IF NOT EXISTS checkpoints (
   job_id TEXT PRIMARY KEY, attempt INTEGER, iteration INTEGER, solver TEXT, bytes BLOB, crc32 INTEGER,
   created_ms INTEGER);
+CREATE TABLE IF NOT EXISTS kernel_names (name TEXT PRIMARY KEY, last_version INTEGER NOT NULL);
 )sql";
 
 /// Columns added after the first schema (lease, owner, counted failures);
@@ -724,7 +725,11 @@ class SqliteStore final : public Store {
     if (r.name.empty()) return InvalidArgumentError("kernel name is empty");
     {
       TxLock lock(tx_mu_);
-      Stmt s(db_, "SELECT COALESCE(MAX(version), 0) FROM kernels WHERE name = ?");
+      // A version number is never given twice, even after its kernel was
+      // deleted: kernel_names remembers the last one issued per name.
+      Stmt s(db_,
+             "SELECT MAX(COALESCE((SELECT MAX(version) FROM kernels WHERE name = ?1), 0), "
+             "COALESCE((SELECT last_version FROM kernel_names WHERE name = ?1), 0))");
       s.Bind(1, r.name);
       if (s.Step() != SQLITE_ROW) return s.Error("reading kernel versions");
       r.version = s.Int(0) + 1;
@@ -746,6 +751,11 @@ class SqliteStore final : public Store {
     s.Bind(1, r.name).Bind(2, r.version).Bind(3, r.job_id).Bind(4, r.dataset_id).Bind(5, r.method)
         .Bind(6, r.num_points).Bind(7, r.rank).Bind(8, r.summary_json).Bind(9, p.artifact).Bind(10, r.created_unix_ms);
     if (s.Step() != SQLITE_DONE) return s.Error("inserting kernel");
+    Stmt n(db_,
+           "INSERT INTO kernel_names VALUES (?, ?) ON CONFLICT (name) DO UPDATE "
+           "SET last_version = MAX(last_version, excluded.last_version)");
+    n.Bind(1, r.name).Bind(2, r.version);
+    if (n.Step() != SQLITE_DONE) return n.Error("recording the kernel version");
     return OkStatus();
   }
 

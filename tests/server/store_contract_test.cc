@@ -296,6 +296,27 @@ TEST_P(StoreContractTest, EventsReachTheListener) {
   EXPECT_TRUE(log.WaitFor(StoreEvent::Kind::kJobChanged, j.id, std::chrono::seconds(1)));
 }
 
+TEST_P(StoreContractTest, AVersionNumberIsNeverGivenTwiceEvenAfterItsDelete) {
+  // A client holding NAME:VERSION must never get another kernel under it.
+  KernelRecord r;
+  r.name = "reused";
+  auto put = [&] {
+    auto v = store_->PutKernel(r, Kernel());
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? v->version : -1;
+  };
+  EXPECT_EQ(put(), 1);
+  EXPECT_EQ(put(), 2);
+  ASSERT_TRUE(store_->DeleteKernel("reused", 2).ok());
+  EXPECT_EQ(put(), 3);
+  ASSERT_TRUE(store_->DeleteKernel("reused", 0).ok());
+  EXPECT_EQ(put(), 4);
+  auto listed = store_->ListKernels("reused");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().version, 4);
+}
+
 TEST_P(StoreContractTest, PingIsOk) { EXPECT_TRUE(store_->Ping().ok()) << store_->Ping(); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
