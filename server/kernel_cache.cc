@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/mkl/classifier_training.h"
 #include "server/jobs/solver_dispatch.h"
 
 #include <climits>
@@ -42,33 +41,12 @@ namespace {
 
 // Attachments → parsed models; a malformed one is DATA_LOSS (never served).
 StatusOr<ModelExtras> ParseExtras(const store::StoredModel& model, const std::string& name, int64_t version) {
-  ModelExtras extras;
-  const std::string what = "kernel " + name + " v" + std::to_string(version) + ": ";
-  for (const store::Attachment& a : model.attachments) {
-    extras.bytes += static_cast<int64_t>(a.bytes.size());
-    if (a.name == kClassifierAttachment) {
-      StatusOr<KernelClassifier> c = ParseClassifier(a.bytes);
-      if (!c.ok()) return DataLossError(what + c.status().message());
-      extras.classifier = std::move(c).value();
-    } else if (a.name == kSocialGraphAttachment) {
-      StatusOr<SocialGraph> g = ParseSocialGraph(a.bytes, model.kernel.num_points());
-      if (!g.ok()) return DataLossError(what + g.status().message());
-      extras.social = std::move(g).value();
-    } else if (a.name == kSocialKlrAttachment) {
-      StatusOr<PairwiseKlrModel> m = ParsePairwiseKlrModel(a.bytes);
-      if (!m.ok()) return DataLossError(what + m.status().message());
-      StatusOr<KlrStrength> klr = KlrStrength::Create(model.kernel, std::move(m).value());
-      if (!klr.ok()) return DataLossError(what + "social_klr: " + klr.status().message());
-      extras.bytes += static_cast<int64_t>(klr->memory_bytes());
-      extras.social_klr = std::move(klr).value();
-    } else if (a.name == kFeatureScalingAttachment) {
-      StatusOr<FeatureScaler> f = ParseFeatureScaler(a.bytes);
-      if (!f.ok()) return DataLossError(what + f.status().message());
-      extras.scaling = std::move(f).value();
-    }
-    // Unknown attachments (from a newer server) are ignored, not an error.
-  }
-  return extras;
+  std::vector<AttachmentView> views;
+  for (const store::Attachment& a : model.attachments) views.push_back({a.name, a.bytes});
+  StatusOr<ModelExtras> parsed = ParseAttachments(model.kernel, views);
+  if (!parsed.ok()) return Status(parsed.status().code(), "kernel " + name + " v" + std::to_string(version) + ": " +
+                                                              parsed.status().message());
+  return parsed;
 }
 
 }  // namespace

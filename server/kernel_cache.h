@@ -46,11 +46,9 @@
 
 #include "core/common/status.h"
 #include "core/data/feature_scaling.h"
-#include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
 #include "core/serving/kernel_servable.h"
-#include "core/social/social_model.h"
 #include "server/store/store.h"
 
 namespace kls::server {

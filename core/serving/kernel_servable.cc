@@ -4,10 +4,41 @@
 #include <cmath>
 #include <utility>
 
+#include "core/mkl/classifier_training.h"
 #include "core/ranking/rerank.h"
+#include "core/social/pairwise_klr.h"
 #include "core/social/recommendation.h"
 
 namespace kls {
+
+StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored) {
+  ModelAttachments out;
+  for (const AttachmentView& a : stored) {
+    out.bytes += static_cast<int64_t>(a.bytes.size());
+    const std::string bytes(a.bytes);
+    if (a.name == kClassifierAttachment) {
+      StatusOr<KernelClassifier> c = ParseClassifier(bytes);
+      if (!c.ok()) return DataLossError(c.status().message());
+      out.classifier = std::move(c).value();
+    } else if (a.name == kSocialGraphAttachment) {
+      StatusOr<SocialGraph> g = ParseSocialGraph(bytes, kernel.num_points());
+      if (!g.ok()) return DataLossError(g.status().message());
+      out.social = std::move(g).value();
+    } else if (a.name == kSocialKlrAttachment) {
+      StatusOr<PairwiseKlrModel> m = ParsePairwiseKlrModel(bytes);
+      if (!m.ok()) return DataLossError(m.status().message());
+      StatusOr<KlrStrength> klr = KlrStrength::Create(kernel, std::move(m).value());
+      if (!klr.ok()) return DataLossError("social_klr: " + klr.status().message());
+      out.bytes += static_cast<int64_t>(klr->memory_bytes());
+      out.social_klr = std::move(klr).value();
+    } else if (a.name == kFeatureScalingAttachment) {
+      StatusOr<FeatureScaler> f = ParseFeatureScaler(bytes);
+      if (!f.ok()) return DataLossError(f.status().message());
+      out.scaling = std::move(f).value();
+    }
+  }
+  return out;
+}
 
 KernelServable::KernelServable(std::shared_ptr<const LearnedKernel> kernel, std::shared_ptr<const TopKIndex> index,
                                std::shared_ptr<const ModelAttachments> attachments)

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
@@ -30,6 +31,14 @@
 
 namespace kls {
 
+/// Attachment names (what a job stores beside the factor) and their encodings.
+inline constexpr const char* kClassifierAttachment = "classifier";     ///< SerializeClassifier
+inline constexpr const char* kSocialGraphAttachment = "social_graph";  ///< SerializeSocialGraph
+inline constexpr const char* kSocialKlrAttachment = "social_klr";      ///< SerializePairwiseKlrModel
+/// The job's feature scaling statistics (FeatureScaler::Serialize, versioned);
+/// stored only when the scaling is not none. Absent = identity.
+inline constexpr const char* kFeatureScalingAttachment = "feature_scaling";
+
 /// The parsed attachments of a kernel.
 struct ModelAttachments {
   std::optional<KernelClassifier> classifier;  ///< the classifier (onk, mkl jobs)
@@ -39,6 +48,16 @@ struct ModelAttachments {
   std::optional<FeatureScaler> scaling;
   int64_t bytes = 0;                           ///< memory the attachments take
 };
+
+/// One stored attachment, by name (the bytes are borrowed).
+struct AttachmentView {
+  std::string_view name;
+  std::string_view bytes;
+};
+
+/// Decodes the attachments of `kernel` (unknown names, from a newer server,
+/// are skipped). DATA_LOSS naming the attachment for a malformed one.
+StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored);
 
 /// Classify's answer: decision values f(x) and the class each one picks.
 struct Classification {

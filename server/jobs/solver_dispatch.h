@@ -14,18 +14,11 @@
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/model/learned_kernel.h"
+#include "core/serving/kernel_servable.h"  // the attachment names
 #include "server/jobs/solver_family.h"
 #include "server/store/store.h"
 
 namespace kls::server {
-
-/// Attachment names (server/store/store.h Attachment) and their encodings.
-inline constexpr const char* kClassifierAttachment = "classifier";     ///< SerializeClassifier
-inline constexpr const char* kSocialGraphAttachment = "social_graph";  ///< SerializeSocialGraph
-inline constexpr const char* kSocialKlrAttachment = "social_klr";      ///< SerializePairwiseKlrModel
-/// The job's feature scaling statistics (FeatureScaler::Serialize, versioned);
-/// stored only when the scaling is not none. Absent = identity.
-inline constexpr const char* kFeatureScalingAttachment = "feature_scaling";
 
 /// Runs `spec` on `data`, with the features scaled per spec.scaling first
 /// (the statistics become the kFeatureScalingAttachment). `store` serves the

@@ -1,6 +1,7 @@
 #include "server/store/artifact.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,6 +146,16 @@ StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string dir_of = std::filesystem::path(path).parent_path().string();
+  struct statvfs fs;
+  if (::statvfs(dir_of.empty() ? "." : dir_of.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < bytes.size() + kMetadataHeadroomBytes) {
+      return DiskFull(dir_of, "writing \"" + path + "\": " + std::to_string(bytes.size()) + " bytes would leave less than " +
+                                  std::to_string(kMetadataHeadroomBytes >> 20) + " MiB free for the metadata (" +
+                                  std::to_string(free_bytes) + " bytes free)");
+    }
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileError("creating", tmp, errno);

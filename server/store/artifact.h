@@ -43,9 +43,16 @@ struct SectionView {
 /// or a size that does not match the shape.
 StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections);
 
+/// Free space a file write leaves on its file system for the metadata
+/// writes that follow (a job's FAILED state, a delete, the SQLite WAL): a
+/// write that would leave less is refused as a full disk before it starts.
+inline constexpr uint64_t kMetadataHeadroomBytes = 1u << 20;
+
 /// Writes `bytes` atomically to `path`: a temporary `path.tmp.<pid>`,
 /// fsync, rename into place, fsync of the directory. A crash leaves the old
 /// file (or none) and at most the temporary, never a torn `path`.
+/// RESOURCE_EXHAUSTED (DiskFull) when the file system has no room for it plus
+/// kMetadataHeadroomBytes.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 /// RESOURCE_EXHAUSTED for a full file system (ENOSPC, EDQUOT, SQLITE_FULL):

@@ -323,12 +323,15 @@ TEST_F(QueriesServiceTest, VersionsAliasesAndDeleteAreNeverServedStale) {
   EXPECT_EQ(client_->ListKernels()->size(), 2u);
   EXPECT_EQ(client_->ListKernels("other")->size(), 0u);
 
-  // Delete every version, then learn "k" again: version 1 now means new content.
+  // Delete every version, then learn "k" again: the new kernel gets a number
+  // never given before (3), the deleted ones stay gone, and "latest" is fresh.
   ASSERT_TRUE(client_->DeleteKernel("k", 0).ok());
   EXPECT_EQ(client_->Similarity(Ref("k", 1), {{0, 1}}).status().code(), StatusCode::kNotFound);
   const LearnedKernel fresh = RandomKernel(kN, 3, 1234);
-  ASSERT_EQ(Put("k", fresh)->version, 1);
-  EXPECT_EQ((*client_->Similarity(Ref("k", 1), {{0, 1}}))[0], fresh.value(0, 1));
+  ASSERT_EQ(Put("k", fresh)->version, 3);
+  EXPECT_EQ(client_->Similarity(Ref("k", 1), {{0, 1}}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*client_->Similarity(Ref("k"), {{0, 1}}))[0], fresh.value(0, 1));
+  EXPECT_EQ((*client_->Similarity(Ref("k", 3), {{0, 1}}))[0], fresh.value(0, 1));
 }
 
 TEST_F(QueriesServiceTest, ExportStreamsTheEmbeddingInChunksOfAtMostOneMiB) {
