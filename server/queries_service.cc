@@ -47,8 +47,8 @@ Status CheckIndices(const LearnedKernel& kernel, const Repeated& indices, const 
 // (`needs`, described as `what`), naming the families that store it.
 Status MissingModel(const store::KernelRecord& r, const char* query, const char* needs, const char* what) {
   return FailedPreconditionError(std::string(query) + ": kernel " + r.name + " v" + std::to_string(r.version) +
-                                 " (method " + r.method + ") has no " + what + "; it needs a kernel learned by a " +
-                                 FamilyRegistry::Global().NamesStoring(needs) + " job");
+                                 " (method " + r.method + ") has no " + what + "; it needs a kernel learned by a job of " +
+                                 FamilyRegistry::Global().NamesStoring(needs));
 }
 
 // The call's deadline and cancellation as a SolveControl for core: the

@@ -168,6 +168,17 @@ json SummaryJson(const std::string& text) {
   return summary.is_discarded() ? json(text) : summary;
 }
 
+// {"gap":…, "lower_bound":…, "kkt_residual":…, "certified":…}: the members
+// the solve had; null when the job or kernel has no certificate yet.
+json CertificateJson(bool present, const kls::v1::Certificate& c) {
+  if (!present) return nullptr;
+  json out = {{"certified", c.certified()}};
+  if (c.has_gap()) out["gap"] = c.gap();
+  if (c.has_lower_bound()) out["lower_bound"] = c.lower_bound();
+  if (c.has_kkt_residual()) out["kkt_residual"] = c.kkt_residual();
+  return out;
+}
+
 json JobJson(const kls::v1::Job& j) {
   const kls::v1::Progress& p = j.progress();
   return {{"id", j.id()},
@@ -190,6 +201,7 @@ json JobJson(const kls::v1::Job& j) {
           {"created_unix_ms", j.created_unix_ms()},
           {"started_unix_ms", j.started_unix_ms()},
           {"finished_unix_ms", j.finished_unix_ms()},
+          {"certificate", CertificateJson(j.has_certificate(), j.certificate())},
           {"summary", SummaryJson(j.summary_json())}};
 }
 
@@ -202,6 +214,7 @@ json KernelJson(const kls::v1::KernelInfo& k) {
           {"method", k.method()},
           {"num_points", k.num_points()},
           {"rank", k.rank()},
+          {"certificate", CertificateJson(k.has_certificate(), k.certificate())},
           {"summary", summary},
           {"created_unix_ms", k.created_unix_ms()}};
 }
