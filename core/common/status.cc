@@ -44,9 +44,9 @@ std::string FormatNumber(double v) {
   return os.str();
 }
 
-Status CheckPositiveOption(const char* field, double v) {
+Status CheckPositiveOption(const char* field, double v, std::string_view path) {
   if (!(v > 0.0) || !std::isfinite(v)) {
-    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) + " must be finite and > 0");
+    return InvalidArgumentError(std::string(path) + "." + field + " = " + FormatNumber(v) + " must be finite and > 0");
   }
   return OkStatus();
 }

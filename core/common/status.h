@@ -13,6 +13,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kls {
@@ -104,8 +105,8 @@ class [[nodiscard]] StatusOr {
 std::string FormatNumber(double v);
 
 /// OK when `v` is finite and > 0; otherwise INVALID_ARGUMENT
-/// "options.<field> = <v> must be finite and > 0" (the options checks of every solver).
-Status CheckPositiveOption(const char* field, double v);
+/// "<path>.<field> = <v> must be finite and > 0" (the options checks of every solver).
+Status CheckPositiveOption(const char* field, double v, std::string_view path = "options");
 
 /// Runs `body` (returning StatusOr<T> or Status) and turns exceptions from
 /// Eigen, Spectra or allocation into RESOURCE_EXHAUSTED / INTERNAL statuses

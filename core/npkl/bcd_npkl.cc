@@ -747,28 +747,28 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
 
 }  // namespace
 
-Status BcdNpklOptions::Validate() const {
+Status BcdNpklOptions::Validate(std::string_view path) const {
   if (loss != NpklLoss::kSquare && loss != NpklLoss::kSquareHinge && loss != NpklLoss::kHinge) {
-    return InvalidArgumentError(std::string("options.loss = ") + NpklLossName(loss) +
+    return InvalidArgumentError(std::string(std::string(path) + ".loss = ") + NpklLossName(loss) +
                                 " is not supported by BCDNPKL (use hinge, square_hinge or square)");
   }
   if (!(c > 0.0) || !std::isfinite(c)) {
-    return InvalidArgumentError("options.c = " + FormatNumber(c) + " must be positive and finite");
+    return InvalidArgumentError(std::string(path) + ".c = " + FormatNumber(c) + " must be positive and finite");
   }
   if (rank < 0) {
-    return InvalidArgumentError("options.rank = " + std::to_string(rank) + " must be >= 1 (or 0 for automatic)");
+    return InvalidArgumentError(std::string(path) + ".rank = " + std::to_string(rank) + " must be >= 1 (or 0 for automatic)");
   }
   if (max_iterations < 1) {
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be non-negative and finite");
+    return InvalidArgumentError(std::string(path) + ".tolerance = " + FormatNumber(tolerance) + " must be non-negative and finite");
   }
   if (!(over_relaxation > 0.0 && over_relaxation < 2.0)) {
-    return InvalidArgumentError("options.over_relaxation = " + FormatNumber(over_relaxation) +
+    return InvalidArgumentError(std::string(path) + ".over_relaxation = " + FormatNumber(over_relaxation) +
                                 " must be in (0, 2) (block over-relaxation descends only there)");
   }
-  KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance));
+  KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance, path));
   return OkStatus();
 }
 

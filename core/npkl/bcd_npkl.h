@@ -91,6 +91,8 @@
 // splits the block GEMMs inside it (deterministic for a fixed thread count).
 #pragma once
 
+#include <string_view>
+
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -174,7 +176,9 @@ struct BcdNpklOptions {
 
   /// INVALID_ARGUMENT naming the field and value ("options.c = -1 must be
   /// positive and finite") for any out-of-range field.
-  Status Validate() const;
+  /// Errors name each field as "<path>.<field>" (a caller passes the field
+  /// path its user wrote, e.g. the service passes the family's name).
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// What the rank escalation and the optimality certificate found

@@ -121,15 +121,16 @@ int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurva
   return static_cast<int>(take.size());
 }
 
-Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance) {
+Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance,
+                                 std::string_view path) {
   if (initial_rank < 1) {
-    return InvalidArgumentError("options.initial_rank = " + std::to_string(initial_rank) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".initial_rank = " + std::to_string(initial_rank) + " must be >= 1");
   }
   if (escalation_step < 1) {
-    return InvalidArgumentError("options.escalation_step = " + std::to_string(escalation_step) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".escalation_step = " + std::to_string(escalation_step) + " must be >= 1");
   }
   if (!(certificate_tolerance >= 0.0) || !std::isfinite(certificate_tolerance)) {
-    return InvalidArgumentError("options.certificate_tolerance = " + FormatNumber(certificate_tolerance) +
+    return InvalidArgumentError(std::string(path) + ".certificate_tolerance = " + FormatNumber(certificate_tolerance) +
                                 " must be non-negative and finite");
   }
   return OkStatus();

@@ -27,6 +27,7 @@
 #include <Eigen/Core>
 #include <functional>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "core/common/byte_io.h"
@@ -78,7 +79,8 @@ int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurva
 
 /// INVALID_ARGUMENT naming options.initial_rank (>= 1), options.escalation_step
 /// (>= 1) or options.certificate_tolerance (finite, >= 0) and its value.
-Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance);
+Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance,
+                                 std::string_view path = "options");
 
 /// What a rank escalation and its optimality certificates found (BCDNPKL,
 /// KL-ADMM), as reported by the solvers and carried in their checkpoints.

@@ -846,39 +846,39 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
 
 }  // namespace
 
-Status KlAdmmOptions::Validate() const {
+Status KlAdmmOptions::Validate(std::string_view path) const {
   if (!(gamma > 0.0) || !std::isfinite(gamma)) {
-    return InvalidArgumentError("options.gamma = " + FormatNumber(gamma) + " must be positive and finite");
+    return InvalidArgumentError(std::string(path) + ".gamma = " + FormatNumber(gamma) + " must be positive and finite");
   }
   if (rank < 0) {
-    return InvalidArgumentError("options.rank = " + std::to_string(rank) +
+    return InvalidArgumentError(std::string(path) + ".rank = " + std::to_string(rank) +
                                 " must be >= 1 (or 0 for automatic)");
   }
   if (!(rho_initial > 0.0) || !std::isfinite(rho_initial)) {
-    return InvalidArgumentError("options.rho_initial = " + FormatNumber(rho_initial) +
+    return InvalidArgumentError(std::string(path) + ".rho_initial = " + FormatNumber(rho_initial) +
                                 " must be positive and finite");
   }
   if (!(rho_min > 0.0) || !std::isfinite(rho_min)) {
-    return InvalidArgumentError("options.rho_min = " + FormatNumber(rho_min) + " must be positive and finite");
+    return InvalidArgumentError(std::string(path) + ".rho_min = " + FormatNumber(rho_min) + " must be positive and finite");
   }
   if (max_iterations < 1) {
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) +
+    return InvalidArgumentError(std::string(path) + ".max_iterations = " + std::to_string(max_iterations) +
                                 " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) +
+    return InvalidArgumentError(std::string(path) + ".tolerance = " + FormatNumber(tolerance) +
                                 " must be non-negative and finite");
   }
   if (!(polish_switch_tolerance > 0.0) || !std::isfinite(polish_switch_tolerance)) {
-    return InvalidArgumentError("options.polish_switch_tolerance = " + FormatNumber(polish_switch_tolerance) +
+    return InvalidArgumentError(std::string(path) + ".polish_switch_tolerance = " + FormatNumber(polish_switch_tolerance) +
                                 " must be positive and finite");
   }
-  KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance));
+  KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance, path));
   if (lbfgs_memory < 1) {
-    return InvalidArgumentError("options.lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }
   if (num_threads < 0 || num_threads > kMaxSolverThreads) {
-    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
+    return InvalidArgumentError(std::string(path) + ".num_threads = " + std::to_string(num_threads) + " must be in [0, " +
                                 std::to_string(kMaxSolverThreads) + "] (0 = all hardware threads)");
   }
   return OkStatus();

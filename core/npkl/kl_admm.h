@@ -60,6 +60,8 @@
 // all reductions are taken serially in index order.
 #pragma once
 
+#include <string_view>
+
 #include <cstdint>
 
 #include "core/common/solve_control.h"
@@ -174,7 +176,9 @@ struct KlAdmmOptions {
 
   /// INVALID_ARGUMENT naming the field and value ("options.gamma = -1 must be
   /// positive and finite") for any out-of-range field.
-  Status Validate() const;
+  /// Errors name each field as "<path>.<field>" (a caller passes the field
+  /// path its user wrote, e.g. the service passes the family's name).
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// Runs KL-ADMM (Algorithm 1) on `problem` from a seeded random start.

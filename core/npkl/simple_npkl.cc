@@ -786,58 +786,58 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
 
 }  // namespace
 
-Status SimpleNpklOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b));
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("g", g));
+Status SimpleNpklOptions::Validate(std::string_view path) const {
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b, path));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("g", g, path));
   if (!(block_tolerance > 0.0) || !std::isfinite(block_tolerance)) {
-    return InvalidArgumentError("options.block_tolerance = " + FormatNumber(block_tolerance) +
+    return InvalidArgumentError(std::string(path) + ".block_tolerance = " + FormatNumber(block_tolerance) +
                                 " must be finite and > 0");
   }
   if (block_points_per_column < 1) {
-    return InvalidArgumentError("options.block_points_per_column = " + std::to_string(block_points_per_column) +
+    return InvalidArgumentError(std::string(path) + ".block_points_per_column = " + std::to_string(block_points_per_column) +
                                 " must be >= 1");
   }
   if (num_threads < 0 || num_threads > kMaxSolverThreads) {
-    return InvalidArgumentError("options.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
+    return InvalidArgumentError(std::string(path) + ".num_threads = " + std::to_string(num_threads) + " must be in [0, " +
                                 std::to_string(kMaxSolverThreads) + "] (0 = all hardware threads)");
   }
   if (!(p > 1.0) || !std::isfinite(p)) {
-    return InvalidArgumentError("options.p = " + FormatNumber(p) + " must be finite and > 1");
+    return InvalidArgumentError(std::string(path) + ".p = " + FormatNumber(p) + " must be finite and > 1");
   }
   if (!(step >= 0.0) || !std::isfinite(step)) {
-    return InvalidArgumentError("options.step = " + FormatNumber(step) + " must be finite and >= 0 (0 = guaranteed)");
+    return InvalidArgumentError(std::string(path) + ".step = " + FormatNumber(step) + " must be finite and >= 0 (0 = guaranteed)");
   }
   if (max_iterations < 1) {
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
+    return InvalidArgumentError(std::string(path) + ".tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
   }
   if (!(active_point_fraction > 0.0 && active_point_fraction <= 1.0)) {
-    return InvalidArgumentError("options.active_point_fraction = " + FormatNumber(active_point_fraction) +
+    return InvalidArgumentError(std::string(path) + ".active_point_fraction = " + FormatNumber(active_point_fraction) +
                                 " must be in (0, 1]");
   }
   if (low_rank < 0) {
-    return InvalidArgumentError("options.low_rank = " + std::to_string(low_rank) + " must be >= 0 (0 = full)");
+    return InvalidArgumentError(std::string(path) + ".low_rank = " + std::to_string(low_rank) + " must be >= 0 (0 = full)");
   }
   if (dense_threshold < 0) {
-    return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
+    return InvalidArgumentError(std::string(path) + ".dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
   }
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance, path));
   if (!(early_lanczos_tolerance >= 0.0) || !std::isfinite(early_lanczos_tolerance)) {
-    return InvalidArgumentError("options.early_lanczos_tolerance = " + FormatNumber(early_lanczos_tolerance) +
+    return InvalidArgumentError(std::string(path) + ".early_lanczos_tolerance = " + FormatNumber(early_lanczos_tolerance) +
                                 " must be finite and >= 0");
   }
   if (!(tighten_factor >= 1.0) || !std::isfinite(tighten_factor)) {
-    return InvalidArgumentError("options.tighten_factor = " + FormatNumber(tighten_factor) +
+    return InvalidArgumentError(std::string(path) + ".tighten_factor = " + FormatNumber(tighten_factor) +
                                 " must be finite and >= 1");
   }
   if (start_rank < 0) {
-    return InvalidArgumentError("options.start_rank = " + std::to_string(start_rank) + " must be >= 0 (0 = α⁰ = C·1)");
+    return InvalidArgumentError(std::string(path) + ".start_rank = " + std::to_string(start_rank) + " must be >= 0 (0 = α⁰ = C·1)");
   }
   if (max_backtracks < 1) {
-    return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
   }
   return OkStatus();
 }

@@ -130,6 +130,8 @@
 // Thread safety: SolveSimpleNpkl is re-entrant; concurrent calls are safe.
 #pragma once
 
+#include <string_view>
+
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -237,7 +239,9 @@ struct SimpleNpklOptions {
 
   /// INVALID_ARGUMENT naming the field and its value ("options.c = -1 must be
   /// finite and > 0") for any out-of-range field.
-  Status Validate() const;
+  /// Errors name each field as "<path>.<field>" (a caller passes the field
+  /// path its user wrote, e.g. the service passes the family's name).
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// Learns K for `problem` (Laplacian L, constraints T). On success:

@@ -12,27 +12,27 @@
 
 namespace kls {
 
-Status NpkRankingOptions::Validate() const {
+Status NpkRankingOptions::Validate(std::string_view path) const {
   if (!(c > 0.0) || !std::isfinite(c))
-    return InvalidArgumentError("options.c = " + FormatNumber(c) + " must be finite and > 0");
+    return InvalidArgumentError(std::string(path) + ".c = " + FormatNumber(c) + " must be finite and > 0");
   if (!(b > 0.0) || !std::isfinite(b))
-    return InvalidArgumentError("options.b = " + FormatNumber(b) + " must be finite and > 0");
+    return InvalidArgumentError(std::string(path) + ".b = " + FormatNumber(b) + " must be finite and > 0");
   if (constraint_neighbors < 1)
-    return InvalidArgumentError("options.constraint_neighbors = " + std::to_string(constraint_neighbors) +
+    return InvalidArgumentError(std::string(path) + ".constraint_neighbors = " + std::to_string(constraint_neighbors) +
                                 " must be >= 1");
   if (laplacian_neighbors < 1)
-    return InvalidArgumentError("options.laplacian_neighbors = " + std::to_string(laplacian_neighbors) +
+    return InvalidArgumentError(std::string(path) + ".laplacian_neighbors = " + std::to_string(laplacian_neighbors) +
                                 " must be >= 1");
-  if (low_rank < 0) return InvalidArgumentError("options.low_rank = " + std::to_string(low_rank) + " must be >= 0");
+  if (low_rank < 0) return InvalidArgumentError(std::string(path) + ".low_rank = " + std::to_string(low_rank) + " must be >= 0");
   if (!(distance_ratio >= 0.0) || !std::isfinite(distance_ratio))
-    return InvalidArgumentError("options.distance_ratio = " + FormatNumber(distance_ratio) +
+    return InvalidArgumentError(std::string(path) + ".distance_ratio = " + FormatNumber(distance_ratio) +
                                 " must be finite and >= 0");
   if (max_iterations < 1)
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+    return InvalidArgumentError(std::string(path) + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance))
-    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
+    return InvalidArgumentError(std::string(path) + ".tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
   if (!(initial_step >= 0.0) || !std::isfinite(initial_step))
-    return InvalidArgumentError("options.initial_step = " + FormatNumber(initial_step) + " must be finite and >= 0");
+    return InvalidArgumentError(std::string(path) + ".initial_step = " + FormatNumber(initial_step) + " must be finite and >= 0");
   return OkStatus();
 }
 

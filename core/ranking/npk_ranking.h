@@ -41,6 +41,8 @@
 // Thread safety: re-entrant.
 #pragma once
 
+#include <string_view>
+
 #include <Eigen/Core>
 #include <utility>
 #include <vector>
@@ -71,7 +73,9 @@ struct NpkRankingOptions {
   /// First step length s (> 0); 0 = C (the curvature of the α² term is 1/C).
   double initial_step = 0.0;
 
-  Status Validate() const;
+  /// Errors name each field as "<path>.<field>" (a caller passes the field
+  /// path its user wrote, e.g. the service passes the family's name).
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct NpkRankingResult {

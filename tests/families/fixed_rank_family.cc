@@ -23,7 +23,7 @@ class FixedRankFamily : public TypedFamily<kls::testing::FixedRankOptions, toy::
     toy::FixedRankOptions o;
     if (p.has_rank()) o.rank = p.rank();
     if (p.has_scale()) o.scale = p.scale();
-    KLS_RETURN_IF_ERROR(families::RenameOptionsField(o.Validate(), name()));
+    KLS_RETURN_IF_ERROR(o.Validate(name()));
     return o;
   }
 

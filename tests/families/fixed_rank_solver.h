@@ -17,10 +17,11 @@ struct FixedRankOptions {
   int rank = 2;        ///< rank of the kernel, >= 1 and <= n
   double scale = 1.0;  ///< multiplies every entry, finite and > 0
 
-  Status Validate() const {
-    if (rank < 1) return InvalidArgumentError("options.rank = " + std::to_string(rank) + " must be >= 1");
+  /// Errors name the fields as "<path>.<field>".
+  Status Validate(const std::string& path = "options") const {
+    if (rank < 1) return InvalidArgumentError(path + ".rank = " + std::to_string(rank) + " must be >= 1");
     if (!(std::isfinite(scale) && scale > 0)) {
-      return InvalidArgumentError("options.scale = " + FormatNumber(scale) + " must be finite and > 0");
+      return InvalidArgumentError(path + ".scale = " + FormatNumber(scale) + " must be finite and > 0");
     }
     return OkStatus();
   }

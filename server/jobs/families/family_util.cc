@@ -29,14 +29,6 @@ Status Prefixed(const Status& s, const std::string& family) {
   return Status(s.code(), family + "." + msg);
 }
 
-Status RenameOptionsField(const Status& s, const std::string& family) {
-  if (s.ok()) return s;
-  std::string msg = s.message();
-  const std::string prefix = "options.";
-  if (msg.compare(0, prefix.size(), prefix) == 0) msg = family + "." + msg.substr(prefix.size());
-  return Status(s.code(), msg);
-}
-
 NpklLoss LossToCore(kls::v1::Loss loss, NpklLoss fallback) {
   switch (loss) {
     case kls::v1::LINEAR: return NpklLoss::kLinear;

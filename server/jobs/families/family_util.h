@@ -24,14 +24,12 @@ std::string Num(double v);
 /// INVALID_ARGUMENT "field = value is not one of allowed" unless `valid`.
 Status CheckEnum(bool valid, const std::string& field, int value, const char* allowed);
 
-/// Names a core validator's field the way the client wrote it: core
-/// validators say "options.gamma = …" (or "onk …"); the client wrote
-/// "kl_admm.gamma". `family` is the family's name.
+/// Names a core validator's field the way the client wrote it, for the
+/// validators that do not take a field path yet (qsdp's solver and graph
+/// problems, the embeddings, the classifier, social strength): they say
+/// "options.x = …" (or "onk …"); the client wrote "<family>.x". The NPKL and
+/// NPK ranking options take the path (`Validate(name())`) and need no rewriting.
 Status Prefixed(const Status& s, const std::string& family);
-
-/// Replaces a core validator's leading "options." by "<family>." and leaves
-/// other messages as they are (the NPKL validators).
-Status RenameOptionsField(const Status& s, const std::string& family);
 
 /// The proto Loss → core; LOSS_UNSPECIFIED (or an unknown value) is `fallback`.
 NpklLoss LossToCore(kls::v1::Loss loss, NpklLoss fallback);

@@ -63,7 +63,7 @@ class NpkRankingFamily : public TypedFamily<kls::v1::NpkRankingOptions, NpkRanki
     if (p.has_distance_ratio()) n.distance_ratio = p.distance_ratio();
     if (p.has_max_iterations()) n.max_iterations = p.max_iterations();
     if (p.has_tolerance()) n.tolerance = p.tolerance();
-    KLS_RETURN_IF_ERROR(families::Prefixed(n.Validate(), name()));
+    KLS_RETURN_IF_ERROR(n.Validate(name()));
     return o;
   }
 

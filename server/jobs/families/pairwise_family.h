@@ -27,7 +27,7 @@ class PairwiseFamily : public SolverFamily {
     Proto p;
     p.CopyFrom(options);
     KLS_ASSIGN_OR_RETURN(Core core, Convert(p));
-    KLS_RETURN_IF_ERROR(RenameOptionsField(core.Validate(), name()));
+    KLS_RETURN_IF_ERROR(core.Validate(name()));
     spec->options = std::move(core);
     return OkStatus();
   }
