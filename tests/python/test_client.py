@@ -249,6 +249,9 @@ def test_submit_wait_and_query_a_learned_kernel(client):
     assert kls_client.state_name(done) == "SUCCEEDED" and done.kernel_version == 1
     assert events and events[-1].state == kls_client.jobs_pb2.SUCCEEDED
     assert any(e.progress.iteration > 0 for e in events)
+    # The certificate under one name: the final Job and the kernel's info.
+    assert done.certificate.certified and done.certificate.HasField("gap") and done.certificate.gap < 1e-3
+    assert "family_options" not in client.METHODS and "kl_admm" in client.METHODS
     assert client.job(job.id).state == kls_client.jobs_pb2.SUCCEEDED
     assert job.id in {j.id for j in client.jobs(state="succeeded", dataset=data)}
 
@@ -256,6 +259,7 @@ def test_submit_wait_and_query_a_learned_kernel(client):
     v = client.export("iris-admm")
     info = client.kernel("iris-admm")
     assert v.shape == (150, info.rank)
+    assert info.certificate == done.certificate
     pairs = [(0, 1), (0, 100), (50, 149), (7, 7)]
     k = v @ v.T
     np.testing.assert_allclose(client.similarity("iris-admm", pairs), [k[i, j] for i, j in pairs],

@@ -454,8 +454,11 @@ class Client:
 
     # ---- Jobs ---------------------------------------------------------------
 
-    #: submit's method names: the solver oneof of SubmitJobRequest.
-    METHODS = tuple(f.name for f in jobs_pb2.SubmitJobRequest.DESCRIPTOR.oneofs_by_name["solver"].fields)
+    #: submit's method names: the solver oneof of SubmitJobRequest (its
+    #: family_options member, a google.protobuf.Any for families outside the
+    #: oneof, is not a method: pass such a request to Jobs.Submit directly).
+    METHODS = tuple(f.name for f in jobs_pb2.SubmitJobRequest.DESCRIPTOR.oneofs_by_name["solver"].fields
+                    if f.message_type.full_name != "google.protobuf.Any")
 
     def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, scaling=None,
                cross_validation=None, warm_start=None, **options):
