@@ -42,7 +42,7 @@ namespace {
 // Attachments → parsed models; a malformed one is DATA_LOSS (never served).
 StatusOr<ModelExtras> ParseExtras(const store::StoredModel& model, const std::string& name, int64_t version) {
   std::vector<AttachmentView> views;
-  for (const store::Attachment& a : model.attachments) views.push_back({a.name, a.bytes});
+  for (const store::Attachment& a : model.attachments) views.push_back({a.name, &a.bytes});
   StatusOr<ModelExtras> parsed = ParseAttachments(model.kernel, views);
   if (!parsed.ok()) return Status(parsed.status().code(), "kernel " + name + " v" + std::to_string(version) + ": " +
                                                               parsed.status().message());

@@ -14,8 +14,8 @@ namespace kls {
 StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored) {
   ModelAttachments out;
   for (const AttachmentView& a : stored) {
-    out.bytes += static_cast<int64_t>(a.bytes.size());
-    const std::string bytes(a.bytes);
+    out.bytes += static_cast<int64_t>(a.bytes->size());
+    const std::string& bytes = *a.bytes;
     if (a.name == kClassifierAttachment) {
       StatusOr<KernelClassifier> c = ParseClassifier(bytes);
       if (!c.ok()) return DataLossError(c.status().message());
@@ -74,10 +74,8 @@ StatusOr<LearnedKernel::Embedding> KernelServable::ExtendToFeatures(const Eigen:
     return InvalidArgumentError(field + ": " + std::to_string(rows.cols()) + " features per row but the data set has " +
                                 std::to_string(train.cols()));
   }
-  Eigen::MatrixXd x = rows;
-  if (attachments_->scaling) {
-    KLS_ASSIGN_OR_RETURN(x, attachments_->scaling->Apply(x));
-  }
+  if (!attachments_->scaling) return HarmonicExtension(*kernel_, train, rows, options, control);
+  KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd x, attachments_->scaling->Apply(rows));
   return HarmonicExtension(*kernel_, train, x, options, control);
 }
 
@@ -120,12 +118,13 @@ StatusOr<Classification> KernelServable::Classify(const Eigen::MatrixXd& rows) c
     return InvalidArgumentError("dim = " + std::to_string(rows.cols()) + " but the model takes " +
                                 std::to_string(model.support_vectors.cols()) + " features");
   }
-  Eigen::MatrixXd x = rows;
-  if (attachments_->scaling) {
-    KLS_ASSIGN_OR_RETURN(x, attachments_->scaling->Apply(x));
-  }
   Classification out;
-  KLS_ASSIGN_OR_RETURN(out.decision_values, model.DecisionValues(x));
+  if (attachments_->scaling) {
+    KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd x, attachments_->scaling->Apply(rows));
+    KLS_ASSIGN_OR_RETURN(out.decision_values, model.DecisionValues(x));
+  } else {
+    KLS_ASSIGN_OR_RETURN(out.decision_values, model.DecisionValues(rows));
+  }
   out.labels.resize(out.decision_values.size());
   for (Eigen::Index i = 0; i < out.decision_values.size(); ++i) {
     out.labels[i] = out.decision_values[i] > 0 ? model.positive_class : model.negative_class;

@@ -49,10 +49,10 @@ struct ModelAttachments {
   int64_t bytes = 0;                           ///< memory the attachments take
 };
 
-/// One stored attachment, by name (the bytes are borrowed).
+/// One stored attachment, by name (the bytes are borrowed, not copied).
 struct AttachmentView {
   std::string_view name;
-  std::string_view bytes;
+  const std::string* bytes;
 };
 
 /// Decodes the attachments of `kernel` (unknown names, from a newer server,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the kls.v1 API (proto/kls/v1/*.proto) as one Markdown page for Doxygen.
 
-Usage: proto_to_markdown.py PROTO_DIR OUTPUT.md
+Usage: proto_to_markdown.py PROTO_DIR OUTPUT_FILE
 
 Doxygen cannot parse .proto files and the generated C++ headers carry none of
 their comments, so `make docs` runs this first: it reads every .proto file

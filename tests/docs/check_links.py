@@ -12,8 +12,9 @@ repository for
     against the linking file's directory (http(s)/mailto links are skipped);
     a #fragment pointing into a Markdown file must name one of its headings
     (GitHub's anchor rule);
-  * names of documents that live outside the repository (ALGORITHMS.md,
-    DESIGN.md, STYLE.md, ../shared), which no file may cite.
+  * document names written in capitals (NAME.md): each must be a file the
+    repository has somewhere; and relative paths that climb out of the
+    repository (../dir/...): no file may cite what lives outside it.
 CHANGELOG.md is history and is not scanned. Standard library only; exit 0 when
 everything resolves, 1 with one line per problem otherwise.
 """
@@ -26,7 +27,23 @@ SOURCE_SUFFIXES = (".h", ".cc", ".cpp", ".proto", ".py", ".sh", ".cmake", ".yml"
 SOURCE_NAMES = {"CMakeLists.txt", "Makefile", "Dockerfile"}
 DOC_PATH = re.compile(r"(?<![\w./-])((?:\.\./)*docs/(?:[\w-]+/)*[\w-]+\.md)\b")
 MD_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-OUTSIDE = re.compile(r"\b(ALGORITHMS\.md|DESIGN\.md|STYLE\.md)\b|\.\./shared\b")
+CAPS_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_]*\.md)\b")
+CLIMB = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.-]+)")
+
+
+def outside_citations(text, path, root, md_names):
+    """(offset, what) for each capitals document name the repository lacks
+    and each ../ path that, from `path`'s directory, leaves `root`."""
+    out = []
+    for m in CAPS_DOC.finditer(text):
+        if m.group(1) not in md_names:
+            out.append((m.start(), m.group(1)))
+    root_abs = os.path.abspath(root)
+    for m in CLIMB.finditer(text):
+        dest = os.path.abspath(os.path.join(os.path.dirname(path), m.group(1)))
+        if os.path.commonpath([root_abs, dest]) != root_abs:
+            out.append((m.start(), m.group(1)))
+    return out
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -125,6 +142,7 @@ def main(argv):
     problems = []
     anchor_cache = {}
     checked = 0
+    md_names = {f for _, _, files in os.walk(root) for f in files if f.endswith(".md")}
 
     def rel(p):
         return os.path.relpath(p, root)
@@ -156,9 +174,8 @@ def main(argv):
                 if fragment.lower() not in anchors(dest, anchor_cache):
                     problems.append("%s: link to %s: no heading with the anchor #%s in %s"
                                     % (where, target, fragment, rel(dest)))
-        for m in OUTSIDE.finditer(raw):
-            problems.append("%s:%d: cites %s, which is outside the repository"
-                            % (rel(md), line_of(raw, m.start()), m.group(0)))
+        for at, what in outside_citations(raw, md, root, md_names):
+            problems.append("%s:%d: cites %s, which is not in the repository" % (rel(md), line_of(raw, at), what))
 
     this_file = os.path.abspath(__file__)
     for src in source_files(root):
@@ -175,8 +192,8 @@ def main(argv):
             if not os.path.isfile(os.path.join(root, target.lstrip("./"))) and not os.path.isfile(
                     os.path.normpath(os.path.join(os.path.dirname(src), target))):
                 problems.append("%s: a comment names %s, which does not exist" % (rel(src), target))
-        for m in OUTSIDE.finditer(comments):
-            problems.append("%s: a comment cites %s, which is outside the repository" % (rel(src), m.group(0)))
+        for _, what in outside_citations(comments, src, root, md_names):
+            problems.append("%s: a comment cites %s, which is not in the repository" % (rel(src), what))
 
     for p in problems:
         print(p)
