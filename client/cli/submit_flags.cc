@@ -31,7 +31,8 @@ const std::set<std::string>& ReservedFlags() {
   static const std::set<std::string> names = {
       "--dataset",       "--kernel",  "--method",       "--priority",    "--deadline-seconds", "--watch",
       "--print-request", "--graph-k", "--graph-weight", "--graph-sigma", "--graph-delta",      "--graph-connect",
-      "--cv-folds",      "--cv-grid", "--cv-threads",   "--warm-start",  "--scaling",          "--help"};
+      "--cv-folds",      "--cv-grid", "--cv-threads",   "--cv-clusters", "--warm-start",       "--scaling",
+      "--help"};
   return names;
 }
 
@@ -364,6 +365,9 @@ void SubmitFlags::AddFlags(CLI::App* app) {
   app->add_option("--cv-grid", common_.cv_grid, "--c/--gamma auto: candidates 'a,b,c' (default 0.1,1,10)");
   app->add_option("--cv-threads", common_.cv_threads,
                   "--c/--gamma auto: parallel (value, fold) learns (default 1, 0 = all cores)");
+  app->add_option("--cv-clusters", common_.cv_clusters,
+                  "--c/--gamma auto, for a kernel to be clustered into C groups: score held-out pairs by kernel "
+                  "k-means with C clusters (default: by a K_ij threshold)");
   app->add_option(
       "--warm-start", common_.warm_start,
       FamiliesWith("warm_start") + ": start from kernel NAME[:VERSION] of a data set with the same features");
@@ -570,11 +574,12 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
   }
 
   // Cross-validation (--c auto / --gamma auto) and --warm-start.
-  const bool cv_flags = a.cv_folds != 0 || a.cv_threads != -1 || !a.cv_grid.empty();
+  const bool cv_flags = a.cv_folds != 0 || a.cv_threads != -1 || a.cv_clusters != 0 || !a.cv_grid.empty();
   if (weight_auto) {
     kls::v1::CrossValidation* cv = r.mutable_cross_validation();
     if (a.cv_folds != 0) cv->set_folds(a.cv_folds);
     if (a.cv_threads != -1) cv->set_num_threads(a.cv_threads);
+    if (a.cv_clusters != 0) cv->set_clusters(a.cv_clusters);
     if (!a.cv_grid.empty()) {
       std::stringstream in(a.cv_grid);
       std::string item;
@@ -594,7 +599,7 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
       others.push_back(JoinComma(cv_groups[i].second) + ": " + cv_groups[i].first + " auto");
     }
     if (!others.empty()) need += " (" + JoinComma(others) + ")";
-    return InvalidArgumentError("--cv-folds, --cv-grid and --cv-threads need " + need);
+    return InvalidArgumentError("--cv-folds, --cv-grid, --cv-threads and --cv-clusters need " + need);
   }
   if (!a.warm_start.empty()) {
     if (family->job_fields.count("warm_start") == 0) {

@@ -117,7 +117,7 @@ class SubmitFlags {
     int graph_k = 0;
     double graph_sigma = 0, graph_delta = 0;
     std::string graph_weight, graph_connect, scaling;
-    int cv_folds = 0, cv_threads = -1;  // -1: not given
+    int cv_folds = 0, cv_threads = -1, cv_clusters = 0;  // cv_threads -1: not given
     std::string cv_grid, warm_start;
     std::map<std::string, CLI::Option*> graph_flags;  // --graph-k ... (not --graph-connect)
     CLI::Option* graph_connect_flag = nullptr;

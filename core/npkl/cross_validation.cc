@@ -7,12 +7,14 @@
 #include <utility>
 
 #include "core/common/parallel.h"
+#include "core/eval/kernel_kmeans.h"
 
 namespace kls {
 namespace {
 
 constexpr int kMaxFolds = 20;
 constexpr size_t kMaxGrid = 32;
+constexpr int kMaxClusters = 1000;
 
 std::string Num(double v) {
   char buf[32];
@@ -67,6 +69,10 @@ Status CrossValidationOptions::Validate() const {
                                   " must be finite and > 0");
     }
   }
+  if (clusters != 0 && (clusters < 2 || clusters > kMaxClusters)) {
+    return InvalidArgumentError("cross_validation.clusters = " + std::to_string(clusters) +
+                                " must be 0 (threshold score) or in [2, " + std::to_string(kMaxClusters) + "]");
+  }
   if (num_threads < 0 || num_threads > kMaxSolverThreads) {
     return InvalidArgumentError("cross_validation.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
                                 std::to_string(kMaxSolverThreads) + "]");
@@ -75,7 +81,9 @@ Status CrossValidationOptions::Validate() const {
 }
 
 std::string CrossValidationResult::Json() const {
-  std::string j = "{\"folds\":" + std::to_string(folds) + ",\"best\":" + Num(best_value) + ",\"candidates\":[";
+  std::string j = "{\"folds\":" + std::to_string(folds) + ",\"score\":" +
+                  (clusters > 0 ? "\"kmeans\",\"clusters\":" + std::to_string(clusters) : std::string("\"threshold\"")) +
+                  ",\"best\":" + Num(best_value) + ",\"candidates\":[";
   for (size_t c = 0; c < candidates.size(); ++c) {
     if (c) j += ",";
     j += "{\"value\":" + Num(candidates[c].value) + ",\"fold_scores\":[";
@@ -135,6 +143,26 @@ double HeldOutPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraint
   return total ? static_cast<double>(correct) / total : 1.0;
 }
 
+StatusOr<double> HeldOutClusterPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& test, int clusters,
+                                            const SolveControl& control) {
+  if (clusters > kernel.num_points()) {
+    return InvalidArgumentError("cross_validation.clusters = " + std::to_string(clusters) + " exceeds the data set's " +
+                                std::to_string(kernel.num_points()) + " points");
+  }
+  KMeansOptions km;
+  km.num_clusters = clusters;
+  km.restarts = 10;
+  km.seed = 1;
+  KLS_ASSIGN_OR_RETURN(KMeansResult cl, KernelKMeans(Eigen::MatrixXd(kernel.embedding()), km, control));
+  int total = 0, correct = 0;
+  for (const Pair& p : test.pairs) {
+    if (p.i == p.j) continue;
+    ++total;
+    correct += ((cl.assignment[p.i] == cl.assignment[p.j]) == (p.kind == PairKind::kMustLink)) ? 1 : 0;
+  }
+  return total ? static_cast<double>(correct) / total : 1.0;
+}
+
 StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constraints, const LearnKernelFn& learn,
                                               const CrossValidationOptions& options, const SolveControl& control) {
   KLS_RETURN_IF_ERROR(options.Validate());
@@ -165,13 +193,26 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
                                                      : DeadlineExceededError("the deadline passed during cross-validation");
         continue;
       }
+      // An error names the value and fold it came from.
+      auto fail = [&](const Status& s) {
+        error[task] = Status(s.code(), "cross-validation, value " + Num(grid[c]) + ", fold " + std::to_string(f) +
+                                           ": " + s.message());
+      };
       StatusOr<LearnedKernel> k = GuardExceptions("cross-validation learn", [&] { return learn(train[f], grid[c], inner); });
       if (!k.ok()) {
-        error[task] = Status(k.status().code(), "cross-validation, value " + Num(grid[c]) + ", fold " +
-                                                    std::to_string(f) + ": " + k.status().message());
+        fail(k.status());
         continue;
       }
-      score[task] = HeldOutPairAccuracy(*k, train[f], test[f]);
+      if (options.clusters == 0) {
+        score[task] = HeldOutPairAccuracy(*k, train[f], test[f]);
+        continue;
+      }
+      StatusOr<double> s = HeldOutClusterPairAccuracy(*k, test[f], options.clusters, inner);
+      if (s.ok()) {
+        score[task] = *s;
+      } else {
+        fail(s.status());
+      }
     }
   });
   Termination why;
@@ -183,6 +224,7 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
 
   CrossValidationResult r;
   r.folds = folds;
+  r.clusters = options.clusters;
   for (size_t c = 0; c < grid.size(); ++c) {
     CrossValidationCandidate cand;
     cand.value = grid[c];

@@ -148,6 +148,7 @@ Status PairwiseKnobsToCore(const Submit& r, const SolverSection& s, JobSpec* spe
     if (p.grid_size() > 0) o.grid.assign(p.grid().begin(), p.grid().end());
     if (p.has_seed()) o.seed = p.seed();
     if (p.has_num_threads()) o.num_threads = p.num_threads();
+    if (p.has_clusters()) o.clusters = p.clusters();
     KLS_RETURN_IF_ERROR(o.Validate());
     spec->cross_validation = o;
   }

@@ -140,7 +140,7 @@ TEST_F(CliSubmitFlagsTest, AutoElsewhereAndCvFlagsAlone) {
   auto cv_alone = Build({"--dataset", "d", "--method", "bcd_npkl", "--cv-folds", "3"});
   ASSERT_FALSE(cv_alone.ok());
   EXPECT_THAT(cv_alone.status().message(),
-              HasSubstr("--cv-folds, --cv-grid and --cv-threads need --c auto (kl_admm: --gamma auto)"));
+              HasSubstr("--cv-folds, --cv-grid, --cv-threads and --cv-clusters need --c auto (kl_admm: --gamma auto)"));
 }
 
 TEST_F(CliSubmitFlagsTest, UnknownMethodListsTheFamilies) {

@@ -15,6 +15,7 @@
 #include "core/data/csv_reader.h"
 #include "core/graph/laplacian.h"
 #include "core/npkl/kl_admm.h"
+#include "core/npkl/simple_npkl.h"
 
 namespace kls {
 namespace {
@@ -166,6 +167,91 @@ TEST(CrossValidationTest, ErrorsNameTheFieldValueAndFold) {
   SolveControl cancelled;
   cancelled.cancel.Cancel();
   EXPECT_EQ(CrossValidate(*c, ok, CrossValidationOptions(), cancelled).status().code(), StatusCode::kCancelled);
+}
+
+// The kernel of a solve that keeps its capacity on the constrained points:
+// points 0..19 (every training pair) sit at length 1 on their class's axis,
+// points 20..39 (every held-out pair) at length 0.5. The threshold fitted on
+// the training pairs (K_ij = 1 or 0) is 0.5, which the held-out must-links
+// (K_ij = 0.25) miss; 2-means still splits the axes, so the clustering score
+// gets every held-out pair right.
+TEST(CrossValidationTest, ClusteringScoreFollowsTheGroupsWhereTheThresholdMisses) {
+  const int n = 40;
+  const std::vector<int> labels = TwoClasses(n);
+  LearnedKernel::Embedding v = LearnedKernel::Embedding::Zero(n, 2);
+  for (int i = 0; i < n; ++i) v(i, labels[i]) = i < 20 ? 1.0 : 0.5;
+  auto kernel = LearnedKernel::FromEmbedding(std::move(v));
+  ASSERT_TRUE(kernel.ok());
+  PairwiseConstraints train, test;
+  for (int i = 0; i < 20; ++i)
+    for (int j = i + 1; j < 20; ++j)
+      train.pairs.push_back({i, j, labels[i] == labels[j] ? PairKind::kMustLink : PairKind::kCannotLink});
+  int must = 0;
+  for (int i = 20; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) {
+      test.pairs.push_back({i, j, labels[i] == labels[j] ? PairKind::kMustLink : PairKind::kCannotLink});
+      must += labels[i] == labels[j] ? 1 : 0;
+    }
+  const double cannot_fraction = 1.0 - static_cast<double>(must) / test.pairs.size();
+  EXPECT_DOUBLE_EQ(HeldOutPairAccuracy(*kernel, train, test), cannot_fraction);
+  auto clustered = HeldOutClusterPairAccuracy(*kernel, test, 2);
+  ASSERT_TRUE(clustered.ok()) << clustered.status();
+  EXPECT_DOUBLE_EQ(*clustered, 1.0);
+
+  auto too_many = HeldOutClusterPairAccuracy(*kernel, test, 41);
+  EXPECT_EQ(too_many.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.status().message(), HasSubstr("cross_validation.clusters = 41 exceeds the data set's 40 points"));
+  CrossValidationOptions o;
+  o.clusters = 1;
+  EXPECT_THAT(o.Validate().message(), HasSubstr("cross_validation.clusters = 1 must be 0 (threshold score) or in [2, 1000]"));
+  o.clusters = 41;
+  LearnKernelFn same = [&](const PairwiseConstraints&, double, const SolveControl&) -> StatusOr<LearnedKernel> {
+    return *kernel;
+  };
+  auto c = GenerateBcdProtocol(labels, 0.5, 4);
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(CrossValidate(*c, same, o).status().message(),
+              HasSubstr("value 0.1, fold 0: cross_validation.clusters = 41 exceeds"));
+  o.clusters = 2;
+  auto r = CrossValidate(*c, same, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->Json(), HasSubstr("\"score\":\"kmeans\",\"clusters\":2,"));
+}
+
+// SimpleNPKL with the thesis's B = 1 on iris under its Table 3.2 protocol
+// (binary 5-NN graph, pairs until 70 % n must-link components): k-means on
+// the learned kernel is best at C = 1 (97.5 % pair accuracy over 20 trials
+// against 96.0 at C = 0.1), but with C = 1 the pairs of points outside the
+// training folds keep K_ij near 0, so the threshold score picks C = 0.1. The
+// clustering score picks C = 1.
+TEST(CrossValidationTest, SimpleNpklOnIrisTheClusteringScorePicksTheCThatClustersBest) {
+  auto iris = ReadCsvFile("data/iris.csv");
+  ASSERT_TRUE(iris.ok()) << iris.status();
+  GraphOptions go;
+  go.k = 5;
+  go.weight = EdgeWeight::kBinary;
+  auto graph = BuildGraph(iris->features, go);
+  ASSERT_TRUE(graph.ok());
+  auto c = GenerateComponentProtocol(iris->labels, 0.7, 1);
+  ASSERT_TRUE(c.ok());
+  LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
+                            const SolveControl& control) -> StatusOr<LearnedKernel> {
+    SimpleNpklOptions o;
+    o.c = value;
+    KLS_ASSIGN_OR_RETURN(NpklResult r, SolveSimpleNpkl(NpklProblem{graph->laplacian, train}, o, control));
+    return std::move(r.kernel);
+  };
+  CrossValidationOptions o;
+  o.grid = {0.1, 1.0};
+  auto threshold = CrossValidate(*c, learn, o);
+  ASSERT_TRUE(threshold.ok()) << threshold.status();
+  EXPECT_DOUBLE_EQ(threshold->best_value, 0.1) << threshold->Json();
+  o.clusters = 3;
+  auto clustering = CrossValidate(*c, learn, o);
+  ASSERT_TRUE(clustering.ok()) << clustering.status();
+  EXPECT_DOUBLE_EQ(clustering->best_value, 1.0) << clustering->Json();
+  std::printf("iris SimpleNPKL cross-validation: threshold %s\n  clustering %s\n", threshold->Json().c_str(),
+              clustering->Json().c_str());
 }
 
 // KL-ADMM on iris (the paper's protocol and graph): at γ = 1e-4 the pairs

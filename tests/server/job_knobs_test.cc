@@ -314,7 +314,7 @@ TEST_F(JobKnobsTest, CrossValidationChoosesCAndReportsFoldScores) {
     r.mutable_cross_validation()->set_num_threads(2);
     const kls::v1::Job job = Run(r, std::string("cv-") + method);
     SCOPED_TRACE(method);
-    EXPECT_THAT(job.summary_json(), HasSubstr("\"cross_validation\":{\"folds\":3,\"best\":"));
+    EXPECT_THAT(job.summary_json(), HasSubstr("\"cross_validation\":{\"folds\":3,\"score\":\"threshold\",\"best\":"));
     for (const char* v : {"{\"value\":0.1,\"fold_scores\":[", "{\"value\":1,\"fold_scores\":[",
                           "{\"value\":10,\"fold_scores\":["}) {
       EXPECT_THAT(job.summary_json(), HasSubstr(v));
