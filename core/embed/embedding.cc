@@ -825,9 +825,8 @@ StatusOr<MveStartComparison> CompareMveWithStart(const Eigen::MatrixXd& input, c
   if (c.labeled_points > k) {
     KLS_ASSIGN_OR_RETURN(c.start_loo_accuracy, LeaveOneOutKnnAccuracy(start, labels, labelled, k));
     KLS_ASSIGN_OR_RETURN(c.solve_loo_accuracy, LeaveOneOutKnnAccuracy(solve, labels, labelled, k));
-    c.criterion = "labels";
-    c.kept_start = !(c.solve_loo_accuracy > c.start_loo_accuracy ||
-                     (c.solve_loo_accuracy == c.start_loo_accuracy && neighbourhoods_hold));
+    c.criterion = "labels and neighbourhoods";
+    c.kept_start = !(c.solve_loo_accuracy >= c.start_loo_accuracy && neighbourhoods_hold);
   } else {
     c.criterion = "neighbourhoods";
     c.kept_start = !neighbourhoods_hold;

@@ -82,8 +82,8 @@ struct MveStartComparison {
   /// there are too few of them: fewer than k + 1 labelled, or no labels).
   double start_loo_accuracy = -1.0;
   double solve_loo_accuracy = -1.0;
-  /// The criterion that decided: "labels" (leave-one-out accuracy, ties broken by
-  /// neighbourhood preservation) or "neighbourhoods" (no usable labels).
+  /// The criterion that decided: "labels and neighbourhoods" (both scores must
+  /// hold) or "neighbourhoods" (no usable labels).
   std::string criterion;
   /// JSON object of all the above, e.g. {"kept":"start","criterion":"labels",
   /// "k":5,"start_neighbourhood_preservation":0.78,…}.
@@ -228,18 +228,19 @@ StatusOr<double> NeighborhoodPreservation(const Eigen::MatrixXd& reference, cons
 /// it improves on? `input` holds the input points (or any factor of the input
 /// kernel: only its distances are used), `start` and `solve` the d-dimensional
 /// principal coordinates of the start (linear KPCA) and of the solve, k the MVE
-/// graph's k. The solve is kept when
-///   - labels (n entries, class id >= 0 or −1 = unlabelled) give at least k + 1
-///     labelled points: its leave-one-out k-NN accuracy over them
-///     (LeaveOneOutKnnAccuracy) is higher than the start's, or equal and its
-///     neighbourhood preservation at least the start's (criterion "labels");
-///   - otherwise: its neighbourhood preservation of the input's k-NN
-///     (NeighborhoodPreservation) is at least the start's ("neighbourhoods") —
-///     exactly what MVE's distance constraints promise to keep.
-/// Labels come first because they measure what the embedding is used for; see
-/// docs/reproduction/embedding.md, "MVE: the start guard in core", for the
-/// measurements behind the rule. Errors: mismatched sizes, k out of range,
-/// labels < −1, non-finite entries.
+/// graph's k. The solve is kept when it is at least as good as the start on
+/// every score there is:
+///   - its neighbourhood preservation of the input's k-NN
+///     (NeighborhoodPreservation) — exactly what MVE's distance constraints
+///     promise to keep — is at least the start's (criterion "neighbourhoods");
+///   - and, when labels (n entries, class id >= 0 or −1 = unlabelled) give at
+///     least k + 1 labelled points, also its leave-one-out k-NN accuracy over
+///     them (LeaveOneOutKnnAccuracy) is at least the start's (criterion
+///     "labels and neighbourhoods").
+/// The labels are not allowed to outvote the neighbourhoods: on a few dozen
+/// labels a collapsed solve can gain leave-one-out accuracy by chance (measured
+/// in docs/reproduction/embedding.md, "MVE: the start guard in core").
+/// Errors: mismatched sizes, k out of range, labels < −1, non-finite entries.
 StatusOr<MveStartComparison> CompareMveWithStart(const Eigen::MatrixXd& input, const Eigen::MatrixXd& start,
                                                  const Eigen::MatrixXd& solve, int k,
                                                  const std::vector<int>& labels = {});

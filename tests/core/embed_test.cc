@@ -655,13 +655,13 @@ TEST(Mve, SmallCapacityShattersNeighbourhoodsAndTheStartIsKept) {
   EXPECT_EQ(kept->outer_iterations, mve->outer_iterations);
   EXPECT_DOUBLE_EQ(kept->stats.final_objective, mve->stats.final_objective);
 
-  // With labels on train ∪ validation the leave-one-out accuracy decides, and also keeps the start.
+  // With labels on train ∪ validation both scores are checked; the start is kept.
   std::vector<int> labels(n, -1);
   for (int i = 0; i < 80; ++i) labels[perm[i]] = s.y[perm[i]];
   auto by_labels = CompareMveWithStart(s.x, *start_coords, *mve_coords, 5, labels);
   ASSERT_TRUE(by_labels.ok()) << by_labels.status();
   EXPECT_TRUE(by_labels->kept_start);
-  EXPECT_EQ(by_labels->criterion, "labels");
+  EXPECT_EQ(by_labels->criterion, "labels and neighbourhoods");
   EXPECT_EQ(by_labels->labeled_points, 80);
   EXPECT_GT(by_labels->start_loo_accuracy, by_labels->solve_loo_accuracy + 0.1);
 }
@@ -712,7 +712,7 @@ TEST(Mve, UnrolledSwissRollBeatsItsStartAndTheSolveIsKept) {
   auto raw = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, unguarded);
   ASSERT_TRUE(raw.ok()) << raw.status();
   EXPECT_LT((mve->kernel.Dense() - raw->kernel.Dense()).norm(), 1e-12 * raw->kernel.Dense().norm());
-  // With the angle bands as labels the leave-one-out accuracy decides, and the solve still wins.
+  // With the angle bands as labels both scores are checked, and the solve wins on both.
   auto start = LearnedKernel::FromEmbedding(LearnedKernel::Embedding(x));
   ASSERT_TRUE(start.ok());
   auto start_coords = PrincipalCoordinates(*start, 2);
@@ -722,7 +722,7 @@ TEST(Mve, UnrolledSwissRollBeatsItsStartAndTheSolveIsKept) {
   ASSERT_TRUE(by_labels.ok()) << by_labels.status();
   std::printf("%s\n", by_labels->Sentence().c_str());
   EXPECT_FALSE(by_labels->kept_start);
-  EXPECT_EQ(by_labels->criterion, "labels");
+  EXPECT_EQ(by_labels->criterion, "labels and neighbourhoods");
   EXPECT_GT(by_labels->solve_loo_accuracy, by_labels->start_loo_accuracy + 0.05);
 }
 
@@ -764,29 +764,36 @@ TEST(Mve, NeighborhoodPreservationAndTheStartComparison) {
   EXPECT_EQ(c->criterion, "neighbourhoods");
   EXPECT_THAT(c->Json(), HasSubstr("\"kept\":\"start\",\"criterion\":\"neighbourhoods\",\"k\":1"));
   EXPECT_THAT(c->Sentence(), HasSubstr("kept the KPCA start: 1-NN neighbourhood preservation 0.5 (MVE) vs 1 (KPCA"));
-  // Labels come first: two input clusters, labels alternating within them. The
-  // "solve" groups the points by label (leave-one-out 1-NN accuracy 1, input
-  // neighbourhoods lost), the "start" keeps the clusters (preservation 1,
-  // accuracy 0): the labels decide.
+  // With labels both scores must hold. Two input clusters, labels alternating
+  // within them; `by_label` groups the points by label (leave-one-out 1-NN
+  // accuracy 1, input neighbourhoods lost), `two` keeps the clusters
+  // (preservation 1, accuracy 0). Either way round one score falls: the start
+  // is kept — the labels do not outvote the neighbourhoods, nor the reverse.
   Eigen::MatrixXd two(6, 1), by_label(6, 1);
   two << 0, 1, 2, 10, 11, 12;
   by_label << 0, 10, 1, 11, 2, 12;
   const std::vector<int> y = {0, 1, 0, 1, 0, 1};
   c = CompareMveWithStart(two, two, by_label, 1, y);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->criterion, "labels");
+  EXPECT_EQ(c->criterion, "labels and neighbourhoods");
   EXPECT_EQ(c->labeled_points, 6);
-  EXPECT_FALSE(c->kept_start);
+  EXPECT_TRUE(c->kept_start);
   EXPECT_DOUBLE_EQ(c->solve_loo_accuracy, 1.0);
   EXPECT_DOUBLE_EQ(c->start_loo_accuracy, 0.0);
   EXPECT_LT(c->solve_preservation, c->start_preservation);
+  EXPECT_THAT(c->Json(), HasSubstr("\"start_loo_knn_accuracy\":0,\"solve_loo_knn_accuracy\":1}"));
   c = CompareMveWithStart(two, by_label, two, 1, y);
   ASSERT_TRUE(c.ok());
+  EXPECT_GT(c->solve_preservation, c->start_preservation);
   EXPECT_TRUE(c->kept_start);
-  // Equal accuracy: neighbourhood preservation breaks the tie.
+  // Both at least as good (here equal): the solve is kept.
+  c = CompareMveWithStart(two, two, -2.0 * two, 1, y);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->kept_start);
+  // Labels all one class: accuracy 1 for both, the neighbourhoods decide.
   c = CompareMveWithStart(two, two, by_label, 1, {0, 0, 0, 0, 0, 0});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->criterion, "labels");
+  EXPECT_EQ(c->criterion, "labels and neighbourhoods");
   EXPECT_TRUE(c->kept_start);
   // Too few labelled points for a leave-one-out score (k + 1 = 2 needed): neighbourhoods decide.
   c = CompareMveWithStart(two, two, by_label, 1, {0, -1, -1, -1, -1, -1});
