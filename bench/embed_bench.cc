@@ -270,12 +270,21 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
     double c = 1.0, tolerance = 1e-4, rbf_sigma = 0.0, mve_outer_tolerance = 1e-3, mve_objective_tolerance = 1e-4,
            mve_inexact = 0.1;
-    int mve_start = 1;
+    std::string mve_guard = "loo";
+    int mve_guard_labels = 1;
+    std::string synthetic;
+    int synthetic_n = 300;
+    uint64_t synthetic_seed = 7;
     uint64_t seed = 1;
     std::string scaling = "gram";
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV (last column label)")->required();
+  app.add_option("--data", a->data, "labeled CSV (last column label); or --synthetic");
+  app.add_option("--synthetic", a->synthetic,
+                 "instead of --data: a generated set (MakeSyntheticByName: chessboard | double_spiral | swiss_roll | "
+                 "two_moons | adult_like)");
+  app.add_option("--synthetic-n", a->synthetic_n, "points of the --synthetic set (the pool --n is drawn from)");
+  app.add_option("--synthetic-seed", a->synthetic_seed, "seed of the --synthetic set");
   app.add_option("--method", a->method, "cmvu | mve | spe | kpca");
   app.add_option("--dims", a->dims, "embedding dimensions (thesis: 2)");
   app.add_option("--n", a->n, "points drawn from the two largest classes per repetition");
@@ -291,9 +300,14 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
                  "MVE: stop when the outer objective F changes by at most this (relative; 0 = off)");
   app.add_option("--mve-inexact", a->mve_inexact,
                  "MVE: inner gap tolerance = max(--tolerance, min(1e-2, this x last relative change of F)); 0 = off");
-  app.add_option("--mve-start", a->mve_start,
-                 "MVE: 1 = the start (the input kernel's top-d coordinates = linear KPCA, no K0 update) is one "
-                 "of the candidates chosen on validation, first, so it wins ties (default); 0 = MVE solves only");
+  app.add_option("--mve-guard", a->mve_guard,
+                 "MVE against its start (the input kernel's top-d coordinates = linear KPCA): loo = the start is "
+                 "candidate 0 of the pooled choice and is replaced only by a solve significantly better on "
+                 "leave-one-out k-NN over train+validation (default); core = SolveMve's own guard "
+                 "(MveOptions::keep_start_unless_better, CompareMveWithStart) per solve; none = MVE solves only");
+  app.add_option("--mve-guard-labels", a->mve_guard_labels,
+                 "--mve-guard core: 1 = pass the train+validation labels (default); 0 = no labels (neighbourhood "
+                 "preservation only, like an unlabelled data set in the service)");
   app.add_option("--knn-max", a->knn_max, "largest odd k tried by the k-NN classifier");
   app.add_option("--C", a->c, "slack weight C (thesis: 1)");
   app.add_option("--C-grid", a->c_grid,
@@ -332,6 +346,11 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     if (a->reps < 1) return Fail(InvalidArgumentError("--reps = " + std::to_string(a->reps) + " must be >= 1"));
     if (a->n < 10) return Fail(InvalidArgumentError("--n = " + std::to_string(a->n) + " must be >= 10"));
     if (a->knn_max < 1) return Fail(InvalidArgumentError("--knn-max = " + std::to_string(a->knn_max) + " must be >= 1"));
+    if (a->mve_guard != "none" && a->mve_guard != "core" && a->mve_guard != "loo")
+      return Fail(InvalidArgumentError("--mve-guard = '" + a->mve_guard + "' must be none, core or loo"));
+    // The two MVE guards: the bench's pooled leave-one-out test, or core's per solve.
+    const bool loo_guard = method == "mve" && a->mve_guard == "loo";
+    const bool core_guard = method == "mve" && a->mve_guard == "core";
     if (a->sdp_reps > 0 && method != "mve" && method != "spe") {
       return Fail(InvalidArgumentError("--sdp-reps: the SDP baseline exists for mve and spe only"));
     }
@@ -356,7 +375,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     Status grid_status;
     const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, "--B-grid", &grid_status);
     if (!grid_status.ok()) return Fail(grid_status);
-    auto data = LoadOrGenerate(a->data, "", 0, a->seed);
+    auto data = LoadOrGenerate(a->data, a->synthetic, a->synthetic_n, a->synthetic_seed);
     if (!data.ok()) return Fail(data.status());
     if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     // The two largest classes (ties: smaller id).
@@ -392,6 +411,9 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       // Leave-one-out k-NN accuracy over train ∪ validation at the k chosen on
       // validation (MVE's start test below): 80 labels per repetition, not 20.
       std::vector<double> loo_per_rep;
+      // --mve-guard core: how often SolveMve kept its start, and its comparison per repetition.
+      int kept_start = 0;
+      nlohmann::json guard_per_rep = nlohmann::json::array();
     };
     std::vector<Combo> pooled;
     for (int rep = 0; rep < a->reps; ++rep) {
@@ -427,9 +449,9 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         KLS_ASSIGN_OR_RETURN(auto score, ScoreOnSplit(coords, y, train, val, test, a->knn_max));
         const double combo_val = score.validation_accuracy, combo_test = score.test_accuracy;
         if (combo_val > best.val) best = {combo_val, combo_test, m, c, score.k, graph_k, coords};
-        if (pooled.size() <= combo) pooled.push_back({graph_k, c, m, {}, {}, {}, {}, {}});
+        if (pooled.size() <= combo) pooled.push_back({graph_k, c, m, {}, {}, {}, {}, {}, 0, nlohmann::json::array()});
         pooled[combo].val_per_rep.push_back(100.0 * combo_val);
-        if (method == "mve" && a->mve_start != 0) {
+        if (loo_guard) {
           KLS_ASSIGN_OR_RETURN(double loo, LeaveOneOutKnnAccuracy(coords, y, train_and_val, score.k));
           pooled[combo].loo_per_rep.push_back(100.0 * loo);
         }
@@ -439,7 +461,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         ++combo;
         return OkStatus();
       };
-      if (method == "mve" && a->mve_start != 0) {
+      if (loo_guard) {
         // Issue 23: MVE improves on its start, the input kernel, whose top-d
         // principal coordinates are linear KPCA's. The start is candidate 0
         // (B_times_N = 0 in the JSON); every other candidate must beat it on
@@ -488,11 +510,22 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
             mo.outer_tolerance = a->mve_outer_tolerance;
             mo.objective_tolerance = a->mve_objective_tolerance;
             mo.inexact_factor = a->mve_inexact;
-            r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
+            mo.keep_start_unless_better = core_guard;
+            std::vector<int> guard_labels;
+            if (core_guard && a->mve_guard_labels != 0) {
+              guard_labels.assign(n, -1);  // the test points stay unlabelled
+              for (int i : train_and_val) guard_labels[i] = y[i];
+            }
+            r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x), std::move(guard_labels)}, mo);
             if (r.ok()) {
               outer_iters.Add(r->outer_iterations);
               if (r->stats.termination == Termination::kConverged) ++outer_converged;
               if (r->mve_ascent_stopped) ++ascent_stops;
+              if (r->mve_start) {
+                if (pooled.size() <= combo) pooled.push_back({graph_k, c_value, m, {}, {}, {}, {}, {}, 0, nlohmann::json::array()});
+                pooled[combo].kept_start += r->mve_start->kept_start;
+                pooled[combo].guard_per_rep.push_back(nlohmann::json::parse(r->mve_start->Json()));
+              }
             }
           } else {
             r = SolveSpe(SpeProblem{*graph}, opt);
@@ -580,7 +613,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     for (auto& [k, cnt] : chosen_graph_k) gk_hist[std::to_string(k)] = cnt;
     nlohmann::json out = {{"benchmark", "embed"},
                           {"method", method},
-                          {"data", a->data},
+                          {"data", a->synthetic.empty() ? a->data : "synthetic:" + a->synthetic},
                           {"n", n},
                           {"classes", {order[0], order[1]}},
                           {"dims", a->dims},
@@ -627,7 +660,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       // validation gain of a point or two in 400 is noise (swiss roll, 20
       // repetitions: +0.5 on validation, −0.25 on test).
       double start_gain = 0.0, start_gain_se = 0.0;
-      if (method == "mve" && a->mve_start != 0 && pick != 0) {
+      if (loo_guard && pick != 0) {
         MeanStd diff;
         for (size_t r = 0; r < pooled[0].loo_per_rep.size(); ++r)
           diff.Add(pooled[pick].loo_per_rep[r] - pooled[0].loo_per_rep[r]);
@@ -638,11 +671,16 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       nlohmann::json per_combo = nlohmann::json::array();
       for (const Combo& c : pooled) {
         per_combo.push_back({{"graph_k", c.graph_k}, {"C", c.c}, {"B_times_N", c.b},
-                             {"validation_accuracy_mean", c.val.mean()}, {"test_accuracy_mean", c.test.mean()}});
+                             {"validation_accuracy_mean", c.val.mean()}, {"test_accuracy_mean", c.test.mean()},
+                             {"test_accuracy_per_rep", c.test_per_rep}});
+        if (core_guard) {
+          per_combo.back()["mve_start_kept"] = c.kept_start;
+          per_combo.back()["mve_start_guard_per_rep"] = c.guard_per_rep;
+        }
       }
       const Combo& chosen = pooled[pick];
       out["pooled_choice"] = {{"graph_k", chosen.graph_k}, {"C", chosen.c}, {"B_times_N", chosen.b}};
-      if (method == "mve" && a->mve_start != 0) {
+      if (loo_guard) {
         // The start (candidate 0) against the MVE solves alone, for the record.
         out["pooled_choice"]["start"] = pick == 0;
         out["pooled_loo_gain_over_start"] = start_gain;
@@ -669,6 +707,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
       out["mve_outer_tolerance"] = a->mve_outer_tolerance;
       out["mve_objective_tolerance"] = a->mve_objective_tolerance;
       out["mve_inexact"] = a->mve_inexact;
+      out["mve_guard"] = a->mve_guard;
+      if (core_guard) out["mve_guard_labels"] = a->mve_guard_labels != 0;
       out["mve_outer_iterations_mean"] = outer_iters.mean();
       out["mve_outer_converged"] = outer_converged;
       out["mve_ascent_stops"] = ascent_stops;

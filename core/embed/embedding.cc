@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
 
 #include "core/common/checkpoint_codec.h"
+#include "core/embed/knn_classifier.h"
 #include "core/graph/knn.h"
 
 namespace kls {
@@ -271,6 +273,11 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   KLS_RETURN_IF_ERROR(problem.Validate());
   const int n = problem.graph.num_points;
   const int d = options.dims;
+  if (options.keep_start_unless_better && problem.graph.k < 1) {
+    return InvalidArgumentError("graph.k = " + std::to_string(problem.graph.k) +
+                                " (unknown) but options.keep_start_unless_better needs the k the graph was built "
+                                "with (BuildNeighborhood sets it; or turn the guard off)");
+  }
   Stopwatch watch;
   EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
   const double c = SlackWeight(p, options.inner);  // F's penalty uses the weight the solves use
@@ -439,6 +446,17 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   result.mve_objective = std::move(objective);
   result.mve_ascent_slack = std::move(slack);
   result.mve_ascent_stopped = ascent_stopped;
+  if (options.keep_start_unless_better && termination != Termination::kCancelled) {
+    // Issue 23: never worse than the start the solve improves on.
+    KLS_ASSIGN_OR_RETURN(LearnedKernel start, KernelOf(Eigen::MatrixXd(problem.initial), n));
+    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd start_coords, PrincipalCoordinates(start, d));
+    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd solve_coords, PrincipalCoordinates(result.kernel, d));
+    KLS_ASSIGN_OR_RETURN(MveStartComparison cmp,
+                         CompareMveWithStart(Eigen::MatrixXd(problem.initial), start_coords, solve_coords,
+                                             problem.graph.k, problem.labels));
+    if (cmp.kept_start) result.kernel = std::move(start);
+    result.mve_start = std::move(cmp);
+  }
   return result;
 }
 
@@ -544,6 +562,10 @@ StatusOr<LearnedKernel> Kpca(const Eigen::MatrixXd& x, const KpcaOptions& option
 Status NeighborhoodGraph::Validate() const {
   const int n = num_points;
   if (n < 2) return InvalidArgumentError("graph.num_points = " + std::to_string(n) + " must be >= 2");
+  if (k < 0 || k >= n) {
+    return InvalidArgumentError("graph.k = " + std::to_string(k) + " must be in [0, " + std::to_string(n) +
+                                ") (0 = unknown)");
+  }
   if (static_cast<int>(neighbors.size()) != n) {
     return InvalidArgumentError("graph.neighbors: has " + std::to_string(neighbors.size()) + " lists but there are " +
                                 std::to_string(n) + " points");
@@ -596,6 +618,7 @@ StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, i
       }
     NeighborhoodGraph g;
     g.num_points = n;
+    g.k = k;
     g.neighbors.resize(n);
     std::vector<double> dist;
     for (int i = 0; i < n; ++i) {
@@ -638,6 +661,15 @@ Status MveProblem::Validate() const {
                                 " × r with r >= 1");
   }
   if (!initial.allFinite()) return InvalidArgumentError("initial: contains a non-finite value");
+  if (!labels.empty() && static_cast<int>(labels.size()) != graph.num_points) {
+    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
+                                std::to_string(graph.num_points) + " points (or leave it empty)");
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < -1) {
+      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+                                  " must be a class id >= 0 or -1 (unlabelled)");
+    }
   return OkStatus();
 }
 
@@ -725,6 +757,109 @@ StatusOr<Eigen::MatrixXd> PrincipalCoordinates(const LearnedKernel& kernel, int 
     out.leftCols(keep) = svd.matrixU().leftCols(keep) * svd.singularValues().head(keep).asDiagonal();
     return out;
   });
+}
+
+StatusOr<double> NeighborhoodPreservation(const Eigen::MatrixXd& reference, const Eigen::MatrixXd& embedding, int k) {
+  const int n = static_cast<int>(reference.rows());
+  if (embedding.rows() != reference.rows()) {
+    return InvalidArgumentError("embedding: has " + std::to_string(embedding.rows()) + " rows but reference has " +
+                                std::to_string(n));
+  }
+  if (k < 1 || k >= n) {
+    return InvalidArgumentError("k = " + std::to_string(k) + " must be in [1, " + std::to_string(n) +
+                                ") (the number of points)");
+  }
+  if (!reference.allFinite()) return InvalidArgumentError("reference: contains a non-finite value");
+  if (!embedding.allFinite()) return InvalidArgumentError("embedding: contains a non-finite value");
+  std::vector<double> ref(n), emb(n), sorted;
+  std::vector<int> order(n - 1);
+  double total = 0.0;
+  for (int i = 0; i < n; ++i) {
+    sorted.clear();
+    for (int j = 0; j < n; ++j) {
+      ref[j] = (reference.row(i) - reference.row(j)).squaredNorm();
+      emb[j] = (embedding.row(i) - embedding.row(j)).squaredNorm();
+      if (j != i) sorted.push_back(ref[j]);
+    }
+    // The k-th smallest reference distance: every point within it is a reference neighbour.
+    std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end());
+    const double radius = sorted[k - 1];
+    for (int j = 0, t = 0; j < n; ++j)
+      if (j != i) order[t++] = j;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return emb[a] != emb[b] ? emb[a] < emb[b] : a < b; });
+    int shared = 0;
+    for (int t = 0; t < k; ++t) shared += ref[order[t]] <= radius;
+    total += static_cast<double>(shared) / k;
+  }
+  return total / n;
+}
+
+StatusOr<MveStartComparison> CompareMveWithStart(const Eigen::MatrixXd& input, const Eigen::MatrixXd& start,
+                                                 const Eigen::MatrixXd& solve, int k,
+                                                 const std::vector<int>& labels) {
+  const int n = static_cast<int>(input.rows());
+  if (start.rows() != n || solve.rows() != n) {
+    return InvalidArgumentError("start and solve: have " + std::to_string(start.rows()) + " and " +
+                                std::to_string(solve.rows()) + " rows but input has " + std::to_string(n));
+  }
+  if (!labels.empty() && static_cast<int>(labels.size()) != n) {
+    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
+                                std::to_string(n) + " points (or leave it empty)");
+  }
+  MveStartComparison c;
+  c.k = k;
+  KLS_ASSIGN_OR_RETURN(c.start_preservation, NeighborhoodPreservation(input, start, k));
+  KLS_ASSIGN_OR_RETURN(c.solve_preservation, NeighborhoodPreservation(input, solve, k));
+  std::vector<int> labelled;
+  for (int i = 0; i < static_cast<int>(labels.size()); ++i) {
+    if (labels[i] < -1) {
+      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+                                  " must be a class id >= 0 or -1 (unlabelled)");
+    }
+    if (labels[i] >= 0) labelled.push_back(i);
+  }
+  c.labeled_points = static_cast<int>(labelled.size());
+  const bool neighbourhoods_hold = c.solve_preservation >= c.start_preservation;
+  if (c.labeled_points > k) {
+    KLS_ASSIGN_OR_RETURN(c.start_loo_accuracy, LeaveOneOutKnnAccuracy(start, labels, labelled, k));
+    KLS_ASSIGN_OR_RETURN(c.solve_loo_accuracy, LeaveOneOutKnnAccuracy(solve, labels, labelled, k));
+    c.criterion = "labels and neighbourhoods";
+    c.kept_start = !(c.solve_loo_accuracy >= c.start_loo_accuracy && neighbourhoods_hold);
+  } else {
+    c.criterion = "neighbourhoods";
+    c.kept_start = !neighbourhoods_hold;
+  }
+  return c;
+}
+
+std::string MveStartComparison::Json() const {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "{\"kept\":\"%s\",\"criterion\":\"%s\",\"k\":%d,\"start_neighbourhood_preservation\":%.6g,"
+                "\"solve_neighbourhood_preservation\":%.6g,\"labeled_points\":%d",
+                kept_start ? "start" : "solve", criterion.c_str(), k, start_preservation, solve_preservation,
+                labeled_points);
+  std::string out = buf;
+  if (start_loo_accuracy >= 0.0) {
+    std::snprintf(buf, sizeof(buf), ",\"start_loo_knn_accuracy\":%.6g,\"solve_loo_knn_accuracy\":%.6g",
+                  start_loo_accuracy, solve_loo_accuracy);
+    out += buf;
+  }
+  return out + "}";
+}
+
+std::string MveStartComparison::Sentence() const {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "kept the %s: %d-NN neighbourhood preservation %.3g (MVE) vs %.3g (KPCA start)",
+                kept_start ? "KPCA start" : "MVE solve", k, solve_preservation, start_preservation);
+  std::string out = buf;
+  if (start_loo_accuracy >= 0.0) {
+    std::snprintf(buf, sizeof(buf), ", leave-one-out %d-NN accuracy %.3g (MVE) vs %.3g (KPCA start) on %d labels",
+                  k, solve_loo_accuracy, start_loo_accuracy, labeled_points);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace kls

@@ -32,6 +32,8 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -47,6 +49,9 @@ struct NeighborhoodGraph {
   std::vector<std::vector<int>> neighbors;  ///< N_i, ascending, symmetric (j ∈ N_i ⇔ i ∈ N_j)
   std::vector<int> edge_i, edge_j;          ///< unique edges, edge_i < edge_j
   Eigen::VectorXd squared_distance;         ///< D per edge, ‖x_i − x_j‖²
+  /// The k of the k-NN the graph symmetrizes (set by BuildNeighborhood; 0 =
+  /// unknown). MVE's start guard compares k-NN neighbourhoods with this k.
+  int k = 0;
 
   int num_edges() const { return static_cast<int>(edge_i.size()); }
   /// Consistent sizes, symmetric neighbour lists, indices in range.
@@ -63,6 +68,30 @@ StatusOr<NeighborhoodGraph> BuildNeighborhood(const Eigen::MatrixXd& features, i
 /// XcᵀXc (same nonzero spectrum), O(n d²), no n × n matrix. Unchanged when
 /// all rows are equal.
 Eigen::MatrixXd ScaledToUnitInputGram(Eigen::MatrixXd features);
+
+/// MVE against the start it improves on (issue 23; CompareMveWithStart).
+/// Scores of the d-dimensional principal coordinates of the start (the input
+/// kernel's, i.e. linear kernel PCA) and of the MVE solve.
+struct MveStartComparison {
+  bool kept_start = false;        ///< the start was returned instead of the solve
+  int k = 0;                      ///< neighbourhood size of both scores (the MVE graph's k)
+  double start_preservation = 0;  ///< NeighborhoodPreservation(input, start coordinates, k)
+  double solve_preservation = 0;  ///< NeighborhoodPreservation(input, solve coordinates, k)
+  int labeled_points = 0;         ///< points with a label >= 0; 0 = no label score
+  /// Leave-one-out k-NN accuracy of the labels over the labelled points (−1 when
+  /// there are too few of them: fewer than k + 1 labelled, or no labels).
+  double start_loo_accuracy = -1.0;
+  double solve_loo_accuracy = -1.0;
+  /// The criterion that decided: "labels and neighbourhoods" (both scores must
+  /// hold) or "neighbourhoods" (no usable labels).
+  std::string criterion;
+  /// JSON object of all the above, e.g. {"kept":"start","criterion":"labels",
+  /// "k":5,"start_neighbourhood_preservation":0.78,…}.
+  std::string Json() const;
+  /// One line for people: "kept the KPCA start: 5-NN neighbourhood preservation 0.41 (MVE) vs 0.78
+  /// (KPCA start)[, leave-one-out 5-NN accuracy … on N labels]".
+  std::string Sentence() const;
+};
 
 /// Result of every embedding solver.
 struct EmbeddingResult {
@@ -85,6 +114,10 @@ struct EmbeddingResult {
   /// MVE: the last K₀ update decreased F by more than its slack and was rejected
   /// (the returned K is the previous one; mve_objective's last entry is the rejected F).
   bool mve_ascent_stopped = false;
+  /// MVE with MveOptions::keep_start_unless_better: the comparison of the solve
+  /// with its start. When kept_start, `kernel` is the start's (K = initial ·
+  /// initialᵀ) and every other field still describes the rejected solve.
+  std::optional<MveStartComparison> mve_start;
 };
 
 struct ColoredMvuProblem {
@@ -101,6 +134,10 @@ StatusOr<EmbeddingResult> SolveColoredMvu(const ColoredMvuProblem& problem, cons
 struct MveProblem {
   NeighborhoodGraph graph;
   LearnedKernel::Embedding initial;  ///< n × r factor of the input kernel (K at the start)
+  /// Optional class ids for the start guard (MveOptions::keep_start_unless_better):
+  /// empty, or n entries, each a class id >= 0 or −1 (unlabelled). MVE itself
+  /// never sees them.
+  std::vector<int> labels = {};
   Status Validate() const;
 };
 
@@ -129,6 +166,15 @@ struct MveOptions {
   /// spectra per MVE solve on wine / ionosphere / breast cancer, same
   /// certified optimum.
   bool reuse_curvature = true;
+  /// Never worse than the start (issue 23): after the solve, compare it with
+  /// the start by CompareMveWithStart and return the start unless the solve is
+  /// at least as good (result.mve_start says which and why). Needs graph.k
+  /// (BuildNeighborhood sets it). Default on: with a capacity B too small for
+  /// the k-NN distances MVE's objective rises while its top-d coordinates
+  /// shatter the neighbourhoods (wine at B = 0.1·N: 5-NN accuracy 54–57 %
+  /// against KPCA's 92 %), no setting of B is safe on every data set, and the
+  /// check costs O(n² r), a fraction of one K₀ update. Off = the solve as is.
+  bool keep_start_unless_better = true;
   Status Validate() const;
 };
 
@@ -166,6 +212,38 @@ double MveObjective(const Eigen::MatrixXd& v, int dims, const NeighborhoodGraph&
 /// checkpoint is ignored and the solve starts afresh.
 StatusOr<EmbeddingResult> SolveMve(const MveProblem& problem, const MveOptions& options,
                                    const SolveControl& control = SolveControl());
+
+/// Neighbourhood preservation of `embedding` with respect to `reference` (the
+/// same n points as rows): the mean over points i of |N_ref(i) ∩ N_emb(i)| / k,
+/// where N_emb(i) are the k nearest other rows of `embedding` (Euclidean; equal
+/// distances by smaller index) and N_ref(i) every point whose reference distance
+/// to i is at most the k-th smallest (so duplicate points in the reference do
+/// not make the score depend on their order). 1 = every k-NN neighbourhood of
+/// the reference kept; a random embedding scores about k / (n − 1). Needs no
+/// labels. Errors: different row counts, k < 1 or k >= n, non-finite entries.
+/// O(n² (r + d)) time, O(n) memory.
+StatusOr<double> NeighborhoodPreservation(const Eigen::MatrixXd& reference, const Eigen::MatrixXd& embedding, int k);
+
+/// MVE's start guard (issue 23): is the MVE solve at least as good as the start
+/// it improves on? `input` holds the input points (or any factor of the input
+/// kernel: only its distances are used), `start` and `solve` the d-dimensional
+/// principal coordinates of the start (linear KPCA) and of the solve, k the MVE
+/// graph's k. The solve is kept when it is at least as good as the start on
+/// every score there is:
+///   - its neighbourhood preservation of the input's k-NN
+///     (NeighborhoodPreservation) — exactly what MVE's distance constraints
+///     promise to keep — is at least the start's (criterion "neighbourhoods");
+///   - and, when labels (n entries, class id >= 0 or −1 = unlabelled) give at
+///     least k + 1 labelled points, also its leave-one-out k-NN accuracy over
+///     them (LeaveOneOutKnnAccuracy) is at least the start's (criterion
+///     "labels and neighbourhoods").
+/// The labels are not allowed to outvote the neighbourhoods: on a few dozen
+/// labels a collapsed solve can gain leave-one-out accuracy by chance (measured
+/// in docs/reproduction/embedding.md, "MVE: the start guard in core").
+/// Errors: mismatched sizes, k out of range, labels < −1, non-finite entries.
+StatusOr<MveStartComparison> CompareMveWithStart(const Eigen::MatrixXd& input, const Eigen::MatrixXd& start,
+                                                 const Eigen::MatrixXd& solve, int k,
+                                                 const std::vector<int>& labels = {});
 
 struct SpeProblem {
   NeighborhoodGraph graph;

@@ -144,7 +144,7 @@ StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset
     if (scaler && out.kernel.num_points() > 0) {
       out.attachments.push_back({kFeatureScalingAttachment, scaler->Serialize()});
     }
-    out.summary_notes = SummaryNotes(spec, data.data.features, out);
+    out.summary_notes = SummaryNotes(spec, data.data.features, out) + out.summary_notes;
     return out;
   });
 }

@@ -95,8 +95,10 @@ struct JobOutput {
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair
   std::optional<CrossValidationResult> cross_validation;  ///< the loss weight chosen by cross-validation
   /// Further members of the kernel's summary_json (KernelSummaryJson notes),
-  /// filled by RunSolverJob: the scaling used, a hint when unscaled feature
-  /// ranges differ by > 100×, graph_connect, cross_validation, warm_start.
+  /// each starting with a comma. A family may set its own (embedding MVE:
+  /// "mve_start_guard"); RunSolverJob puts its members in front of them: the
+  /// scaling used, a hint when unscaled feature ranges differ by > 100×,
+  /// graph_connect, cross_validation, warm_start.
   std::string summary_notes;
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/data/csv_reader.h"
+#include "core/data/synthetic.h"
 #include "core/embed/embedding_dual.h"
 #include "core/embed/embedding_minimax.h"
 #include "core/embed/knn_classifier.h"
@@ -375,6 +376,7 @@ TEST(Mve, RelativeSlackWeighsTheRelativeResidualAndIsCertified) {
   ASSERT_TRUE(graph.ok());
   const double mean_d = graph->squared_distance.sum() / graph->num_edges();
   MveOptions options;
+  options.keep_start_unless_better = false;  // the solve itself is checked here, not the start guard
   options.inner.b = 40.0;
   options.inner.tolerance = 1e-9;
   options.inner.max_iterations = 20000;
@@ -412,6 +414,7 @@ TEST(Mve, FixedPointIsCertifiedForItsOwnK0AndConcentratesTheSpectrum) {
   ASSERT_TRUE(graph.ok());
   MveProblem problem{*graph, LearnedKernel::Embedding(s.x)};
   MveOptions options;
+  options.keep_start_unless_better = false;  // the solve itself is checked here, not the start guard
   options.inner.b = 40.0;
   options.inner.tolerance = 1e-8;
   options.inner.max_iterations = 5000;
@@ -455,6 +458,7 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   auto graph = BuildNeighborhood(s.x, 4);
   ASSERT_TRUE(graph.ok());
   MveOptions options;
+  options.keep_start_unless_better = false;  // the solve itself is checked here, not the start guard
   options.inner.b = 40.0;
   options.inner.tolerance = 1e-8;
   options.inner.max_iterations = 5000;
@@ -555,15 +559,19 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
 // Laplacian, so the top-2 coordinates separate neighbours (mean squared edge
 // length above the mean squared spread) and k-NN on them is at chance level.
 // MVE's own objective F still rises from the start (F is maximized, not the
-// class structure), so no ascent check on F can catch it; the guard is the
-// validation choice with the start (linear KPCA) as the candidate to beat
-// (ChooseOnValidation, used by kls-bench embed).
+// class structure), so no ascent check on F can catch it. Two guards keep the
+// start (linear KPCA): kls-bench embed's validation choice with the start as
+// the candidate to beat (ChooseOnValidation), and SolveMve's own
+// (MveOptions::keep_start_unless_better, CompareMveWithStart), which needs no
+// labels: the shattered solve keeps few of the input's 5-NN neighbourhoods.
 TEST(Mve, SmallCapacityShattersNeighbourhoodsAndTheStartIsKept) {
   const int n = 100;
   const Sample s = WineSample(n);
   auto graph = BuildNeighborhood(s.x, 5);
   ASSERT_TRUE(graph.ok());
+  EXPECT_EQ(graph->k, 5);
   MveOptions options;  // kls-bench embed's defaults (docs/reproduction/embedding.md)
+  options.keep_start_unless_better = false;  // the old behaviour: the solve as is
   options.inner.b = 0.1 * n;
   options.inner.relative_slack = true;
   options.inner.method = EmbeddingMinimaxOptions::Method::kNewton;
@@ -611,6 +619,200 @@ TEST(Mve, SmallCapacityShattersNeighbourhoodsAndTheStartIsKept) {
   // The guard: the start is kept, so the result is the start's.
   EXPECT_EQ(*pick, 0);
   EXPECT_GE(scores[*pick].test_accuracy, scores[0].test_accuracy);
+  EXPECT_FALSE(mve->mve_start.has_value());  // guard off: no comparison
+
+  // SolveMve's guard without labels: neighbourhood preservation decides.
+  MveOptions guarded = options;
+  guarded.keep_start_unless_better = true;
+  auto kept = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(s.x)}, guarded);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_TRUE(kept->mve_start.has_value());
+  const MveStartComparison& cmp = *kept->mve_start;
+  std::printf("%s\n%s\n", cmp.Sentence().c_str(), cmp.Json().c_str());
+  EXPECT_TRUE(cmp.kept_start);
+  EXPECT_EQ(cmp.criterion, "neighbourhoods");
+  EXPECT_EQ(cmp.k, 5);
+  EXPECT_EQ(cmp.labeled_points, 0);
+  EXPECT_EQ(cmp.start_loo_accuracy, -1.0);
+  // The scores are those of the unguarded solve and of the start, recomputed here.
+  auto np_start = NeighborhoodPreservation(s.x, *start_coords, 5);
+  auto np_solve = NeighborhoodPreservation(s.x, *mve_coords, 5);
+  ASSERT_TRUE(np_start.ok() && np_solve.ok());
+  EXPECT_NEAR(cmp.start_preservation, *np_start, 1e-12);
+  EXPECT_NEAR(cmp.solve_preservation, *np_solve, 1e-12);
+  EXPECT_GT(cmp.start_preservation, cmp.solve_preservation + 0.1);
+  // The returned kernel is the start's: its coordinates are KPCA's (up to sign).
+  auto kept_coords = PrincipalCoordinates(kept->kernel, 2);
+  ASSERT_TRUE(kept_coords.ok());
+  for (int j = 0; j < 2; ++j)
+    EXPECT_LT(std::min((kept_coords->col(j) - start_coords->col(j)).norm(),
+                       (kept_coords->col(j) + start_coords->col(j)).norm()),
+              1e-8 * start_coords->norm());
+  auto kept_scores = ScoreOnSplit(*kept_coords, s.y, train, val, test, 15);
+  ASSERT_TRUE(kept_scores.ok());
+  EXPECT_DOUBLE_EQ(kept_scores->test_accuracy, scores[0].test_accuracy);
+  // The solver's record is still the solve's (same certified run).
+  EXPECT_EQ(kept->outer_iterations, mve->outer_iterations);
+  EXPECT_DOUBLE_EQ(kept->stats.final_objective, mve->stats.final_objective);
+
+  // With labels on train ∪ validation both scores are checked; the start is kept.
+  std::vector<int> labels(n, -1);
+  for (int i = 0; i < 80; ++i) labels[perm[i]] = s.y[perm[i]];
+  auto by_labels = CompareMveWithStart(s.x, *start_coords, *mve_coords, 5, labels);
+  ASSERT_TRUE(by_labels.ok()) << by_labels.status();
+  EXPECT_TRUE(by_labels->kept_start);
+  EXPECT_EQ(by_labels->criterion, "labels and neighbourhoods");
+  EXPECT_EQ(by_labels->labeled_points, 80);
+  EXPECT_GT(by_labels->start_loo_accuracy, by_labels->solve_loo_accuracy + 0.1);
+}
+
+// The other side of the guard: on a curved manifold MVE does what it is for.
+// Half a swiss roll (angle bands 1 and 2 of four: the first 100 such points of
+// a 300-point roll, z-scored as kls-bench embed does): its top-2 principal
+// coordinates (KPCA) flatten the curl, so points from across the bend land
+// near each other; MVE unrolls it along the 5-NN graph (B = 5·N gives the
+// unrolled sheet room), keeps more of the input's neighbourhoods and
+// separates the two bands better, so SolveMve's guard keeps the solve, with
+// and without labels. (At B = 10·N the same sample collapses after two K₀
+// updates and the guard keeps the start.)
+TEST(Mve, UnrolledSwissRollBeatsItsStartAndTheSolveIsKept) {
+  auto roll = MakeSwissRoll(300, 0.0, 7);
+  ASSERT_TRUE(roll.ok()) << roll.status();
+  std::vector<int> rows, y;
+  for (int i = 0; i < 300 && rows.size() < 100; ++i)
+    if (roll->data.labels[i] == 1 || roll->data.labels[i] == 2) {
+      rows.push_back(i);
+      y.push_back(roll->data.labels[i] - 1);
+    }
+  const int n = static_cast<int>(rows.size());
+  ASSERT_EQ(n, 100);
+  Eigen::MatrixXd raw_x(n, 3);
+  for (int i = 0; i < n; ++i) raw_x.row(i) = roll->data.features.row(rows[i]);
+  const Eigen::MatrixXd x = ScaledToUnitInputGram(Standardized(raw_x));
+  auto graph = BuildNeighborhood(x, 5);
+  ASSERT_TRUE(graph.ok());
+  MveOptions options;
+  options.inner.b = 5.0 * n;
+  options.inner.relative_slack = true;
+  options.inner.method = EmbeddingMinimaxOptions::Method::kNewton;
+  options.max_outer_iterations = 200;
+  options.objective_tolerance = 1e-4;
+  options.inexact_factor = 0.1;
+  ASSERT_TRUE(options.keep_start_unless_better);  // the default
+  auto mve = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, options);
+  ASSERT_TRUE(mve.ok()) << mve.status();
+  ASSERT_TRUE(mve->mve_start.has_value());
+  std::printf("%s\n", mve->mve_start->Sentence().c_str());
+  EXPECT_FALSE(mve->mve_start->kept_start);
+  EXPECT_EQ(mve->mve_start->criterion, "neighbourhoods");
+  EXPECT_GT(mve->mve_start->solve_preservation, mve->mve_start->start_preservation + 0.1);
+  // The returned kernel is the solve's: the same as with the guard off.
+  MveOptions unguarded = options;
+  unguarded.keep_start_unless_better = false;
+  auto raw = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, unguarded);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_LT((mve->kernel.Dense() - raw->kernel.Dense()).norm(), 1e-12 * raw->kernel.Dense().norm());
+  // With the angle bands as labels both scores are checked, and the solve wins on both.
+  auto start = LearnedKernel::FromEmbedding(LearnedKernel::Embedding(x));
+  ASSERT_TRUE(start.ok());
+  auto start_coords = PrincipalCoordinates(*start, 2);
+  auto solve_coords = PrincipalCoordinates(raw->kernel, 2);
+  ASSERT_TRUE(start_coords.ok() && solve_coords.ok());
+  auto by_labels = CompareMveWithStart(x, *start_coords, *solve_coords, 5, y);
+  ASSERT_TRUE(by_labels.ok()) << by_labels.status();
+  std::printf("%s\n", by_labels->Sentence().c_str());
+  EXPECT_FALSE(by_labels->kept_start);
+  EXPECT_EQ(by_labels->criterion, "labels and neighbourhoods");
+  EXPECT_GT(by_labels->solve_loo_accuracy, by_labels->start_loo_accuracy + 0.05);
+}
+
+// NeighborhoodPreservation counts shared k-NN; CompareMveWithStart's rule and errors.
+TEST(Mve, NeighborhoodPreservationAndTheStartComparison) {
+  // Six points on a line; the embedding swaps the two ends.
+  Eigen::MatrixXd line(6, 1), same(6, 1), swapped(6, 1);
+  line << 0, 1, 2, 3, 4, 5;
+  same = -3.0 * line;  // same neighbours
+  swapped << 5, 1, 2, 3, 4, 0;
+  auto p = NeighborhoodPreservation(line, same, 2);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(*p, 1.0);
+  // 1-NN: 0 and 5 lose their neighbour; 4's nearest in the embedding is a tie
+  // between 3 and 0, broken towards 0 (smaller index), which is not within its
+  // input 1-NN distance; 1, 2, 3 keep theirs: 3 of 6.
+  p = NeighborhoodPreservation(line, swapped, 1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(*p, 3.0 / 6.0);
+  // Duplicates in the reference: every point at the k-th distance counts, so
+  // the score does not depend on which duplicate an index order would pick
+  // (by index alone, 2's and 9's 1-NN would be point 0: 2 of 4).
+  Eigen::MatrixXd dup(4, 1), emb(4, 1);
+  dup << 0, 0, 0, 9;
+  emb << 0, 1, 2, 9;
+  p = NeighborhoodPreservation(dup, emb, 1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(*p, 1.0);
+  EXPECT_THAT(NeighborhoodPreservation(line, same, 6).status().message(), HasSubstr("k = 6 must be in [1, 6)"));
+  EXPECT_THAT(NeighborhoodPreservation(line, dup, 1).status().message(), HasSubstr("embedding: has 4 rows"));
+
+  // Ties keep the solve ("at least as good"); a worse solve keeps the start.
+  auto c = CompareMveWithStart(line, line, same, 2);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->kept_start);
+  c = CompareMveWithStart(line, line, swapped, 1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->kept_start);
+  EXPECT_EQ(c->criterion, "neighbourhoods");
+  EXPECT_THAT(c->Json(), HasSubstr("\"kept\":\"start\",\"criterion\":\"neighbourhoods\",\"k\":1"));
+  EXPECT_THAT(c->Sentence(), HasSubstr("kept the KPCA start: 1-NN neighbourhood preservation 0.5 (MVE) vs 1 (KPCA"));
+  // With labels both scores must hold. Two input clusters, labels alternating
+  // within them; `by_label` groups the points by label (leave-one-out 1-NN
+  // accuracy 1, input neighbourhoods lost), `two` keeps the clusters
+  // (preservation 1, accuracy 0). Either way round one score falls: the start
+  // is kept — the labels do not outvote the neighbourhoods, nor the reverse.
+  Eigen::MatrixXd two(6, 1), by_label(6, 1);
+  two << 0, 1, 2, 10, 11, 12;
+  by_label << 0, 10, 1, 11, 2, 12;
+  const std::vector<int> y = {0, 1, 0, 1, 0, 1};
+  c = CompareMveWithStart(two, two, by_label, 1, y);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->criterion, "labels and neighbourhoods");
+  EXPECT_EQ(c->labeled_points, 6);
+  EXPECT_TRUE(c->kept_start);
+  EXPECT_DOUBLE_EQ(c->solve_loo_accuracy, 1.0);
+  EXPECT_DOUBLE_EQ(c->start_loo_accuracy, 0.0);
+  EXPECT_LT(c->solve_preservation, c->start_preservation);
+  EXPECT_THAT(c->Json(), HasSubstr("\"start_loo_knn_accuracy\":0,\"solve_loo_knn_accuracy\":1}"));
+  c = CompareMveWithStart(two, by_label, two, 1, y);
+  ASSERT_TRUE(c.ok());
+  EXPECT_GT(c->solve_preservation, c->start_preservation);
+  EXPECT_TRUE(c->kept_start);
+  // Both at least as good (here equal): the solve is kept.
+  c = CompareMveWithStart(two, two, -2.0 * two, 1, y);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->kept_start);
+  // Labels all one class: accuracy 1 for both, the neighbourhoods decide.
+  c = CompareMveWithStart(two, two, by_label, 1, {0, 0, 0, 0, 0, 0});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->criterion, "labels and neighbourhoods");
+  EXPECT_TRUE(c->kept_start);
+  // Too few labelled points for a leave-one-out score (k + 1 = 2 needed): neighbourhoods decide.
+  c = CompareMveWithStart(two, two, by_label, 1, {0, -1, -1, -1, -1, -1});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->criterion, "neighbourhoods");
+  EXPECT_EQ(c->labeled_points, 1);
+  EXPECT_TRUE(c->kept_start);
+  EXPECT_THAT(CompareMveWithStart(line, line, same, 1, {0, 1}).status().message(),
+              HasSubstr("labels: has 2 entries but there are 6 points"));
+  EXPECT_THAT(CompareMveWithStart(line, line, same, 1, {0, 0, 0, -2, 1, 1}).status().message(),
+              HasSubstr("labels[3] = -2"));
+  // SolveMve needs the graph's k for its guard.
+  auto graph = BuildNeighborhood(line, 2);
+  ASSERT_TRUE(graph.ok());
+  graph->k = 0;
+  auto r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(line)}, MveOptions());
+  EXPECT_THAT(r.status().message(), HasSubstr("graph.k = 0 (unknown) but options.keep_start_unless_better"));
+  r = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(line), {0, 1}}, MveOptions());
+  EXPECT_THAT(r.status().message(), HasSubstr("labels: has 2 entries but there are 6 points"));
 }
 
 // ChooseOnValidation: ties go to the earlier candidate; a strictly better one wins.

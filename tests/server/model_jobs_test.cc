@@ -36,6 +36,7 @@ namespace kls::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Dataset IrisSubset(int n) {
   auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
@@ -217,6 +218,9 @@ TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
   r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::MVE);
   r.mutable_embedding()->set_max_iterations(3000);
   r.mutable_embedding()->set_relative_slack(true);
+  // The solves themselves are compared: on this iris sample the start guard
+  // keeps the start for both jobs and would return KPCA's coordinates twice.
+  r.mutable_embedding()->set_keep_start_unless_better(false);
   Run(r, "mve_rel");
   r.mutable_embedding()->set_relative_slack(false);
   Run(r, "mve_abs");
@@ -235,6 +239,7 @@ TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
     mo.inner.b = static_cast<double>(x.rows());
     mo.inner.max_iterations = 3000;
     mo.inner.relative_slack = true;
+    mo.keep_start_unless_better = false;
     auto mve = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
     ASSERT_TRUE(mve.ok()) << mve.status();
     EXPECT_GT(mve->slack_weight, 10.0);  // iris's neighbour distances are small on this scale
@@ -263,6 +268,95 @@ TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
   auto missing = client_->SubmitJob(r);
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(missing.status().message(), HasSubstr("embedding.method"));
+}
+
+// Issue 23 in the service: an MVE job whose capacity is too small for the k-NN
+// distances (B = 0.1·n on wine) would return an embedding that shatters the
+// neighbourhoods; the job returns its start, linear KPCA's coordinates, and
+// its summary says so with the scores — neighbourhood preservation, and on a
+// labelled data set also the labels' leave-one-out k-NN accuracy. With the guard off
+// the job returns the shattered solve.
+TEST_F(ModelJobsTest, EmbeddingMveJobKeepsTheKpcaStartWhenTheSolveShattersNeighbourhoods) {
+  auto wine = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/wine.csv");
+  ASSERT_TRUE(wine.ok()) << wine.status();
+  // The first 50 points of classes 0 and 1, alternating, standardized (as core's test).
+  const int n = 100;
+  Dataset d;
+  d.features.resize(n, wine->dim());
+  std::vector<int> rows[2];
+  for (int i = 0; i < wine->num_points(); ++i)
+    if (wine->labels[i] < 2) rows[wine->labels[i]].push_back(i);
+  for (int t = 0; t < n; ++t) {
+    d.features.row(t) = wine->features.row(rows[t % 2][t / 2]);
+    d.labels.push_back(t % 2);
+  }
+  d.features.rowwise() -= d.features.colwise().mean();
+  for (Eigen::Index j = 0; j < d.features.cols(); ++j) d.features.col(j) /= d.features.col(j).norm() / std::sqrt(n - 1.0);
+  Dataset unlabeled = d;
+  unlabeled.labels.clear();
+
+  // The start, computed here: linear KPCA of the job's input (scaled so ‖HXXᵀH‖_F² = n).
+  const Eigen::MatrixXd x = ScaledToUnitInputGram(d.features);
+  KpcaOptions ko;
+  ko.dims = 2;
+  auto kpca = KernelPca(x, ko);
+  ASSERT_TRUE(kpca.ok());
+  auto kc = PrincipalCoordinates(*kpca, 2);
+  ASSERT_TRUE(kc.ok());
+  const Eigen::MatrixXd k = *kc * kc->transpose();
+  const std::vector<std::pair<int, int>> pairs = {{0, 1}, {10, 50}, {7, 7}, {3, 98}};
+  auto same_as_kpca = [&](const std::string& name) {
+    auto sim = client_->Similarity(Ref(name), pairs);
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    if (!sim.ok()) return false;
+    bool same = true;
+    for (size_t t = 0; t < pairs.size(); ++t)
+      same = same && std::abs((*sim)[t] - k(pairs[t].first, pairs[t].second)) <= 1e-8 * (1 + k.norm());
+    return same;
+  };
+
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(Upload(unlabeled));
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::MVE);
+  r.mutable_embedding()->set_b(0.1 * n);
+  r.mutable_embedding()->set_relative_slack(true);
+  r.mutable_embedding()->set_max_iterations(3000);
+  kls::v1::Job job = Run(r, "mve_unlabeled");
+  std::printf("%s\n", job.summary_json().c_str());
+  EXPECT_THAT(job.summary_json(), HasSubstr("\"mve_start_guard\":{\"kept\":\"start\",\"criterion\":"
+                                            "\"neighbourhoods\",\"k\":5,\"start_neighbourhood_preservation\":"));
+  EXPECT_THAT(job.summary_json(), HasSubstr("\"mve_start_guard_note\":\"kept the KPCA start: 5-NN neighbourhood "
+                                            "preservation "));
+  EXPECT_THAT(job.summary_json(), Not(HasSubstr("loo_knn_accuracy")));
+  EXPECT_TRUE(same_as_kpca("mve_unlabeled"));
+  // The summary's scores are core's, for the unguarded solve and the start.
+  {
+    auto graph = BuildNeighborhood(x, 5);
+    ASSERT_TRUE(graph.ok());
+    MveOptions mo;
+    mo.inner.b = 0.1 * n;
+    mo.inner.relative_slack = true;
+    mo.inner.max_iterations = 3000;
+    auto mve = SolveMve(MveProblem{*graph, LearnedKernel::Embedding(x)}, mo);
+    ASSERT_TRUE(mve.ok()) << mve.status();
+    ASSERT_TRUE(mve->mve_start.has_value());
+    EXPECT_TRUE(mve->mve_start->kept_start);
+    EXPECT_GT(mve->mve_start->start_preservation, mve->mve_start->solve_preservation + 0.1);
+    EXPECT_THAT(job.summary_json(), HasSubstr(mve->mve_start->Json()));
+  }
+
+  // A labelled data set: leave-one-out 5-NN accuracy is scored too, the start is kept.
+  r.set_dataset_id(Upload(d));
+  job = Run(r, "mve_labeled");
+  EXPECT_THAT(job.summary_json(), HasSubstr("\"kept\":\"start\",\"criterion\":\"labels and neighbourhoods\""));
+  EXPECT_THAT(job.summary_json(), HasSubstr("\"labeled_points\":100,\"start_loo_knn_accuracy\":"));
+  EXPECT_TRUE(same_as_kpca("mve_labeled"));
+
+  // The guard off: the job returns the solve, not KPCA's coordinates, and says nothing about a start.
+  r.mutable_embedding()->set_keep_start_unless_better(false);
+  job = Run(r, "mve_unguarded");
+  EXPECT_THAT(job.summary_json(), Not(HasSubstr("mve_start_guard")));
+  EXPECT_FALSE(same_as_kpca("mve_unguarded"));
 }
 
 TEST_F(ModelJobsTest, NpkRankingThenReRankMatchesCore) {

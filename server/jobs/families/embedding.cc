@@ -68,6 +68,7 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
     if (p.kpca_rbf()) o.kpca.kernel = KpcaOptions::Kernel::kRbf;
     if (p.has_kpca_sigma()) o.kpca.rbf_sigma = p.kpca_sigma();
     if (p.has_relative_slack()) o.inner.relative_slack = p.relative_slack();
+    if (p.has_keep_start_unless_better()) o.mve.keep_start_unless_better = p.keep_start_unless_better();
     if (o.neighbors < 1) {
       return InvalidArgumentError("embedding.neighbors = " + std::to_string(o.neighbors) + " must be >= 1");
     }
@@ -105,7 +106,10 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
         case EmbeddingJobOptions::Method::kMve: {
           MveOptions mo = o.mve;
           mo.inner = inner;
-          r = SolveMve(MveProblem{std::move(graph), LearnedKernel::Embedding(x)}, mo, control);
+          // The start guard scores the labels too when the data set has them.
+          r = SolveMve(MveProblem{std::move(graph), LearnedKernel::Embedding(x),
+                                  data.data.has_labels() ? data.data.labels : std::vector<int>()},
+                       mo, control);
           break;
         }
         default:
@@ -119,6 +123,11 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
       out.certificate.gap = r->duality_gap;
       out.certificate.kkt_residual = r->stationarity;
       if (out.stats.termination == Termination::kCancelled) return out;
+      if (r->mve_start) {
+        // Which of start and solve is stored, and why (kls.v1 summary_json).
+        out.summary_notes += ",\"mve_start_guard\":" + r->mve_start->Json() + ",\"mve_start_guard_note\":\"" +
+                             r->mve_start->Sentence() + "\"";
+      }
       kernel = std::move(r->kernel);
       dims = o.mve.dims;
     }
