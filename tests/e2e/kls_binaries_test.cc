@@ -36,6 +36,7 @@
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/npkl_problem.h"
 #include "tests/e2e/process.h"
+#include "tests/test_util/time_scale.h"
 
 namespace {
 
@@ -78,7 +79,7 @@ class E2eTest : public ::testing::Test {
     EXPECT_GT(pid, 0) << "cannot start " << args[0];
     RunResult result;
     if (pid <= 0) return result;
-    result.exit_code = WaitFor(pid, cap);
+    result.exit_code = WaitFor(pid, std::chrono::milliseconds(static_cast<int64_t>(1000.0 * cap.count() * kls::testing::TimeScale())));
     if (result.exit_code == -1) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);

@@ -48,11 +48,17 @@
 #include "core/data/synthetic.h"
 #include "tests/e2e/process.h"
 #include "tests/test_util/postgres_server.h"
+#include "tests/test_util/time_scale.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// A wall-clock bound widened by KLS_TEST_TIME_SCALE (sanitizer builds).
+std::chrono::milliseconds Scaled(int seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(1000.0 * seconds * kls::testing::TimeScale()));
+}
 using kls::e2e::ReadFile;
 using kls::e2e::Spawn;
 using kls::e2e::WaitFor;
@@ -106,7 +112,7 @@ void StartServer(Server* s, std::vector<std::string> args, const fs::path& scrat
   s->pid = Spawn(args, scratch / (tag + ".out"), s->log, /*append_err=*/true);
   ASSERT_GT(s->pid, 0);
   s->client = Connect(s->target);
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  const auto deadline = Clock::now() + Scaled(30);
   while (Clock::now() < deadline) {
     ASSERT_EQ(WaitFor(s->pid, std::chrono::milliseconds(0)), -1) << tag << " exited:\n" << ReadFile(s->log);
     auto health = s->client->CheckHealth("kls.v1.Queries");
@@ -120,9 +126,9 @@ void Terminate(Server* s, int signal_number) {
   if (!s->alive()) return;
   kill(s->pid, SIGCONT);
   kill(s->pid, signal_number);
-  if (WaitFor(s->pid, std::chrono::seconds(30)) == -1) {
+  if (WaitFor(s->pid, Scaled(30)) == -1) {
     kill(s->pid, SIGKILL);
-    WaitFor(s->pid, std::chrono::seconds(10));
+    WaitFor(s->pid, Scaled(10));
   }
   s->pid = -1;
 }
@@ -179,7 +185,7 @@ class QueryLoad {
     }
     const std::vector<std::pair<int, int>> pairs = {{0, 1}, {5, 9}, {17, 3}};
     size_t next = 0;
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    const auto deadline = Clock::now() + Scaled(120);
     while (!stop_ && Clock::now() < deadline) {
       bool done = false;
       for (int tries = 0; tries < 2 && !done; ++tries) {
@@ -310,7 +316,7 @@ class ReplicasTest : public ::testing::Test {
     auto job = servers_[0].client->SubmitJob(LongJob(dataset_id_, name, 30));
     ASSERT_TRUE(job.ok()) << job.status();
     auto done = WaitJob(job->id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
-                        std::chrono::seconds(60));
+                        Scaled(60));
     ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
     for (Server& s : servers_) {
       ASSERT_TRUE(s.client->Similarity(Ref(name, 1), {{0, 1}}).ok());
@@ -328,7 +334,7 @@ class ReplicasTest : public ::testing::Test {
                              return (j.state() == kls::v1::RUNNING && j.progress().elapsed_seconds() > 0.7) ||
                                     j.state() == kls::v1::SUCCEEDED || j.state() == kls::v1::FAILED;
                            },
-                           std::chrono::seconds(60));
+                           Scaled(60));
     EXPECT_EQ(running.state(), kls::v1::RUNNING) << "the job finished too soon or never ran";
     return {running, OwnerOf(running)};
   }
@@ -338,7 +344,7 @@ class ReplicasTest : public ::testing::Test {
     auto job = servers_[2].client->SubmitJob(LongJob(dataset_id_, kernel, iterations));
     EXPECT_TRUE(job.ok()) << job.status();
     auto done = WaitJob(job->id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
-                        std::chrono::seconds(120));
+                        Scaled(120));
     EXPECT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
     EXPECT_EQ(done.attempts(), 1);
     const nlohmann::json summary = Summary(*servers_[2].client, kernel, 1);
@@ -350,7 +356,7 @@ class ReplicasTest : public ::testing::Test {
   /// checkpoint, full iteration count, the reference objective, one version.
   void ExpectResumedResult(const std::string& id, const std::string& kernel, int iterations, double reference) {
     auto done = WaitJob(id, [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED || j.state() == kls::v1::FAILED; },
-                        std::chrono::seconds(120));
+                        Scaled(120));
     ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
     EXPECT_GE(done.attempts(), 2);
     EXPECT_EQ(done.counted_failures(), 0);
@@ -383,7 +389,7 @@ TEST_F(ReplicasTest, JobsRunEverywhereOnceAndEveryReplicaAnswersTheSame) {
     ids.push_back(job->id());
   }
   std::set<int> owners;
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  const auto deadline = Clock::now() + Scaled(120);
   std::set<std::string> finished;
   while (finished.size() < ids.size() && Clock::now() < deadline) {
     for (const std::string& id : ids) {
@@ -447,7 +453,7 @@ TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
   load.SetDown(owner, true);
   ASSERT_EQ(kill(servers_[owner].pid, SIGKILL), 0);
   const auto killed = Clock::now();
-  WaitFor(servers_[owner].pid, std::chrono::seconds(5));
+  WaitFor(servers_[owner].pid, Scaled(5));
   servers_[owner].pid = -1;
   auto moved = WaitJob(job.id(),
                        [](const kls::v1::Job& j) {
@@ -455,10 +461,10 @@ TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
                          return j.attempts() >= 2 || j.state() == kls::v1::SUCCEEDED || j.state() == kls::v1::FAILED ||
                                 j.state() == kls::v1::CANCELLED;
                        },
-                       std::chrono::seconds(30), owner);
+                       Scaled(30), owner);
   const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   EXPECT_GE(moved.attempts(), 2);
-  EXPECT_LE(seconds, kLeaseSeconds + 2.0) << "the job was not taken over within lease + 2 s";
+  EXPECT_LE(seconds, kLeaseSeconds + 2.0 * kls::testing::TimeScale()) << "the job was not taken over within lease + 2 s";
   ASSERT_NO_FATAL_FAILURE(ExpectResumedResult(job.id(), "moved", kLongIterations, reference));
   load.Stop();
   EXPECT_GE(load.ok(), 100);
@@ -474,14 +480,14 @@ TEST_F(ReplicasTest, APausedReplicaPastItsLeaseCannotCommit) {
   load.SetDown(owner, true);
   ASSERT_EQ(kill(servers_[owner].pid, SIGSTOP), 0);
   auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
-                      std::chrono::seconds(120), owner);
+                      Scaled(120), owner);
   ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
   EXPECT_GE(done.attempts(), 2);
   ASSERT_EQ(kill(servers_[owner].pid, SIGCONT), 0);
   load.SetDown(owner, false);
   // The late replica wakes up mid-solve with attempt 1: its next progress or
   // checkpoint write, and any commit, are fenced out.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::this_thread::sleep_for(Scaled(3));
   auto versions = Live().ListKernels("fenced");
   ASSERT_TRUE(versions.ok());
   EXPECT_EQ(versions->size(), 1u);
@@ -505,7 +511,7 @@ TEST_F(ReplicasTest, PostgresOutageMakesReplicasNotReadyButCachedKernelsAnswer) 
   // cached kernels keep answering.
   std::set<int> not_ready;
   int64_t answered = 0, refused = 0;
-  while (Clock::now() - stopped < std::chrono::seconds(10)) {
+  while (Clock::now() - stopped < Scaled(10)) {
     for (size_t i = 0; i < servers_.size(); ++i) {
       auto ready = servers_[i].client->CheckHealth("kls.v1.Queries");
       if (ready.ok() && *ready == kls::ServingStatus::kNotServing) not_ready.insert(i);
@@ -521,7 +527,7 @@ TEST_F(ReplicasTest, PostgresOutageMakesReplicasNotReadyButCachedKernelsAnswer) 
   const auto restarted = Clock::now();
   for (size_t i = 0; i < servers_.size(); ++i) {
     bool ready = false;
-    while (!ready && Clock::now() - restarted < std::chrono::seconds(15)) {
+    while (!ready && Clock::now() - restarted < Scaled(15)) {
       auto h = servers_[i].client->CheckHealth("kls.v1.Queries");
       ready = h.ok() && *h == kls::ServingStatus::kServing;
       if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -530,7 +536,7 @@ TEST_F(ReplicasTest, PostgresOutageMakesReplicasNotReadyButCachedKernelsAnswer) 
     EXPECT_EQ(WaitFor(servers_[i].pid, std::chrono::milliseconds(0)), -1) << "replica " << i << " exited";
   }
   auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() != kls::v1::RUNNING && j.state() != kls::v1::QUEUED; },
-                      std::chrono::seconds(120));
+                      Scaled(120));
   EXPECT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
   EXPECT_EQ(done.counted_failures(), 0);
 }
@@ -542,14 +548,14 @@ TEST_F(ReplicasTest, SigtermHandsRunningJobsToAnotherReplicaAtOnce) {
   const auto signalled = Clock::now();
   auto moved = WaitJob(job.id(),
                        [](const kls::v1::Job& j) { return j.attempts() >= 2 || j.state() == kls::v1::SUCCEEDED; },
-                       std::chrono::seconds(30), owner);
+                       Scaled(30), owner);
   const double seconds = std::chrono::duration<double>(Clock::now() - signalled).count();
   EXPECT_GE(moved.attempts(), 2);
   EXPECT_LE(seconds, 2.0) << "the drained job was not running elsewhere within 2 s";
-  EXPECT_EQ(WaitFor(servers_[owner].pid, std::chrono::seconds(30)), 0) << "the drained replica did not exit 0";
+  EXPECT_EQ(WaitFor(servers_[owner].pid, Scaled(30)), 0) << "the drained replica did not exit 0";
   servers_[owner].pid = -1;
   auto done = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.state() == kls::v1::SUCCEEDED; },
-                      std::chrono::seconds(120), owner);
+                      Scaled(120), owner);
   ASSERT_EQ(done.state(), kls::v1::SUCCEEDED) << done.error();
   EXPECT_EQ(done.counted_failures(), 0);
   const nlohmann::json summary = Summary(Live(owner), "drained", 1);
@@ -575,7 +581,7 @@ TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
   ASSERT_TRUE(uploaded.ok()) << uploaded.status();
   auto job = server.client->SubmitJob(LongJob(uploaded->id(), "resumed", kLongIterations));
   ASSERT_TRUE(job.ok()) << job.status();
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  const auto deadline = Clock::now() + Scaled(60);
   kls::v1::Job running;
   while (Clock::now() < deadline) {
     auto j = server.client->GetJob(job->id());
@@ -589,7 +595,7 @@ TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
   Terminate(&server, SIGKILL);
   ASSERT_NO_FATAL_FAILURE(StartServer(&server, args, scratch, "embedded"));
   kls::v1::Job done;
-  const auto finish_by = Clock::now() + std::chrono::seconds(120);
+  const auto finish_by = Clock::now() + Scaled(120);
   while (Clock::now() < finish_by) {
     auto j = server.client->GetJob(job->id());
     ASSERT_TRUE(j.ok());
@@ -678,7 +684,7 @@ TEST(Migrate, ADataDirectoryCopiedIntoPostgresAnswersIdentically) {
     const fs::path out = scratch / ("migrate" + std::to_string(run) + ".out");
     const pid_t pid = Spawn(migrate, out, scratch / "migrate.err", /*append_err=*/true);
     ASSERT_GT(pid, 0);
-    ASSERT_EQ(WaitFor(pid, std::chrono::seconds(60)), 0) << ReadFile(scratch / "migrate.err");
+    ASSERT_EQ(WaitFor(pid, Scaled(60)), 0) << ReadFile(scratch / "migrate.err");
     const std::string report = ReadFile(out);
     if (run == 0) {
       EXPECT_THAT(report, ::testing::HasSubstr("migrated 1 data sets, 2 kernel versions, 1 aliases, 2 jobs"));
