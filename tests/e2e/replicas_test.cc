@@ -41,6 +41,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/client.h"
@@ -93,13 +94,25 @@ std::unique_ptr<kls::Client> Connect(const std::string& target) {
   return std::make_unique<kls::Client>(options);
 }
 
-/// One kls-server process.
+/// One kls-server process; killed when the Server goes, so a failed
+/// assertion does not leave it running after the test.
 struct Server {
   pid_t pid = -1;
   std::string target;
   fs::path log;
   std::unique_ptr<kls::Client> client;
   bool alive() const { return pid > 0; }
+
+  Server() = default;
+  Server(Server&& o) noexcept
+      : pid(std::exchange(o.pid, -1)), target(std::move(o.target)), log(std::move(o.log)), client(std::move(o.client)) {}
+  Server& operator=(Server&&) = delete;
+  ~Server() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      WaitFor(pid, std::chrono::seconds(10));
+    }
+  }
 };
 
 /// Starts `args` (after the binary) as a kls-server on a free port and waits
