@@ -297,7 +297,7 @@ def test_cross_validation_and_warm_start(client):
     done = client.wait(client.submit(data, "bcd_npkl", "iris-cv",
                                      cross_validation={"folds": 3, "grid": [0.1, 1, 10]}))
     assert kls_client.state_name(done) == "SUCCEEDED"
-    assert '"cross_validation":{"folds":3,"best":' in done.summary_json
+    assert '"cross_validation":{"folds":3,"score":"threshold","best":' in done.summary_json
     assert '{"value":10,"fold_scores":[' in done.summary_json
     warm = client.wait(client.submit(data, "bcd_npkl", "iris-warm", warm_start="iris-cv:1"))
     assert kls_client.state_name(warm) == "SUCCEEDED"
