@@ -559,6 +559,22 @@ StatusOr<LearnedKernel> Kpca(const Eigen::MatrixXd& x, const KpcaOptions& option
 
 }  // namespace
 
+namespace {
+// The start guard's labels: empty, or n class ids >= 0 / −1 (unlabelled).
+Status ValidateGuardLabels(const std::vector<int>& labels, int n) {
+  if (!labels.empty() && static_cast<int>(labels.size()) != n) {
+    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
+                                std::to_string(n) + " points (or leave it empty)");
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < -1) {
+      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
+                                  " must be a class id >= 0 or -1 (unlabelled)");
+    }
+  return OkStatus();
+}
+}  // namespace
+
 Status NeighborhoodGraph::Validate() const {
   const int n = num_points;
   if (n < 2) return InvalidArgumentError("graph.num_points = " + std::to_string(n) + " must be >= 2");
@@ -661,16 +677,7 @@ Status MveProblem::Validate() const {
                                 " × r with r >= 1");
   }
   if (!initial.allFinite()) return InvalidArgumentError("initial: contains a non-finite value");
-  if (!labels.empty() && static_cast<int>(labels.size()) != graph.num_points) {
-    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
-                                std::to_string(graph.num_points) + " points (or leave it empty)");
-  }
-  for (size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < -1) {
-      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
-                                  " must be a class id >= 0 or -1 (unlabelled)");
-    }
-  return OkStatus();
+  return ValidateGuardLabels(labels, graph.num_points);
 }
 
 Status MveOptions::Validate() const {
@@ -803,22 +810,14 @@ StatusOr<MveStartComparison> CompareMveWithStart(const Eigen::MatrixXd& input, c
     return InvalidArgumentError("start and solve: have " + std::to_string(start.rows()) + " and " +
                                 std::to_string(solve.rows()) + " rows but input has " + std::to_string(n));
   }
-  if (!labels.empty() && static_cast<int>(labels.size()) != n) {
-    return InvalidArgumentError("labels: has " + std::to_string(labels.size()) + " entries but there are " +
-                                std::to_string(n) + " points (or leave it empty)");
-  }
+  KLS_RETURN_IF_ERROR(ValidateGuardLabels(labels, n));
   MveStartComparison c;
   c.k = k;
   KLS_ASSIGN_OR_RETURN(c.start_preservation, NeighborhoodPreservation(input, start, k));
   KLS_ASSIGN_OR_RETURN(c.solve_preservation, NeighborhoodPreservation(input, solve, k));
   std::vector<int> labelled;
-  for (int i = 0; i < static_cast<int>(labels.size()); ++i) {
-    if (labels[i] < -1) {
-      return InvalidArgumentError("labels[" + std::to_string(i) + "] = " + std::to_string(labels[i]) +
-                                  " must be a class id >= 0 or -1 (unlabelled)");
-    }
+  for (int i = 0; i < static_cast<int>(labels.size()); ++i)
     if (labels[i] >= 0) labelled.push_back(i);
-  }
   c.labeled_points = static_cast<int>(labelled.size());
   const bool neighbourhoods_hold = c.solve_preservation >= c.start_preservation;
   if (c.labeled_points > k) {
