@@ -110,6 +110,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       if (params.tighten_factor > 0.0) o.tighten_factor = params.tighten_factor;
       if (params.adaptive_step >= 0) o.adaptive_step = params.adaptive_step != 0;
       if (params.accelerated >= 0) o.accelerated = params.accelerated != 0;
+      if (params.newton >= 0) o.newton = params.newton != 0;
       if (params.start_rank >= 0) o.start_rank = params.start_rank;
       if (params.tolerance > 0.0) o.tolerance = params.tolerance;
       o.num_threads = params.threads;

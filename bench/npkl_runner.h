@@ -61,6 +61,7 @@ struct RunParams {
   double tighten_factor = 0.0;    ///< SimpleNPKL tighten_factor; 0 = solver default
   int adaptive_step = -1;         ///< SimpleNPKL adaptive_step: 1 / 0; -1 = solver default
   int accelerated = -1;           ///< SimpleNPKL accelerated: 1 / 0; -1 = solver default
+  int newton = -1;                ///< SimpleNPKL Newton steps: 1 / 0; -1 = solver default
   int start_rank = -1;            ///< SimpleNPKL start_rank; -1 = solver default
   double tolerance = 0.0;         ///< SimpleNPKL relative-gap tolerance; 0 = solver default
   /// Progress sink handed to the solver (empty: none).

@@ -22,7 +22,7 @@ namespace kls::bench {
 Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
     std::string data, synthetic, method = "admm", protocol = "admm";
-    int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0, block_warm_start = -1;
+    int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0, block_warm_start = -1, newton = -1;
     double b = 0, omega = 0, tolerance = 0;
     std::string c;
     int cv_folds = 3, cv_threads = 1, cv_clusters = -1;
@@ -56,6 +56,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--tolerance", a->tolerance, "SimpleNPKL relative duality-gap tolerance (0 = solver default 1e-4)");
   app.add_option("--block-warm-start", a->block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
+  app.add_option("--newton", a->newton,
+                 "SimpleNPKL: 1 = projected Newton steps on the dense path (default), 0 = gradient steps only");
   app.add_flag("--standardize", a->standardize, "z-score each feature first");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
@@ -118,6 +120,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       params.threads = a->threads;
       params.max_iterations = a->max_iterations;
       params.block_warm_start = a->block_warm_start;
+      params.newton = a->newton;
       params.omega = a->omega;
       params.tolerance = a->tolerance;
       Stopwatch watch;

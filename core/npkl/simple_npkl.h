@@ -174,6 +174,13 @@ struct SimpleNpklOptions {
   /// Used only when step == 0 and adaptive_step is false; false = the
   /// thesis's Protocol 1 step α ← Π(α + ∇J/η) at every iteration.
   bool accelerated = true;
+  /// Projected Newton steps on the dual (not in the thesis; see
+  /// simple_npkl.cc "Newton steps"): on the dense path (n <= dense_threshold,
+  /// full K) with p = 2 and the square or square hinge loss, each iteration
+  /// solves the generalized Newton system of −J by conjugate gradients and
+  /// takes the projected step with an Armijo line search, falling back to the
+  /// gradient step when it fails. Elsewhere ignored.
+  bool newton = true;
   /// Low-rank start (sparse path, cold start, losses with a dual): α⁰ = s·C·1
   /// with s the largest value in (0, 1] (bisection, 1/64) at which A(α⁰) has
   /// at most start_rank positive eigenvalues, instead of C·1, whose A can have

@@ -392,15 +392,19 @@ TEST(CheckpointResumeTest, BcdNpklRankEscalation) {
 
 TEST(CheckpointResumeTest, SimpleNpkl) {
   const NpklProblem p = IrisNpklProblem(15, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/false, 11);
-  for (int dense_threshold : {300, 0}) {  // dense eigensolver and Lanczos (warm starts in the checkpoint)
-    SCOPED_TRACE("dense_threshold " + std::to_string(dense_threshold));
+  // Dense eigensolver with gradient and with Newton steps, and Lanczos (warm
+  // starts in the checkpoint; Newton steps are dense-path only).
+  for (auto [dense_threshold, newton] : {std::pair{300, false}, std::pair{300, true}, std::pair{0, false}}) {
+    SCOPED_TRACE("dense_threshold " + std::to_string(dense_threshold) + (newton ? " newton" : ""));
     SimpleNpklOptions o;
     o.b = 20.0;
     o.max_iterations = 60;
-    o.tolerance = 1e-6;
+    o.tolerance = newton ? 1e-12 : 1e-6;  // Newton steps: enough iterations to checkpoint
     o.dense_threshold = dense_threshold;
     o.num_threads = 1;
+    o.newton = newton;
     Case<NpklResult> c;
+    if (newton) c.min_checkpoints = 2;
     c.tag = "simple_npkl/1";
     c.solve = [&](const SolveControl& control) { return SolveSimpleNpkl(p, o, control); };
     c.solve_other = [&](const SolveControl& control) {

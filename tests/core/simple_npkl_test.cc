@@ -488,25 +488,30 @@ TEST(SimpleNpklMinimax, StoppingRuleCertifiesTheKernelNotTheConstantLoss) {
     ASSERT_TRUE(cons.ok());
     const NpklProblem p = MakeProblem(*data, 5, *cons);
     SimpleNpklOptions o;  // defaults: square hinge, B = 1, C = 1, tolerance 1e-4
-    auto r = SolveSimpleNpkl(p, o);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->stats.termination, Termination::kConverged);
     Eigen::MatrixXd k_star;
     auto opt = SolveWithCsdp(p, o, &k_star);
     ASSERT_TRUE(opt.ok()) << opt.status();
-    const Eigen::MatrixXd k = r->kernel.Dense();
-    const double p_here = PrimalObjective(p, o, k);
-    const double p_zero = 0.5 * o.c * p.constraints.size();  // P(0): every z = 0
-    const double reducible = std::max(1.0, std::abs(*opt - p_zero));
-    const double rel_k = (k - k_star).norm() / k_star.norm();
-    std::printf("seed %d: m %d, %d iterations, gap %.1e, P − P* %.1e (P(0) − P* %.3f), ‖K − K*‖/‖K*‖ %.1e\n",
-                static_cast<int>(seed), p.constraints.size(), r->stats.iterations, r->duality_gap,
-                p_here - *opt, p_zero - *opt, rel_k);
-    EXPECT_LE(r->duality_gap, o.tolerance);
-    // Certified: P − P* <= P − J <= tolerance · max(1, |P − P(0)|) (+ CSDP's accuracy).
-    EXPECT_LE(p_here - *opt, o.tolerance * reducible * 1.01 + 1e-6 * std::abs(*opt)) << "seed " << seed;
-    EXPECT_LE(rel_k, 1e-2) << "seed " << seed;
-    EXPECT_GT(r->stats.iterations, 2) << "seed " << seed;
+    for (bool newton : {false, true}) {  // the thesis's gradient steps, and the default Newton steps
+      SCOPED_TRACE(newton ? "newton" : "gradient");
+      o.newton = newton;
+      auto r = SolveSimpleNpkl(p, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->stats.termination, Termination::kConverged);
+      const Eigen::MatrixXd k = r->kernel.Dense();
+      const double p_here = PrimalObjective(p, o, k);
+      const double p_zero = 0.5 * o.c * p.constraints.size();  // P(0): every z = 0
+      const double reducible = std::max(1.0, std::abs(*opt - p_zero));
+      const double rel_k = (k - k_star).norm() / k_star.norm();
+      std::printf("seed %d: m %d, %d iterations, gap %.1e, P − P* %.1e (P(0) − P* %.3f), ‖K − K*‖/‖K*‖ %.1e\n",
+                  static_cast<int>(seed), p.constraints.size(), r->stats.iterations, r->duality_gap,
+                  p_here - *opt, p_zero - *opt, rel_k);
+      EXPECT_LE(r->duality_gap, o.tolerance);
+      // Certified: P − P* <= P − J <= tolerance · max(1, |P − P(0)|) (+ CSDP's accuracy).
+      EXPECT_LE(p_here - *opt, o.tolerance * reducible * 1.01 + 1e-6 * std::abs(*opt)) << "seed " << seed;
+      EXPECT_LE(rel_k, 1e-2) << "seed " << seed;
+      // Gradient steps: the old rule stopped after 1–2; Newton steps converge in 1–3.
+      if (!newton) EXPECT_GT(r->stats.iterations, 2) << "seed " << seed;
+    }
   }
 }
 
@@ -552,6 +557,7 @@ TEST(SimpleNpklMinimax, AcceleratedReachesTheSameCertifiedOptimumInFewerIteratio
     o.dense_threshold = dense_threshold;
     o.block_points_per_column = 2;  // n = 180 is small for the default 16
     o.tolerance = 1e-6;
+    o.newton = false;  // the gradient methods (Newton steps: NewtonStepsReachTheSameOptimumInAFewIterations)
     o.accelerated = false;
     auto plain = SolveSimpleNpkl(sc.problem, o);
     o.accelerated = true;
@@ -567,6 +573,45 @@ TEST(SimpleNpklMinimax, AcceleratedReachesTheSameCertifiedOptimumInFewerIteratio
     EXPECT_LT(fast->stats.iterations, plain->stats.iterations);
     const double scale = std::max(1.0, std::abs(plain->stats.final_objective - 0.5 * o.c * sc.problem.constraints.size()));
     EXPECT_NEAR(fast->stats.final_objective, plain->stats.final_objective, 2.0 * o.tolerance * scale);
+  }
+}
+
+// Projected Newton steps (the default on the dense path) reach the optimum of
+// the gradient method in a few iterations where it needs many: B = n, both
+// capacity forms, square hinge and square loss. Their final gap is certified
+// the same way, so only the iteration count may differ.
+TEST(SimpleNpklMinimax, NewtonStepsReachTheSameOptimumInAFewIterations) {
+  SmallCase sc = MakeBlobCase(3, 60, 73);
+  const double p0 = 0.5 * sc.problem.constraints.size();
+  for (NpklLoss loss : {NpklLoss::kSquareHinge, NpklLoss::kSquare}) {
+    for (auto capacity : {SimpleNpklOptions::Capacity::kConstraint, SimpleNpklOptions::Capacity::kPenalty}) {
+      SCOPED_TRACE(std::string(NpklLossName(loss)) +
+                   (capacity == SimpleNpklOptions::Capacity::kConstraint ? " constraint" : " penalty"));
+      SimpleNpklOptions o;
+      o.loss = loss;
+      o.capacity = capacity;
+      o.b = 180.0;
+      o.g = 0.05;
+      o.tolerance = 1e-8;
+      o.newton = false;
+      auto gradient = SolveSimpleNpkl(sc.problem, o);
+      o.newton = true;
+      auto newton = SolveSimpleNpkl(sc.problem, o);
+      ASSERT_TRUE(gradient.ok()) << gradient.status();
+      ASSERT_TRUE(newton.ok()) << newton.status();
+      for (const auto* r : {&*gradient, &*newton}) {
+        EXPECT_EQ(r->stats.termination, Termination::kConverged);
+        EXPECT_LE(r->duality_gap, o.tolerance);
+      }
+      std::printf("%s: gradient %d iterations, newton %d\n", NpklLossName(loss), gradient->stats.iterations,
+                  newton->stats.iterations);
+      EXPECT_LE(newton->stats.iterations, 6);
+      EXPECT_LT(2 * newton->stats.iterations, gradient->stats.iterations);
+      const double scale = std::max(1.0, std::abs(gradient->stats.final_objective - o.c * p0));
+      EXPECT_NEAR(newton->stats.final_objective, gradient->stats.final_objective, 2.0 * o.tolerance * scale);
+      const Eigen::MatrixXd kg = gradient->kernel.Dense(), kn = newton->kernel.Dense();
+      EXPECT_LE((kg - kn).norm(), 1e-3 * kg.norm());
+    }
   }
 }
 
