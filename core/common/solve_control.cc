@@ -6,8 +6,12 @@ namespace kls {
 
 int IterationsToObjective(const SolveStats& stats, double target, double relative) {
   const double bound = target + relative * std::max(1.0, std::abs(target));
-  for (size_t k = 0; k < stats.objective_history.size(); ++k)
-    if (stats.objective_history[k] <= bound) return static_cast<int>(k) + 1;
+  const int size = static_cast<int>(stats.objective_history.size());
+  for (int k = 0; k < size; ++k) {
+    // Entry k belongs to iteration stats.iterations − (size − 1 − k): the last
+    // entry to the last iteration, an initial iterate's entry (if any) to 0.
+    if (stats.objective_history[k] <= bound) return std::max(0, stats.iterations - (size - 1 - k));
+  }
   return stats.iterations;
 }
 

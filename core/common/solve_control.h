@@ -168,11 +168,12 @@ struct SolveStats {
 };
 
 /// The iterations a run needed until its objective was within `relative` of
-/// `target` (objective ≤ target + relative · max(1, |target|)): the 1-based
-/// position of the first such entry of objective_history (where element 0 is
-/// an initial iterate, as SimpleNPKL's, that is iterations + 1: a
-/// conservative count); stats.iterations if none is. Compares a warm start
-/// with a cold one by "reaches the cold optimum within tolerance".
+/// `target` (objective ≤ target + relative · max(1, |target|)): the iteration
+/// of the first such entry of objective_history, counted back from the last
+/// entry (= iteration stats.iterations), so that a history that starts with
+/// the initial iterate (SimpleNPKL's) gives 0 when the start is already
+/// within; stats.iterations if no entry is. Compares a warm start with a cold
+/// one by "reaches the cold optimum within tolerance".
 int IterationsToObjective(const SolveStats& stats, double target, double relative);
 
 /// Wall-clock stopwatch for SolveStats timings.

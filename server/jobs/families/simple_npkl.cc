@@ -18,7 +18,8 @@ const std::vector<families::OptionField<SimpleNpklOptions>>& Fields() {
       {"low_rank", &SimpleNpklOptions::low_rank},
       {"num_threads", &SimpleNpklOptions::num_threads},
       {"accelerated", &SimpleNpklOptions::accelerated},
-      {"start_rank", &SimpleNpklOptions::start_rank}
+      {"start_rank", &SimpleNpklOptions::start_rank},
+      {"newton", &SimpleNpklOptions::newton}
   };
   return fields;
 }
