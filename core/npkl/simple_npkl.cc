@@ -535,6 +535,74 @@ bool NewtonDirection(const NewtonOperator& h, const Iterate& cur, const SimpleNp
   return true;
 }
 
+// The primal at a dual point where A(α)₊ = 0 (constraint form, square /
+// square-hinge loss). There the closed form (3.8) gives K(α) = 0, whose
+// objective P(0) can stay far above J(α) even when α is optimal: that
+// happens when the capacity tr K^p <= B is not active at the optimum (large
+// B), whose K* then lies in the null space of A(α*), where the closed form
+// cannot reach it (measured: chessboard, C = 0.1, B = 100 stalled at a gap of
+// 1.3e-2 for 1,000 iterations). This tries the rank-one face of that null
+// space: K = s v vᵀ with v the top eigenvector of A(α), s ∈ [0, B^{1/p}]
+// minimizing the convex P(s) = s vᵀLv + Loss(s T_ij v_i v_j) (bisection on
+// P'). It is feasible, so P(K) still bounds the gap from above; it replaces
+// the iterate's primal value and kernel when lower (its α, z, ∇J and J stay
+// those of α). Returns whether it did.
+StatusOr<bool> RankZeroFacePrimal(const NpklProblem& problem, const Terms& terms, const SimpleNpklOptions& o,
+                                  Iterate* x) {
+  if (x->rank != 0 || o.capacity != SimpleNpklOptions::Capacity::kConstraint ||
+      (o.loss != NpklLoss::kSquareHinge && o.loss != NpklLoss::kSquare) || terms.size() == 0) {
+    return false;
+  }
+  DualMatrix a(problem.laplacian, terms.row, terms.col);
+  a.set_weights(x->alpha.cwiseProduct(terms.t));
+  SpectrumOptions so;
+  so.dense_threshold = o.dense_threshold;
+  so.lanczos_tolerance = o.lanczos_tolerance;
+  KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd top, TopEigenvectors(a, 1, so));
+  const Eigen::VectorXd v = top.col(0).normalized();
+  const double q = v.dot(problem.laplacian * v);  // vᵀ L v
+  const int m = terms.size();
+  Eigen::VectorXd c(m);
+  for (int k = 0; k < m; ++k) c[k] = terms.t[k] * v[terms.row[k]] * v[terms.col[k]];
+  const bool hinge = o.loss == NpklLoss::kSquareHinge;
+  auto slope = [&](double s) {  // P'(s)
+    double d = q;
+    for (int k = 0; k < m; ++k) {
+      const double u = 1.0 - s * c[k];
+      if (!hinge || u > 0.0) d -= o.c * c[k] * u;
+    }
+    return d;
+  };
+  auto value = [&](double s) {
+    double loss = 0.0;
+    for (int k = 0; k < m; ++k) {
+      const double u = 1.0 - s * c[k];
+      if (!hinge || u > 0.0) loss += u * u;
+    }
+    return s * q + 0.5 * o.c * loss;
+  };
+  const double s_max = std::pow(o.b, 1.0 / o.p);
+  double s = 0.0;
+  if (slope(0.0) < 0.0) {
+    if (slope(s_max) <= 0.0) {
+      s = s_max;
+    } else {
+      double lo = 0.0, hi = s_max;
+      for (int it = 0; it < 100; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (slope(mid) < 0.0 ? lo : hi) = mid;
+      }
+      s = 0.5 * (lo + hi);
+    }
+  }
+  const double p_face = value(s);
+  if (!(s > 0.0) || !std::isfinite(p_face) || !(p_face < x->primal)) return false;
+  x->primal = p_face;
+  x->v = std::sqrt(s) * v;
+  x->rank = 1;
+  return true;
+}
+
 // ---- Checkpoints (SolveControl::checkpoint / resume_from) -------------------
 //
 // Taken after an iteration that did not end the run. After the common prefix
@@ -762,7 +830,10 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       eval.set_rank_hint(options.start_rank + std::max(4, options.start_rank / 8));
     }
   }
-  if (!resumed) KLS_RETURN_IF_ERROR(eval.Evaluate(alpha0, &cur));
+  if (!resumed) {
+    KLS_RETURN_IF_ERROR(eval.Evaluate(alpha0, &cur));
+    KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
+  }
   // Switches to the tight tolerance for good and re-evaluates the current
   // iterate there, so that its gap is certified to lanczos_tolerance.
   // Also re-evaluates an iterate whose A₊ came from the block solver, with
@@ -774,6 +845,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     Iterate exact;
     KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact, /*exact=*/true));
     cur = std::move(exact);
+    KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
     return OkStatus();
   };
   const double tf = options.tighten_factor;
@@ -927,6 +999,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       }
       const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
       cur = std::move(next);
+      KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
       if (!tight && RelativeGap(cur) <= tf * options.tolerance) {
         KLS_RETURN_IF_ERROR(tighten());
       }

@@ -89,6 +89,14 @@
 // iterations on iris, 8.9 → 2.0 on wine, same optimum; the quadratic final
 // phase is what lets a warm start that begins close finish in one step.
 //
+// Inactive capacity. When B is large enough that tr K^p <= B is not active
+// at the optimum, the dual optimum has A(α*)₊ = 0 and the closed form gives
+// K(α) = 0, far from K* (which lies in A(α*)'s null space). At every iterate
+// with A₊ = 0 (constraint form, square / square-hinge loss) the solver also
+// evaluates the rank-one face K = s v vᵀ, v the top eigenvector of A(α), s
+// minimizing P by a 1-D search, and keeps it as the iterate's primal when it
+// is lower; it is feasible, so the certificate below holds with it.
+//
 // Stopping rule (certified). At every iterate α_t the solver evaluates the
 // primal objective P(K(α_t)) (K(α_t) is feasible) and the dual value J(α_t)
 // (computed from the same eigenvalues). Weak duality gives
