@@ -23,6 +23,7 @@
 #include "server/kls_server.h"
 #include "server/store/store.h"
 #include "temp_dir.h"
+#include "tests/test_util/time_scale.h"
 
 namespace kls::server {
 namespace {
@@ -143,7 +144,7 @@ TEST(DiskFullTest, WritesThatDoNotFitFailCleanlyAndTheServerRecoversWithoutARest
   submit.mutable_kl_admm()->set_max_iterations(5);
   auto job = client.SubmitJob(submit);
   if (job.ok()) {  // the submit itself may not fit
-    auto done = client.WatchJob(job->id(), [](const kls::v1::Job&) {}, 60);
+    auto done = client.WatchJob(job->id(), [](const kls::v1::Job&) {}, 60 * kls::testing::TimeScale());
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->state(), kls::v1::FAILED) << kls::v1::JobState_Name(done->state());
     EXPECT_THAT(done->error(), HasSubstr("no space left"));
