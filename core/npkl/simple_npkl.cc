@@ -479,22 +479,6 @@ class NewtonOperator {
   double norm_ = 0.0;
 };
 
-// M(α) = Σ_k α_k T_k S_k − L, dense.
-Eigen::MatrixXd DenseDualMatrix(const Eigen::MatrixXd& minus_l, const Terms& terms, const Eigen::VectorXd& alpha) {
-  Eigen::MatrixXd a = minus_l;
-  for (int k = 0; k < terms.size(); ++k) {
-    const int i = terms.row[k], j = terms.col[k];
-    const double w = alpha[k] * terms.t[k];
-    if (i == j) {
-      a(i, i) += w;
-    } else {
-      a(i, j) += 0.5 * w;
-      a(j, i) += 0.5 * w;
-    }
-  }
-  return a;
-}
-
 // The Newton direction d at `cur` (see above): CG on the free set to a
 // relative residual of min(0.1, √‖∇J_F‖), at most kNewtonCgIterations steps.
 constexpr int kNewtonCgIterations = 100;
@@ -781,6 +765,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     alpha0 = ProjectDual(alpha0, options);
   }
   Evaluator eval(problem, options, std::move(terms), std::move(basis));
+  // M(α) = Σ_k α_k T_k S_k − L for the Newton steps, formed densely each iteration (DualMatrix::ToDense).
+  DualMatrix newton_matrix(problem.laplacian, eval.terms().row, eval.terms().col);
   // Early iterations may use a looser Lanczos tolerance (issue 3); `tight`
   // records whether the evaluator is at options.lanczos_tolerance. Only the
   // sparse full-K path uses Lanczos, so only it is ever loose.
@@ -800,7 +786,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   const bool use_newton = options.newton && options.step == 0.0 && !options.adaptive_step && options.p == 2.0 &&
                           options.low_rank == 0 && n <= options.dense_threshold &&
                           (options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare);
-  const Eigen::MatrixXd minus_l = use_newton ? Eigen::MatrixXd(-Eigen::MatrixXd(problem.laplacian)) : Eigen::MatrixXd();
+
   Eigen::VectorXd x_prev;
   double momentum = 1.0;
   // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
@@ -912,7 +898,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
       if (use_newton) {
         // Projected Newton (see NewtonOperator); the gradient step below if
         // the direction fails or no step length passes the Armijo test.
-        const NewtonOperator h(DenseDualMatrix(minus_l, eval.terms(), cur.alpha), eval.terms(), options);
+        newton_matrix.set_weights(eval.Weights(cur.alpha));
+        const NewtonOperator h(newton_matrix.ToDense(), eval.terms(), options);
         Eigen::VectorXd d;
         if (h.ok() && NewtonDirection(h, cur, options, &d)) {
           double length = 1.0;
