@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -392,7 +393,11 @@ class ReplicasTest : public ::testing::Test {
 
 // About 2.5 s of solve on an idle 2-core machine: long enough to be interrupted after
 // a couple of 0.3 s checkpoints on a fast machine, short enough on a slow one.
-constexpr int kLongIterations = 4000;
+// Under a sanitizer (KLS_TEST_TIME_SCALE > 1) each iteration costs 3–30× more
+// (and the query load and three replicas share the cores), so the job shrinks
+// by the same factor, to at least 400 iterations: still several checkpoints
+// before the 0.7 s the tests wait for, and a whole job of minutes, not hours.
+const int kLongIterations = std::max(400, static_cast<int>(4000 / kls::testing::TimeScale()));
 
 TEST_F(ReplicasTest, JobsRunEverywhereOnceAndEveryReplicaAnswersTheSame) {
   std::vector<std::string> ids;
