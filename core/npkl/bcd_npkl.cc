@@ -453,11 +453,10 @@ FactorCertificate ComputeCertificate(const Eigen::MatrixXd& v, double objective,
 // f(Z + t xxᵀ) = f + tλ + t²·C Σ_pairs (x_i x_j)² for the square loss (for
 // the square hinge the same t under-steps, since its curvature is at most
 // that). Returns the rows added.
-int AppendDirections(const FactorCertificate& cert, const ColumnConstraints& cols, double c, int max_rows,
-                     Eigen::MatrixXd* v) {
-  const int l = static_cast<int>(v->cols());
-  const DirectionCurvature curvature = [&](const Eigen::VectorXd& x) {
+DirectionCurvature Curvature(const ColumnConstraints& cols, double c) {
+  return [&cols, c](const Eigen::VectorXd& x) {
     double sum = 0.0;
+    const int l = static_cast<int>(x.size());
     for (int i = 0; i < l; ++i) {
       for (int e = cols.offset[i]; e < cols.offset[i + 1]; ++e) {
         const int j = cols.neighbor[e];
@@ -466,7 +465,11 @@ int AppendDirections(const FactorCertificate& cert, const ColumnConstraints& col
     }
     return 2.0 * c * sum;  // f''(t)
   };
-  return AppendNegativeDirections(cert, curvature, max_rows, v);
+}
+
+int AppendDirections(const FactorCertificate& cert, const ColumnConstraints& cols, double c, int max_rows,
+                     Eigen::MatrixXd* v) {
+  return AppendNegativeDirections(cert, Curvature(cols, c), max_rows, v);
 }
 
 // V⁰ ~ U[0, 1)^{r×l} (the paper's rand(r, l)) from the top 53 bits of each
@@ -608,7 +611,19 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   reduced.SetThreads(ResolveThreadCount(options.num_threads));
 
   Eigen::MatrixXd v = RandomStart(r, l, options.seed);
-  if (options.initial_factor) v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
+  if (options.initial_factor) {
+    v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
+    if (escalate) {
+      // The previous optimum's degenerate directions go and the new problem's
+      // negative ones come in at their exact step (PrepareWarmFactor).
+      const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
+        *f = Objective(x, reduced.Quadratic(x), cols, options.loss, options.c);
+        return ComputeCertificate(x, *f, reduced, cols, options.loss, options.c, std::max(1, options.escalation_step));
+      };
+      v = PrepareWarmFactor(v, certify, Curvature(cols, options.c), r_max, options.certificate_tolerance);
+      r = static_cast<int>(v.rows());
+    }
+  }
   Eigen::MatrixXd v_old;
   BcdNpklDiagnostics diag;
 

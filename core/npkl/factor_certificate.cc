@@ -121,6 +121,40 @@ int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurva
   return static_cast<int>(take.size());
 }
 
+Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor) {
+  const int r = static_cast<int>(v.rows());
+  if (r == 0) return v;
+  const Eigen::MatrixXd gram = v * v.transpose();  // = U Σ² Uᵀ
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram);
+  if (eig.info() != Eigen::Success) return v;
+  const Eigen::VectorXd& s2 = eig.eigenvalues();  // ascending
+  const double floor2 = relative_floor * relative_floor * std::max(s2[r - 1], 0.0);
+  int keep = 0;
+  while (keep < r && s2[r - 1 - keep] > floor2) ++keep;
+  if (keep == r || keep == 0) return v;
+  return eig.eigenvectors().rightCols(keep).transpose() * v;
+}
+
+Eigen::MatrixXd PrepareWarmFactor(const Eigen::MatrixXd& v, const FactorCertify& certify,
+                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance) {
+  Eigen::MatrixXd out = DropDegenerateDirections(v, kWarmStartDegenerateFloor);
+  // The previous factor's rank budget (at least one new row); the escalation
+  // grows it further if the certificate asks.
+  const int budget = std::min(max_rank, std::max(static_cast<int>(v.rows()), static_cast<int>(out.rows()) + 1));
+  const int max_rows = budget - static_cast<int>(out.rows());
+  if (max_rows <= 0) return out;
+  double f = 0.0;
+  FactorCertificate cert = certify(out, &f);
+  const double trace = out.squaredNorm();
+  if (!(cert.relative_gap_bound > certificate_tolerance) || !(trace > 0.0)) return out;
+  const double significant = certificate_tolerance * std::max(std::abs(f), 1.0) / trace;
+  for (int k = 0; k < cert.eigenvalues.size(); ++k) {
+    if (!(cert.eigenvalues[k] < -significant)) cert.eigenvalues[k] = 0.0;  // not taken
+  }
+  AppendNegativeDirections(cert, curvature, max_rows, &out);
+  return out;
+}
+
 Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance,
                                  std::string_view path) {
   if (initial_rank < 1) {

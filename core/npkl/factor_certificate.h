@@ -77,6 +77,40 @@ using DirectionCurvature = std::function<double(const Eigen::VectorXd& x)>;
 int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurvature& curvature, int max_rows,
                              Eigen::MatrixXd* v);
 
+/// The rows of a warm-start factor `v` (r × n) without its degenerate
+/// directions: U_kᵀ v for the eigenvectors u_k of v vᵀ whose singular value
+/// σ_k exceeds relative_floor · σ_max (all rows kept when none is degenerate;
+/// K = vᵀv loses Σ σ_k² over the dropped ones, ≤ relative_floor² · ‖K‖₂ each).
+///
+/// Why: a previous optimum of lower rank than its factor carries directions
+/// at σ ≈ 0 (10⁻⁴·σ_max after a converged solve). Where the new problem needs
+/// one of them, the factorized solve has to grow it from there — near a saddle
+/// point, where the gradient v S is as small as the row itself — and crawls
+/// for tens to hundreds of iterations. Dropped instead, the certificate at the
+/// compact factor finds the direction the new problem needs and
+/// AppendNegativeDirections places it at its exact step.
+Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor);
+
+/// The relative_floor of DropDegenerateDirections at a warm start: a direction
+/// below 1 % of the largest singular value holds at most 10⁻⁴ of ‖K‖₂.
+inline constexpr double kWarmStartDegenerateFloor = 1e-2;
+
+/// A factor's certificate and objective f at that factor (the solver's own
+/// CertifyFactor call, with its S and its nev).
+using FactorCertify = std::function<FactorCertificate(const Eigen::MatrixXd& v, double* objective)>;
+
+/// The start of a warm-started factorized solve at a previous optimum `v`:
+/// DropDegenerateDirections(v, kWarmStartDegenerateFloor), then the
+/// certificate of the new problem at the compact factor, and (up to `max_rank` rows in all)
+/// its negative directions appended at their exact step
+/// (AppendNegativeDirections) — only those whose eigenvalue alone fails the
+/// certificate, |λ|·tr K > certificate_tolerance · max(|f|, 1), since a row of
+/// an insignificant direction would itself start near the saddle. The same
+/// rule the escalation applies after a converged stage, applied before the
+/// first one.
+Eigen::MatrixXd PrepareWarmFactor(const Eigen::MatrixXd& v, const FactorCertify& certify,
+                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance);
+
 /// INVALID_ARGUMENT naming options.initial_rank (>= 1), options.escalation_step
 /// (>= 1) or options.certificate_tolerance (finite, >= 0) and its value.
 Status ValidateEscalationOptions(int initial_rank, int escalation_step, double certificate_tolerance,

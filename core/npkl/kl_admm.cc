@@ -553,6 +553,23 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
     std::vector<int> all(n);
     for (int i = 0; i < n; ++i) all[i] = i;
     v = WarmStartRows(*options.initial_factor, all, r, v);
+    if (polish && escalate) {
+      // The previous optimum's degenerate directions go and the new problem's
+      // negative ones come in at their exact step (PrepareWarmFactor).
+      const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
+        const Eigen::MatrixXd xl = x * l;  // L symmetric: (L xᵀ)ᵀ
+        std::vector<double> dx(rows.num_entries());
+        Eigen::MatrixXd gx(x.rows(), n);
+        FactoredGradient(x, xl, gamma, rows, threads, &dx, &gx);
+        *f = FactoredObjective(x, xl, gamma, dx);
+        return CertifyPcp(l, gamma, rows, dx, x, *f, std::max(1, options.escalation_step), threads);
+      };
+      v = PrepareWarmFactor(v, certify, PcpCurvature(gamma, rows), r_cap,
+                            options.certificate_tolerance);
+      r = static_cast<int>(v.rows());
+      block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
+      laplacian = BlockedLaplacian(l, block_columns);
+    }
   }
   Eigen::MatrixXd u = v;
   Eigen::MatrixXd lambda = Eigen::MatrixXd::Zero(r, n);
