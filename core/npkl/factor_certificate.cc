@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/npkl/positive_spectrum.h"
+
 namespace kls {
 namespace {
 
@@ -73,9 +75,11 @@ FactorCertificate CertifyFactor(int n, const SymmetricApply& apply_s, const Eige
       e[j] = 0.0;
     }
     m = 0.5 * (m + m.transpose()).eval();
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(m);
-    out.eigenvalues = eig.eigenvalues().head(nev);
-    out.eigenvectors = eig.eigenvectors().leftCols(nev);
+    if (!DenseSmallestEigenpairs(m, nev, &out.eigenvalues, &out.eigenvectors).ok()) {
+      out.min_eigenvalue = -std::numeric_limits<double>::infinity();  // nothing certified
+      out.relative_gap_bound = std::numeric_limits<double>::infinity();
+      return out;
+    }
     out.operations = n;
   } else {
     const int ncv = std::min(n, std::max(2 * nev + 1, nev + 40));

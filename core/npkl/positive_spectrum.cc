@@ -209,6 +209,44 @@ StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, doubl
   return out;
 }
 
+Status DenseSmallestEigenpairs(const Eigen::MatrixXd& a, int nev, Eigen::VectorXd* eigenvalues,
+                               Eigen::MatrixXd* eigenvectors) {
+  const Eigen::Index n = a.rows();
+  if (a.cols() != n) return InvalidArgumentError("DenseSmallestEigenpairs: matrix is not square");
+  if (nev < 1 || nev > n) {
+    return InvalidArgumentError("DenseSmallestEigenpairs: nev = " + std::to_string(nev) + " must be in [1, " +
+                                std::to_string(n) + "]");
+  }
+  if (n >= 32 && a.allFinite()) {
+    Eigen::Tridiagonalization<Eigen::MatrixXd> tri(a);
+    Eigen::VectorXd d = tri.diagonal();
+    Eigen::VectorXd e = Eigen::VectorXd::Zero(n);
+    e.head(n - 1) = tri.subDiagonal();
+    Eigen::VectorXd w(n);
+    Eigen::MatrixXd z(n, nev);
+    std::vector<lapack_int> support(2 * static_cast<size_t>(n));
+    lapack_int found = 0;
+    lapack_logical try_relative_accuracy = 1;
+    const lapack_int info = LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', static_cast<lapack_int>(n), d.data(), e.data(),
+                                           0.0, 0.0, 1, static_cast<lapack_int>(nev), &found, w.data(), z.data(),
+                                           static_cast<lapack_int>(n), static_cast<lapack_int>(nev), support.data(),
+                                           &try_relative_accuracy);
+    if (info == 0 && found == nev && w.head(nev).allFinite() && z.allFinite()) {
+      *eigenvalues = w.head(nev);
+      z.applyOnTheLeft(tri.matrixQ());
+      *eigenvectors = std::move(z);
+      return OkStatus();
+    }
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a);
+  if (eig.info() != Eigen::Success || !eig.eigenvalues().allFinite()) {
+    return InternalError("dense symmetric eigensolver did not converge");
+  }
+  *eigenvalues = eig.eigenvalues().head(nev);
+  *eigenvectors = eig.eigenvectors().leftCols(nev);
+  return OkStatus();
+}
+
 StatusOr<PositiveSpectrum> ComputePositiveSpectrum(const DualMatrix& a, const SpectrumOptions& options,
                                                    const Eigen::VectorXd* warm_start) {
   const int initial_rank = options.initial_rank > 0 ? options.initial_rank : RankBound(a.num_terms());

@@ -146,4 +146,16 @@ StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const Spec
 /// full QR eigensolver (≈ 9n³ with vectors).
 StatusOr<PositiveSpectrum> DensePositiveSpectrum(const Eigen::MatrixXd& a, double positive_threshold = 0.0);
 
+/// The `nev` smallest eigenpairs of a dense symmetric matrix (ascending
+/// eigenvalues; n × nev orthonormal eigenvectors), 1 <= nev <= n: Householder
+/// tridiagonalization (Eigen) and LAPACK's MRRR (dstemr) for the index range
+/// 1..nev, only those vectors back-transformed — ≈ (4/3)n³ + O(n²·nev) flops
+/// against ≈ 9n³ for the full solver with vectors. Falls back to the full
+/// solver below n = 32 or if LAPACK fails. For the factor certificates'
+/// dense path (core/npkl/factor_certificate.cc).
+/// INVALID_ARGUMENT for a non-square matrix or nev out of range; INTERNAL when
+/// no eigensolver succeeds.
+Status DenseSmallestEigenpairs(const Eigen::MatrixXd& a, int nev, Eigen::VectorXd* eigenvalues,
+                               Eigen::MatrixXd* eigenvectors);
+
 }  // namespace kls
