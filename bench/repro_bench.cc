@@ -56,6 +56,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--tolerance", a->tolerance, "SimpleNPKL relative duality-gap tolerance (0 = solver default 1e-4)");
   app.add_option("--block-warm-start", a->block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
+  app.add_option("--omega", a->omega, "BCDNPKL square loss: block over-relaxation omega in (0, 2) (0 = solver default 1)");
   app.add_option("--newton", a->newton,
                  "SimpleNPKL: 1 = projected Newton steps on the dense path (default), 0 = gradient steps only");
   app.add_flag("--standardize", a->standardize, "z-score each feature first");
