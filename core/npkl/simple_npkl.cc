@@ -480,7 +480,8 @@ class NewtonOperator {
 };
 
 // The Newton direction d at `cur` (see above): CG on the free set to a
-// relative residual of min(0.1, √‖∇J_F‖), at most kNewtonCgIterations steps.
+// relative residual of min(0.1, √tolerance, √‖∇J_F‖), at most
+// kNewtonCgIterations steps.
 constexpr int kNewtonCgIterations = 100;
 // Step lengths 1, 1/2, … tried before a Newton step gives way to the gradient step.
 constexpr int kNewtonLineSearches = 10;
@@ -499,7 +500,11 @@ bool NewtonDirection(const NewtonOperator& h, const Iterate& cur, const SimpleNp
   const double bnorm = b.norm();
   *d = o.c * g;  // the bound pairs: a scaled gradient step (H ⪰ I/C), clamped by Π
   if (bnorm == 0.0) return true;
-  const double tol = std::min(0.1, std::sqrt(bnorm)) * bnorm;
+  // Forcing term η: √‖g‖ (superlinear; Eisenstat & Walker), capped at 0.1
+  // and at √tolerance, so that one step from a start within ~√tolerance (a
+  // warm start) lands within tolerance instead of stopping at 0.1·‖g‖.
+  const double forcing = std::min({0.1, std::sqrt(std::max(o.tolerance, 1e-16)), std::sqrt(bnorm)});
+  const double tol = forcing * bnorm;
   Eigen::VectorXd x = Eigen::VectorXd::Zero(m), r = b, p = b;
   double rr = r.squaredNorm();
   for (int it = 0; it < kNewtonCgIterations && std::sqrt(rr) > tol; ++it) {
