@@ -611,19 +611,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   reduced.SetThreads(ResolveThreadCount(options.num_threads));
 
   Eigen::MatrixXd v = RandomStart(r, l, options.seed);
-  if (options.initial_factor) {
-    v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
-    if (escalate) {
-      // The previous optimum's degenerate directions go and the new problem's
-      // negative ones come in at their exact step (PrepareWarmFactor).
-      const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
-        *f = Objective(x, reduced.Quadratic(x), cols, options.loss, options.c);
-        return ComputeCertificate(x, *f, reduced, cols, options.loss, options.c, std::max(1, options.escalation_step));
-      };
-      v = PrepareWarmFactor(v, certify, Curvature(cols, options.c), r_max, options.certificate_tolerance);
-      r = static_cast<int>(v.rows());
-    }
-  }
+  if (options.initial_factor) v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
   Eigen::MatrixXd v_old;
   BcdNpklDiagnostics diag;
 
@@ -649,6 +637,43 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
       resume.stage_iter = 0;  // not this run's checkpoint: start afresh
     }
   }
+  // Sweeps of the warm start's first sweep (below) that belong to the first stage.
+  int carried_sweeps = 0;
+  if (options.initial_factor && escalate && stats.resumed_from_iteration == 0) {
+    // Warm start (PrepareWarmFactor): the previous optimum's degenerate
+    // directions go; one sweep at the compact rank lets its rows take up what
+    // they can of the new pairs (measured: appending before it cost 2–3 sweeps
+    // wherever the start needed no new direction); then the new problem's
+    // significant negative directions come in at their exact step.
+    int compact_rank = r, probe_sweeps = 0;
+    const FactorSettle settle = [&](Eigen::MatrixXd* x) {
+      compact_rank = static_cast<int>(x->rows());
+      if (iter >= options.max_iterations) return;
+      const Eigen::MatrixXd before = *x;
+      ColumnUpdater probe(reduced, cols, options.loss, options.c, static_cast<int>(x->rows()), omega);
+      probe.Sweep(x, /*resync=*/true);
+      const double objective = Objective(*x, reduced.QuadraticAfterSweep(*x), cols, options.loss, options.c);
+      if (!std::isfinite(objective) || !x->allFinite()) {
+        *x = before;  // the stage loop meets the same issue and reports it
+        return;
+      }
+      stats.objective_history.push_back(objective);
+      stats.iterations = ++iter;
+      probe_sweeps = 1;
+    };
+    const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
+      *f = Objective(x, reduced.Quadratic(x), cols, options.loss, options.c);
+      return ComputeCertificate(x, *f, reduced, cols, options.loss, options.c, std::max(1, options.escalation_step));
+    };
+    v = PrepareWarmFactor(v, certify, Curvature(cols, options.c), r_max, options.certificate_tolerance, settle);
+    r = static_cast<int>(v.rows());
+    if (r != compact_rank && probe_sweeps > 0) {  // the sweep was a stage of its own, at the compact rank
+      diag.rank_history.push_back(compact_rank);
+      diag.stage_sweeps.push_back(probe_sweeps);
+    } else {
+      carried_sweeps = probe_sweeps;
+    }
+  }
   stats.setup_seconds = setup_clock.Seconds();
   Stopwatch clock;
   CheckpointTimer checkpoints(control);
@@ -665,7 +690,9 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
       resume.stage_iter = 0;
     } else {
       diag.rank_history.push_back(r);
-      diag.stage_sweeps.push_back(0);
+      diag.stage_sweeps.push_back(carried_sweeps);
+      stage_iter = carried_sweeps;
+      carried_sweeps = 0;
     }
     // A stage at the previous stage's rank is a tightening (below): ×0.1 each.
     int tightenings = 0;

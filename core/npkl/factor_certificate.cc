@@ -140,8 +140,10 @@ Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relati
 }
 
 Eigen::MatrixXd PrepareWarmFactor(const Eigen::MatrixXd& v, const FactorCertify& certify,
-                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance) {
+                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance,
+                                  const FactorSettle& settle) {
   Eigen::MatrixXd out = DropDegenerateDirections(v, kWarmStartDegenerateFloor);
+  if (settle) settle(&out);
   // The previous factor's rank budget (at least one new row); the escalation
   // grows it further if the certificate asks.
   const int budget = std::min(max_rank, std::max(static_cast<int>(v.rows()), static_cast<int>(out.rows()) + 1));

@@ -99,17 +99,23 @@ inline constexpr double kWarmStartDegenerateFloor = 1e-2;
 /// CertifyFactor call, with its S and its nev).
 using FactorCertify = std::function<FactorCertificate(const Eigen::MatrixXd& v, double* objective)>;
 
+/// A solver's own iteration(s) on a factor, counted as its iterations.
+using FactorSettle = std::function<void(Eigen::MatrixXd* v)>;
+
 /// The start of a warm-started factorized solve at a previous optimum `v`:
-/// DropDegenerateDirections(v, kWarmStartDegenerateFloor), then the
-/// certificate of the new problem at the compact factor, and (up to `max_rank` rows in all)
-/// its negative directions appended at their exact step
+/// DropDegenerateDirections(v, kWarmStartDegenerateFloor); then `settle`, if
+/// given, on the compact factor (BCDNPKL: one sweep, so that the rows it has
+/// absorb what they can of the new pairs first); then the certificate of the
+/// new problem, and its negative directions appended at their exact step
 /// (AppendNegativeDirections) — only those whose eigenvalue alone fails the
 /// certificate, |λ|·tr K > certificate_tolerance · max(|f|, 1), since a row of
-/// an insignificant direction would itself start near the saddle. The same
+/// an insignificant direction would itself start near the saddle — up to the
+/// previous factor's rank (at least one row; never beyond max_rank). The same
 /// rule the escalation applies after a converged stage, applied before the
 /// first one.
 Eigen::MatrixXd PrepareWarmFactor(const Eigen::MatrixXd& v, const FactorCertify& certify,
-                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance);
+                                  const DirectionCurvature& curvature, int max_rank, double certificate_tolerance,
+                                  const FactorSettle& settle = nullptr);
 
 /// INVALID_ARGUMENT naming options.initial_rank (>= 1), options.escalation_step
 /// (>= 1) or options.certificate_tolerance (finite, >= 0) and its value.

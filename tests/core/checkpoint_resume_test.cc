@@ -390,6 +390,56 @@ TEST(CheckpointResumeTest, BcdNpklRankEscalation) {
   CheckResumable(c);
 }
 
+// Warm starts (PrepareWarmFactor: the compact previous factor, BCDNPKL's first
+// sweep, the appended directions) resume bit-identically too: the start is
+// prepared again only when there is no checkpoint to resume.
+TEST(CheckpointResumeTest, WarmStartedBcdNpklAndKlAdmm) {
+  const NpklProblem bcd_previous = IrisNpklProblem(20, EdgeWeight::kBinary, 0.5, /*admm_protocol=*/false, 3);
+  const NpklProblem bcd_p = IrisNpklProblem(20, EdgeWeight::kBinary, 0.5, /*admm_protocol=*/false, 7);
+  BcdNpklOptions bo;
+  bo.loss = NpklLoss::kSquare;
+  bo.num_threads = 1;
+  auto bcd_start = SolveBcdNpkl(bcd_previous, bo);
+  ASSERT_TRUE(bcd_start.ok()) << bcd_start.status();
+  bo.initial_factor = std::make_shared<const Eigen::MatrixXd>(bcd_start->kernel.embedding());
+  {
+    SCOPED_TRACE("bcd_npkl");
+    Case<NpklResult> c;
+    c.tag = "bcd_npkl/1";
+    c.solve = [&](const SolveControl& control) { return SolveBcdNpkl(bcd_p, bo, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      BcdNpklOptions other = bo;
+      other.c = bo.c * 2.0;
+      return SolveBcdNpkl(bcd_p, other, control);
+    };
+    c.expect_same_solution = ExpectSameNpkl;
+    c.positions = {0, 1, -2, -1};
+    CheckResumable(c);
+  }
+  const NpklProblem admm_previous = IrisNpklProblem(15, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/true, 3);
+  const NpklProblem admm_p = IrisNpklProblem(15, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/true, 7);
+  KlAdmmOptions ao;
+  ao.gamma = 10.0;
+  ao.num_threads = 1;
+  auto admm_start = SolveKlAdmm(admm_previous, ao);
+  ASSERT_TRUE(admm_start.ok()) << admm_start.status();
+  ao.initial_factor = std::make_shared<const Eigen::MatrixXd>(admm_start->kernel.embedding());
+  {
+    SCOPED_TRACE("kl_admm");
+    Case<NpklResult> c;
+    c.tag = "kl_admm/1";
+    c.solve = [&](const SolveControl& control) { return SolveKlAdmm(admm_p, ao, control); };
+    c.solve_other = [&](const SolveControl& control) {
+      KlAdmmOptions other = ao;
+      other.gamma = 11.0;
+      return SolveKlAdmm(admm_p, other, control);
+    };
+    c.expect_same_solution = ExpectSameNpkl;
+    c.positions = {0, 1, -2, -1};
+    CheckResumable(c);
+  }
+}
+
 TEST(CheckpointResumeTest, SimpleNpkl) {
   const NpklProblem p = IrisNpklProblem(15, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/false, 11);
   // Dense eigensolver with gradient and with Newton steps, and Lanczos (warm
