@@ -157,7 +157,8 @@ TEST(WarmStartTest, DegenerateDirectionsAreDroppedAndTheKernelIsKept) {
 // a rank-8 factor (two singular values ~10⁻⁴) and the new pairs need a 7th
 // direction. Grown from 10⁻⁴ the warm run crawled past the saddle: 57 and 75
 // iterations against the cold run's 47 and 57 (BCDNPKL seed 4: 135 against
-// 30). With PrepareWarmFactor it needs 18 and 23 (BCDNPKL: 19).
+// 30). With PrepareWarmFactor it needs 18 and 23 (BCDNPKL, which sweeps once
+// before the certificate: 21).
 TEST(WarmStartTest, ARankDeficientPreviousOptimumDoesNotStallTheWarmStart) {
   auto wine = ReadCsvFile("data/wine.csv");
   ASSERT_TRUE(wine.ok()) << wine.status();
