@@ -299,6 +299,22 @@ std::string JobText(const kls::v1::Job& j) {
 }
 
 // Watches to the end; exit status 0 only when the job SUCCEEDED.
+kls::StatusOr<std::string> ResolveDataset(kls::Client& client, const std::string& id_or_name, const std::string& flag) {
+  const auto by_id = client.GetDataset(id_or_name);
+  if (by_id.ok()) return by_id->id();
+  if (by_id.status().code() != kls::StatusCode::kNotFound) return by_id.status();
+  const auto all = client.ListDatasets();
+  if (!all.ok()) return all.status();
+  const kls::v1::DatasetInfo* newest = nullptr;
+  for (const kls::v1::DatasetInfo& d : *all) {
+    if (d.name() == id_or_name && (newest == nullptr || d.created_unix_ms() > newest->created_unix_ms())) newest = &d;
+  }
+  if (newest == nullptr) {
+    return kls::NotFoundError(flag + " = '" + id_or_name + "': no data set has this id or name (kls datasets list)");
+  }
+  return newest->id();
+}
+
 int WatchToEnd(kls::Client& client, const Output& out, const std::string& id) {
   kls::StatusOr<kls::v1::Job> final_job = [&] {
     ProgressBar bar;

@@ -111,6 +111,11 @@ class ProgressBar {
   Clock::time_point last_print_{};
 };
 
+/// The id of the data set `id_or_name` names: itself when a data set has that
+/// id, else the newest data set with that name (`kls upload --name`). NOT_FOUND
+/// naming `flag` and the value when neither matches.
+kls::StatusOr<std::string> ResolveDataset(kls::Client& client, const std::string& id_or_name, const std::string& flag);
+
 /// Watches a job to the end; exit status 0 only when it SUCCEEDED.
 int WatchToEnd(kls::Client& client, const Output& out, const std::string& id);
 

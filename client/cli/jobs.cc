@@ -27,7 +27,11 @@ int RunSubmit(kls::Client& client, const Output& out, const SubmitArgs& a) {
     const json object = json::parse(*text);
     return out.Success(object, object.dump(2));
   }
-  const auto job = client.SubmitJob(*request);
+  kls::v1::SubmitJobRequest resolved = *request;
+  const auto dataset = ResolveDataset(client, request->dataset_id(), "--dataset");
+  if (!dataset.ok()) return out.Failure(dataset.status());
+  resolved.set_dataset_id(*dataset);
+  const auto job = client.SubmitJob(resolved);
   if (!job.ok()) return out.Failure(job.status());
   if (a.watch) {
     if (!out.json_mode) std::cerr << "submitted " << job->id() << "\n";

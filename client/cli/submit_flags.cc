@@ -319,7 +319,7 @@ std::string SubmitFlags::HelpText(const Flag& flag) const {
 void SubmitFlags::AddFlags(CLI::App* app) {
   std::vector<std::string> names;
   for (const Family& f : families_) names.push_back(f.name);
-  app->add_option("--dataset", common_.dataset, "Data-set id (from upload)")->required();
+  app->add_option("--dataset", common_.dataset, "Data-set id (from upload) or name (the newest of that name)")->required();
   app->add_option("--kernel", common_.kernel, "Name of the kernel to learn (versions increment per name)");
   app->add_option("--method", common_.method, JoinWords(names, "or"))->required();
   app->add_option("--priority", common_.priority, "Higher runs first");

@@ -70,15 +70,17 @@ int RunAppendConstraints(kls::Client& client, const Output& out, const UploadArg
   if (!read.ok()) return out.Failure(read.status());
   kls::UploadOptions options;
   options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
-  options.base_dataset_id = a.append_to;
+  const auto base = ResolveDataset(client, a.append_to, "--append-constraints");
+  if (!base.ok()) return out.Failure(base.status());
+  options.base_dataset_id = *base;
   const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(kls::Dataset(), *read, options);
   if (!info.ok()) return out.Failure(info.status());
   std::ostringstream text;
   text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
-       << " features (shared with " << a.append_to << "), " << info->num_constraints() << " constraints ("
+       << " features (shared with " << *base << "), " << info->num_constraints() << " constraints ("
        << read->size() << " appended)";
   json j = DatasetJson(*info);
-  j["base_dataset_id"] = a.append_to;
+  j["base_dataset_id"] = *base;
   j["appended_constraints"] = read->size();
   return out.Success(j, text.str());
 }
@@ -200,8 +202,8 @@ Runner SetupUpload(CLI::App& app) {
       ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
   app.add_option("--seed", a->seed, "Seed of the constraint protocol")->capture_default_str();
   app.add_option("--append-constraints", a->append_to,
-                 "BASE: FILE is a constraints file ('i,j,kind' lines); store a new data set sharing BASE's "
-                 "features with BASE's pairs plus FILE's");
+                 "BASE (data-set id or name): FILE is a constraints file ('i,j,kind' lines); store a new data "
+                 "set sharing BASE's features with BASE's pairs plus FILE's");
   app.add_option("--num-features", a->num_features,
                  "LIBSVM: the number of features d (default: the largest index in the file)")
       ->check(CLI::NonNegativeNumber);

@@ -739,6 +739,23 @@ TEST_F(E2eTest, CAutoAppendConstraintsAndWarmStartThroughTheCli) {
   const RunResult repeat = Kls({"upload", "--append-constraints", base.at("id"), pairs.string()});
   EXPECT_EQ(repeat.exit_code, 1);
   EXPECT_THAT(repeat.err, HasSubstr("header.base_dataset_id"));
+
+  // A data set by name: the newest of that name, for --dataset and --append-constraints.
+  const nlohmann::json by_name = KlsJson({"submit", "--dataset", "iris-more", "--kernel", "by-name", "--method",
+                                          "bcd_npkl", "--watch"});
+  ASSERT_EQ(by_name.value("state", ""), "SUCCEEDED") << by_name;
+  EXPECT_EQ(by_name.at("dataset_id"), appended.at("id"));
+  const fs::path third = scratch_.path() / "third.csv";
+  std::ofstream(third) << "1,2,1\n51,52,1\n";
+  const nlohmann::json again = KlsJson({"upload", "--append-constraints", "iris-more", third.string(), "--name",
+                                        "iris-more"});  // a second 'iris-more', now the newest
+  EXPECT_EQ(again.at("base_dataset_id"), appended.at("id"));
+  const nlohmann::json newest = KlsJson({"submit", "--dataset", "iris-more", "--kernel", "newest", "--method",
+                                         "bcd_npkl"});
+  EXPECT_EQ(newest.at("dataset_id"), again.at("id"));
+  const RunResult missing = Kls({"submit", "--dataset", "no-such-set", "--method", "bcd_npkl"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--dataset = 'no-such-set': no data set has this id or name"));
 }
 
 }  // namespace
