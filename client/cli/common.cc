@@ -298,7 +298,6 @@ std::string JobText(const kls::v1::Job& j) {
   return text.str();
 }
 
-// Watches to the end; exit status 0 only when the job SUCCEEDED.
 kls::StatusOr<std::string> ResolveDataset(kls::Client& client, const std::string& id_or_name, const std::string& flag) {
   const auto by_id = client.GetDataset(id_or_name);
   if (by_id.ok()) return by_id->id();
@@ -315,6 +314,7 @@ kls::StatusOr<std::string> ResolveDataset(kls::Client& client, const std::string
   return newest->id();
 }
 
+// Watches to the end; exit status 0 only when the job SUCCEEDED.
 int WatchToEnd(kls::Client& client, const Output& out, const std::string& id) {
   kls::StatusOr<kls::v1::Job> final_job = [&] {
     ProgressBar bar;

@@ -135,6 +135,32 @@ int CountAbove(const Eigen::VectorXd& d, const Eigen::VectorXd& e, double sigma)
   return static_cast<int>(d.size()) - below;
 }
 
+// LAPACK's MRRR (dstemr) on the tridiagonal T of `tri`: the eigenpairs with
+// eigenvalues in (vl, vu] (range 'V') or with indices il..iu, 1-based
+// (range 'I'), at most `columns` of them; eigenvalues ascending, eigenvectors
+// back-transformed by Q (those of the matrix `tri` reduced). False when LAPACK
+// reports a failure or more than `columns` eigenpairs.
+bool MrrrEigenpairs(const Eigen::Tridiagonalization<Eigen::MatrixXd>& tri, char range, double vl, double vu, int il,
+                    int iu, Eigen::Index columns, Eigen::VectorXd* values, Eigen::MatrixXd* vectors) {
+  const Eigen::Index n = tri.diagonal().size();
+  Eigen::VectorXd d = tri.diagonal();  // dstemr overwrites d and e
+  Eigen::VectorXd e = Eigen::VectorXd::Zero(n);
+  e.head(n - 1) = tri.subDiagonal();
+  Eigen::VectorXd w(n);
+  Eigen::MatrixXd z(n, columns);
+  std::vector<lapack_int> support(2 * static_cast<size_t>(n));
+  lapack_int found = 0;
+  lapack_logical try_relative_accuracy = 1;
+  const lapack_int info = LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', range, static_cast<lapack_int>(n), d.data(), e.data(),
+                                         vl, vu, il, iu, &found, w.data(), z.data(), static_cast<lapack_int>(n),
+                                         static_cast<lapack_int>(columns), support.data(), &try_relative_accuracy);
+  if (info != 0 || found > columns) return false;
+  *values = w.head(found);
+  *vectors = z.leftCols(found);
+  vectors->applyOnTheLeft(tri.matrixQ());
+  return true;
+}
+
 // The eigenpairs of A above `threshold` from A = Q T Qᵀ (Eigen's Householder
 // tridiagonalization) and LAPACK's MRRR on the (threshold, ∞) part of T
 // (dstemr, Dhillon–Parlett: O(n) per eigenvector), back-transformed by Q.
@@ -173,20 +199,14 @@ std::optional<PositiveSpectrum> TridiagonalPositiveSpectrum(const Eigen::MatrixX
     upper = std::max(upper, d[i] + std::abs(e[i]) + (i > 0 ? std::abs(e[i - 1]) : 0.0));
   }
   upper += 1e-6 * std::max(1.0, std::abs(upper));
-  const lapack_int columns = static_cast<lapack_int>(std::min<Eigen::Index>(n, count + 8));
-  Eigen::VectorXd w(n);
-  Eigen::MatrixXd z(n, columns);
-  std::vector<lapack_int> support(2 * static_cast<size_t>(n));
-  lapack_int found = 0;
-  lapack_logical try_relative_accuracy = 1;
-  const lapack_int info = LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'V', static_cast<lapack_int>(n), d.data(), e.data(),
-                                         threshold, upper, 0, 0, &found, w.data(), z.data(),
-                                         static_cast<lapack_int>(n), columns, support.data(), &try_relative_accuracy);
-  if (info != 0 || found > columns) return std::nullopt;
+  Eigen::VectorXd w;
+  Eigen::MatrixXd z;
+  if (!MrrrEigenpairs(tri, 'V', threshold, upper, 0, 0, std::min<Eigen::Index>(n, count + 8), &w, &z)) {
+    return std::nullopt;
+  }
   // dstemr returns ascending eigenvalues; A₊'s convention is descending.
-  out.eigenvalues = w.head(found).reverse();
-  out.eigenvectors = z.leftCols(found).rowwise().reverse();
-  out.eigenvectors.applyOnTheLeft(tri.matrixQ());
+  out.eigenvalues = w.reverse();
+  out.eigenvectors = z.rowwise().reverse();
   return out;
 }
 
@@ -219,21 +239,11 @@ Status DenseSmallestEigenpairs(const Eigen::MatrixXd& a, int nev, Eigen::VectorX
   }
   if (n >= 32 && a.allFinite()) {
     Eigen::Tridiagonalization<Eigen::MatrixXd> tri(a);
-    Eigen::VectorXd d = tri.diagonal();
-    Eigen::VectorXd e = Eigen::VectorXd::Zero(n);
-    e.head(n - 1) = tri.subDiagonal();
-    Eigen::VectorXd w(n);
-    Eigen::MatrixXd z(n, nev);
-    std::vector<lapack_int> support(2 * static_cast<size_t>(n));
-    lapack_int found = 0;
-    lapack_logical try_relative_accuracy = 1;
-    const lapack_int info = LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', static_cast<lapack_int>(n), d.data(), e.data(),
-                                           0.0, 0.0, 1, static_cast<lapack_int>(nev), &found, w.data(), z.data(),
-                                           static_cast<lapack_int>(n), static_cast<lapack_int>(nev), support.data(),
-                                           &try_relative_accuracy);
-    if (info == 0 && found == nev && w.head(nev).allFinite() && z.allFinite()) {
-      *eigenvalues = w.head(nev);
-      z.applyOnTheLeft(tri.matrixQ());
+    Eigen::VectorXd w;
+    Eigen::MatrixXd z;
+    if (MrrrEigenpairs(tri, 'I', 0.0, 0.0, 1, nev, nev, &w, &z) && w.size() == nev && w.allFinite() &&
+        z.allFinite()) {
+      *eigenvalues = std::move(w);
       *eigenvectors = std::move(z);
       return OkStatus();
     }
