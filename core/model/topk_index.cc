@@ -121,6 +121,34 @@ bool Better(const ScoredItem& a, const ScoredItem& b) {
   return a.score > b.score || (a.score == b.score && a.index < b.index);
 }
 
+// The best `want` items: a min-heap under Better (the worst kept item on top).
+inline void Offer(std::vector<ScoredItem>& heap, int want, const ScoredItem& item) {
+  if (static_cast<int>(heap.size()) < want) {
+    heap.push_back(item);
+    std::push_heap(heap.begin(), heap.end(), Better);
+  } else if (Better(item, heap.front())) {
+    std::pop_heap(heap.begin(), heap.end(), Better);
+    heap.back() = item;
+    std::push_heap(heap.begin(), heap.end(), Better);
+  }
+}
+
+// 1/‖x‖₂ for the cosine (x finite, length r), 0 for a zero vector or one whose
+// norm is too small to invert (below 1e-300). Scaled like UpperNorm, so no
+// square under- or overflows.
+double InverseNorm(const double* x, int r) {
+  double m = 0;
+  for (int c = 0; c < r; ++c) m = std::max(m, std::abs(x[c]));
+  if (m == 0) return 0;
+  double s = 0;
+  for (int c = 0; c < r; ++c) {
+    const double y = x[c] / m;
+    s += y * y;
+  }
+  const double norm = m * std::sqrt(s);
+  return norm >= 1e-300 ? 1.0 / norm : 0.0;
+}
+
 }  // namespace
 
 Status TopKIndexOptions::Validate() const {
@@ -150,6 +178,10 @@ StatusOr<TopKIndex> TopKIndex::Build(std::shared_ptr<const LearnedKernel> kernel
     const int stride = (r + 15) & ~15;
     // |d · c_i| ≤ stride·127·max|d| must stay below 2³¹.
     const int64_t max_code = std::min<int64_t>(32767, ((int64_t{1} << 31) - 1) / (int64_t{127} * stride));
+    // The cosine's row factors, whether or not there is a screening copy.
+    index.inv_norm_.resize(n);
+    const double* rows = index.kernel_->embedding().data();
+    for (int i = 0; i < n; ++i) index.inv_norm_[i] = InverseNorm(rows + int64_t{i} * r, r);
     const double copy_bytes = double(stride) + 3.0 * sizeof(float);
     if (max_code < 127 || copy_bytes > options.max_index_fraction * 8.0 * r || n == 0) return index;
 
@@ -202,7 +234,8 @@ StatusOr<TopKIndex> TopKIndex::Build(std::shared_ptr<const LearnedKernel> kernel
 
 int64_t TopKIndex::memory_bytes() const {
   return static_cast<int64_t>(codes_.capacity() * sizeof(int8_t) +
-                              (scale_.capacity() + err_.capacity() + norm_.capacity()) * sizeof(float)) +
+                              (scale_.capacity() + err_.capacity() + norm_.capacity()) * sizeof(float) +
+                              inv_norm_.capacity() * sizeof(double)) +
          static_cast<int64_t>(sizeof(TopKIndex));
 }
 
@@ -263,116 +296,296 @@ bool TopKIndex::Screen(const Eigen::VectorXd& query, std::vector<double>* approx
   return true;
 }
 
-std::vector<ScoredItem> TopKIndex::Query(const double* query, int k, int skip, TopKQueryStats* stats) const {
-  const int n = num_points();
-  const int r = rank();
-  const int want = std::max(0, std::min(k, n - (skip >= 0 && skip < n ? 1 : 0)));
-  TopKQueryStats local;
-  TopKQueryStats& st = stats ? *stats : local;
-  st = TopKQueryStats{};
-  if (want == 0) return {};
-  // The query is copied so that TopK(i) may pass a row of V itself.
-  std::vector<double> q(query, query + r);
-  PreparedQuery p;
-  if (!screening() || int64_t{want} * 4 > n || !Prepare(q.data(), &p)) {
-    return skip >= 0 ? kernel_->TopK(skip, k, true)
-                     : kernel_->TopKByVector(Eigen::Map<const Eigen::VectorXd>(q.data(), r), k);
-  }
-  st.screened = true;
 
-  // 1. Screen: τ = the want-th largest lower bound L_i = a_i − b_i so far (a
-  // min-heap of lower bounds); rows with U_i = a_i + b_i ≥ τ are candidates.
-  std::vector<double> lower;  // min-heap
-  lower.reserve(want);
+
+struct TopKIndex::QueryState {
+  std::vector<double> q;  // the query (q/‖q‖ under the cosine)
+  int skip = -1;          // an item to leave out, or -1
+  int want = 0;           // offset + k, capped by the passing items
+  enum class Mode { kGather, kScreen, kScan } mode = Mode::kScan;
+  PreparedQuery prep;
+  std::vector<double> lower;  // screen: min-heap of the best lower bounds
   double tau = -std::numeric_limits<double>::infinity();
   std::vector<Candidate> cand;
-  size_t prune_at = std::max<size_t>(4096, size_t(want) * 8);
-  cand.reserve(std::min<size_t>(prune_at, size_t(n)));
+  size_t prune_at = 0;
+  std::vector<ScoredItem> heap;  // the best `want` exact scores
+};
+
+Status TopKSearchOptions::Validate() const {
+  if (offset < 0) return InvalidArgumentError("offset = " + std::to_string(offset) + " must be >= 0");
+  if (std::isnan(min_score)) return InvalidArgumentError("min_score is NaN");
+  return OkStatus();
+}
+
+const char* ScoreMetricName(ScoreMetric m) {
+  return m == ScoreMetric::kCosine ? "cosine" : "inner_product";
+}
+
+StatusOr<std::vector<std::vector<ScoredItem>>> TopKIndex::Search(const std::vector<TopKQuery>& queries,
+                                                                 const TopKSearchOptions& options,
+                                                                 const SolveControl& control,
+                                                                 TopKSearchStats* stats) const {
+  KLS_RETURN_IF_ERROR(options.Validate());
+  const int n = num_points();
+  const int r = rank();
+  const bool cosine = options.metric == ScoreMetric::kCosine;
+  std::vector<QueryState> states(queries.size());
+  // Groups of queries sharing a bitmap, in order of first appearance.
+  std::vector<std::pair<const ItemBitmap*, std::vector<int>>> groups;
+  for (size_t t = 0; t < queries.size(); ++t) {
+    const TopKQuery& query = queries[t];
+    const std::string field = "queries[" + std::to_string(t) + "]";
+    QueryState& st = states[t];
+    if (query.item >= 0) {
+      KLS_RETURN_IF_ERROR(kernel_->CheckIndex(query.item, (field + ".item").c_str()));
+      const double* row = kernel_->embedding().data() + int64_t{query.item} * r;
+      st.q.assign(row, row + r);
+      st.skip = query.exclude_self ? query.item : -1;
+    } else {
+      if (!query.vector) return InvalidArgumentError(field + ".vector is missing");
+      st.q.assign(query.vector, query.vector + r);
+      for (int c = 0; c < r; ++c) {
+        if (!std::isfinite(st.q[c])) {
+          return InvalidArgumentError(field + ".vector[" + std::to_string(c) + "] = " + std::to_string(st.q[c]) +
+                                      " is not finite");
+        }
+      }
+    }
+    if (query.allowed && query.allowed->size() != n) {
+      return InvalidArgumentError(field + ".allowed has " + std::to_string(query.allowed->size()) +
+                                  " bits but the kernel has " + std::to_string(n) + " items");
+    }
+    if (cosine) {
+      const double inv = InverseNorm(st.q.data(), r);
+      for (double& x : st.q) x *= inv;
+    }
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == query.allowed; });
+    if (g == groups.end()) {
+      groups.push_back({query.allowed, {}});
+      g = groups.end() - 1;
+    }
+    g->second.push_back(static_cast<int>(t));
+  }
+  TopKSearchStats local;
+  TopKSearchStats& st = stats ? *stats : local;
+  st = TopKSearchStats{};
+  return GuardExceptions("TopKIndex::Search", [&]() -> StatusOr<std::vector<std::vector<ScoredItem>>> {
+    for (const auto& [allowed, group] : groups) {
+      KLS_RETURN_IF_ERROR(SearchGroup(states, group, allowed, options, control, &st));
+    }
+    std::vector<std::vector<ScoredItem>> out(queries.size());
+    for (size_t t = 0; t < states.size(); ++t) {
+      std::vector<ScoredItem>& heap = states[t].heap;
+      std::sort(heap.begin(), heap.end(), Better);
+      const size_t first = std::min(heap.size(), static_cast<size_t>(options.offset));
+      size_t last = heap.size();
+      while (last > first && heap[last - 1].score < options.min_score) --last;
+      out[t].assign(heap.begin() + first, heap.begin() + last);
+    }
+    return out;
+  });
+}
+
+Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group,
+                              const ItemBitmap* allowed, const TopKSearchOptions& options,
+                              const SolveControl& control, TopKSearchStats* stats) const {
+  const int n = num_points();
+  const int r = rank();
+  const int64_t passing = allowed ? allowed->Count() : n;
+  const double* inv = options.metric == ScoreMetric::kCosine ? inv_norm_.data() : nullptr;
+  const double* v = kernel_->embedding().data();
+  const int64_t asked = std::max<int64_t>(0, int64_t{options.offset} + std::max(0, options.k));
+  bool any = false;
+  for (int t : group) {
+    QueryState& s = states[t];
+    const bool skip_passes = s.skip >= 0 && (!allowed || allowed->Test(s.skip));
+    s.want = static_cast<int>(std::min<int64_t>(asked, passing - (skip_passes ? 1 : 0)));
+    any = any || s.want > 0;
+  }
+  if (!any) return OkStatus();
+  auto score_of = [inv](double f, int j) { return inv ? f * inv[j] : f; };
+
+  // Selective filter: score only the passing rows, when reading them
+  // (scattered, so counted 1.5×) costs less than the pass over the screen
+  // copy (or, without one, than the float64 scan).
+  const double pass_bytes = screening() ? double(n) * (stride_ + 3 * sizeof(float)) : double(n) * 8.0 * r;
+  if (allowed && 1.5 * double(passing) * 8.0 * r <= pass_bytes) {
+    const std::vector<int> idx = allowed->Indices();
+    std::vector<double> block(size_t(kBlock) * r), scores(kBlock);
+    for (size_t b = 0; b < idx.size(); b += kBlock) {
+      if ((b / kBlock) % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
+      const int rows = static_cast<int>(std::min<size_t>(kBlock, idx.size() - b));
+      for (int t = 0; t < rows; ++t) {
+        std::copy_n(v + int64_t{idx[b + t]} * r, r, block.data() + size_t(t) * r);
+      }
+      for (int t : group) {
+        QueryState& s = states[t];
+        if (s.want == 0) continue;
+        ScoreRows(block.data(), rows, r, s.q.data(), scores.data());
+        for (int u = 0; u < rows; ++u) {
+          const int j = idx[b + u];
+          if (j == s.skip) continue;
+          const double score = score_of(scores[u], j);
+          if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
+          Offer(s.heap, s.want, {j, score});
+        }
+      }
+    }
+    for (int t : group) stats->gathered += states[t].want > 0 ? 1 : 0;
+    return OkStatus();
+  }
+
+  // One pass over the rows in blocks; each block serves every query.
+  std::vector<int> screened, scanned;
+  for (int t : group) {
+    QueryState& s = states[t];
+    if (s.want == 0) continue;
+    if (screening() && int64_t{s.want} * 4 <= passing && Prepare(s.q.data(), &s.prep)) {
+      s.mode = QueryState::Mode::kScreen;
+      s.lower.reserve(s.want);
+      s.prune_at = std::max<size_t>(4096, size_t(s.want) * 8);
+      s.cand.reserve(std::min<size_t>(s.prune_at, size_t(n)));
+      screened.push_back(t);
+      ++stats->screened;
+    } else {
+      s.mode = QueryState::Mode::kScan;
+      s.heap.reserve(s.want);
+      scanned.push_back(t);
+      ++stats->scanned;
+    }
+  }
   int32_t dots[kBlock];
-  double upper[kBlock], lower_bound[kBlock];
+  double upper[kBlock], lower_bound[kBlock], scores[kBlock];
   const int8_t* codes = codes_.data();
   const float* scale = scale_.data();
   const float* err = err_.data();
   const float* norm = norm_.data();
-  for (int start = 0; start < n; start += kBlock) {
+  const uint64_t* words = allowed ? allowed->words().data() : nullptr;
+  for (int start = 0, block = 0; start < n; start += kBlock, ++block) {
+    if (block % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
     const int rows = std::min(kBlock, n - start);
+    if (words) {  // kBlock is a multiple of 64: the block is whole words
+      bool none = true;
+      for (int w = start / 64; w < (start + rows + 63) / 64 && none; ++w) none = words[w] == 0;
+      if (none) continue;
+    }
+    for (int t : screened) {
+      QueryState& s = states[t];
+      const PreparedQuery& p = s.prep;
 #ifdef KLS_TOPK_X86
-    if (simd_) {
-      DotRowsAvx2(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
-    } else
+      if (simd_) {
+        DotRowsAvx2(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
+      } else
 #endif
-    {
-      DotRowsPortable(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
-    }
-    // Bounds for the whole block first (a branch-free loop the compiler
-    // vectorizes), then the rare rows that pass the threshold.
-    for (int t = 0; t < rows; ++t) {
-      const int j = start + t;
-      const double a = (p.scale_product * scale[j]) * dots[t];
-      const double b = p.err_coef * err[j] + p.norm_coef * norm[j] + p.eta;
-      upper[t] = a + b;
-      lower_bound[t] = a - b;
-    }
-    for (int t = 0; t < rows; ++t) {
-      if (!(upper[t] >= tau)) continue;
-      const int j = start + t;
-      if (j == skip) continue;
-      cand.push_back({j, upper[t]});
-      const double lo = lower_bound[t];
-      if (static_cast<int>(lower.size()) < want) {
-        lower.push_back(lo);
-        std::push_heap(lower.begin(), lower.end(), std::greater<double>());
-        if (static_cast<int>(lower.size()) == want) tau = lower.front();
-      } else if (lo > lower.front()) {
-        std::pop_heap(lower.begin(), lower.end(), std::greater<double>());
-        lower.back() = lo;
-        std::push_heap(lower.begin(), lower.end(), std::greater<double>());
-        tau = lower.front();
+      {
+        DotRowsPortable(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
+      }
+      // Bounds for the whole block first (a branch-free loop the compiler
+      // vectorizes), then the rare rows that pass the threshold.
+      for (int u = 0; u < rows; ++u) {
+        const int j = start + u;
+        const double a = (p.scale_product * scale[j]) * dots[u];
+        const double b = p.err_coef * err[j] + p.norm_coef * norm[j] + p.eta;
+        upper[u] = a + b;
+        lower_bound[u] = a - b;
+      }
+      if (inv) {
+        // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
+        // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
+        // (two roundings) plus an underflow slack keeps them bounds.
+        for (int u = 0; u < rows; ++u) {
+          const double m = inv[start + u];
+          const double hi = upper[u] * m, lo = lower_bound[u] * m;
+          upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
+          lower_bound[u] = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
+        }
+      }
+      for (int u = 0; u < rows; ++u) {
+        if (!(upper[u] >= s.tau)) continue;
+        const int j = start + u;
+        if (j == s.skip || (words && !((words[j >> 6] >> (j & 63)) & 1u))) continue;
+        s.cand.push_back({j, upper[u]});
+        const double lo = lower_bound[u];
+        if (static_cast<int>(s.lower.size()) < s.want) {
+          s.lower.push_back(lo);
+          std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+          if (static_cast<int>(s.lower.size()) == s.want) s.tau = s.lower.front();
+        } else if (lo > s.lower.front()) {
+          std::pop_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+          s.lower.back() = lo;
+          std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+          s.tau = s.lower.front();
+        }
+      }
+      if (s.cand.size() >= s.prune_at) {  // τ has grown since early candidates were kept
+        const double tau = s.tau;
+        s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(), [tau](const Candidate& c) { return c.upper < tau; }),
+                     s.cand.end());
+        if (s.cand.size() * 2 > s.prune_at) s.prune_at *= 2;
       }
     }
-    if (cand.size() >= prune_at) {  // τ has grown since early candidates were kept
-      cand.erase(std::remove_if(cand.begin(), cand.end(), [tau](const Candidate& c) { return c.upper < tau; }),
-                 cand.end());
-      if (cand.size() * 2 > prune_at) prune_at *= 2;
+    for (int t : scanned) {
+      QueryState& s = states[t];
+      ScoreRows(v + int64_t{start} * r, rows, r, s.q.data(), scores);
+      for (int u = 0; u < rows; ++u) {
+        const int j = start + u;
+        if (j == s.skip || (words && !((words[j >> 6] >> (j & 63)) & 1u))) continue;
+        const double score = score_of(scores[u], j);
+        if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
+        Offer(s.heap, s.want, {j, score});
+      }
     }
   }
-  cand.erase(std::remove_if(cand.begin(), cand.end(), [tau](const Candidate& c) { return c.upper < tau; }),
-             cand.end());
-  st.candidates = static_cast<int64_t>(cand.size());
 
-  // 2. Re-score exactly, most promising first; once U_j is below the
-  // want-th best exact score, f_j ≤ U_j cannot enter (not even by a tie).
-  std::sort(cand.begin(), cand.end(), [](const Candidate& x, const Candidate& y) { return x.upper > y.upper; });
-  std::vector<ScoredItem> heap;  // min-heap under Better: worst kept item on top
-  heap.reserve(want);
-  const double* v = kernel_->embedding().data();
-  for (const Candidate& c : cand) {
-    if (static_cast<int>(heap.size()) == want && c.upper < heap.front().score) break;
-    double score = 0;
-    ScoreRows(v + int64_t{c.index} * r, 1, r, q.data(), &score);
-    ++st.rescored;
-    const ScoredItem item{c.index, score};
-    if (static_cast<int>(heap.size()) < want) {
-      heap.push_back(item);
-      std::push_heap(heap.begin(), heap.end(), Better);
-    } else if (Better(item, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), Better);
-      heap.back() = item;
-      std::push_heap(heap.begin(), heap.end(), Better);
+  // Screened queries: re-score the candidates exactly, most promising first;
+  // once U_j is below the want-th best exact score, score_j ≤ U_j cannot
+  // enter (not even by a tie).
+  for (int t : screened) {
+    QueryState& s = states[t];
+    const double tau = s.tau;
+    s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(), [tau](const Candidate& c) { return c.upper < tau; }),
+                 s.cand.end());
+    stats->candidates += static_cast<int64_t>(s.cand.size());
+    std::sort(s.cand.begin(), s.cand.end(), [](const Candidate& x, const Candidate& y) { return x.upper > y.upper; });
+    s.heap.reserve(s.want);
+    for (const Candidate& c : s.cand) {
+      if (static_cast<int>(s.heap.size()) == s.want && c.upper < s.heap.front().score) break;
+      double f = 0;
+      ScoreRows(v + int64_t{c.index} * r, 1, r, s.q.data(), &f);
+      ++stats->rescored;
+      Offer(s.heap, s.want, {c.index, score_of(f, c.index)});
     }
+    std::vector<Candidate>().swap(s.cand);
   }
-  std::sort(heap.begin(), heap.end(), Better);
-  return heap;
+  return OkStatus();
 }
 
 std::vector<ScoredItem> TopKIndex::TopK(int i, int k, bool exclude_self, TopKQueryStats* stats) const {
-  const double* row = kernel_->embedding().data() + int64_t{i} * rank();
-  if (!exclude_self) return Query(row, k, -1, stats);
-  return Query(row, k, i, stats);
+  TopKQuery q;
+  q.item = i;
+  q.exclude_self = exclude_self;
+  return SearchOne(q, k, stats);
 }
 
 std::vector<ScoredItem> TopKIndex::TopKByVector(const Eigen::VectorXd& query, int k, TopKQueryStats* stats) const {
-  return Query(query.data(), k, -1, stats);
+  TopKQuery q;
+  q.vector = query.data();
+  return SearchOne(q, k, stats);
+}
+
+std::vector<ScoredItem> TopKIndex::SearchOne(const TopKQuery& query, int k, TopKQueryStats* stats) const {
+  TopKSearchOptions options;
+  options.k = k;
+  TopKSearchStats st;
+  StatusOr<std::vector<std::vector<ScoredItem>>> out = Search({query}, options, SolveControl(), &st);
+  if (stats) {
+    *stats = TopKQueryStats{};
+    stats->screened = st.screened > 0;
+    stats->candidates = st.candidates;
+    stats->rescored = st.rescored;
+  }
+  if (!out.ok()) return {};  // only an out-of-memory (the inputs are the caller's contract)
+  return std::move((*out)[0]);
 }
 
 }  // namespace kls

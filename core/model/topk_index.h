@@ -38,13 +38,15 @@
 // n = 100,000, r = 128) + O(n) scalar screening + re-scoring of the
 // candidates (typically k plus a few rows: O(r) each) + O(n log k) worst case.
 //
-// Memory: memory_bytes() = n·(⌈r/16⌉·16 + 12) + O(1), i.e. for r a multiple
-// of 16 about (r + 12)/(8r) of the float64 embedding: 13.7 % at r = 128,
-// 17.2 % at r = 32. The index also holds a shared_ptr to its kernel (it
+// Memory: memory_bytes() = n·(⌈r/16⌉·16 + 20) + O(1) (the codes, three float
+// bounds and the float64 1/‖v_i‖ the cosine uses), i.e. for r a multiple of
+// 16 about (r + 20)/(8r) of the float64 embedding: 14.5 % at r = 128,
+// 20.3 % at r = 32. The index also holds a shared_ptr to its kernel (it
 // re-scores from V), so the kernel lives as long as the index. Kernels whose
 // copy would exceed max_index_fraction of the embedding (rank ≤ 6 by default) or whose rank
 // exceeds 133,000 (int32 dot products could overflow) get no copy and every
-// query runs the exact scan (screening() is false, memory_bytes() is sizeof(TopKIndex)).
+// query runs the exact scan (screening() is false; memory_bytes() is then the
+// n·8 bytes of 1/‖v_i‖ + sizeof(TopKIndex)).
 //
 // Thread safety: immutable after Build; const methods are safe to call
 // concurrently (each query allocates its own scratch, O(r + candidates)).
@@ -52,13 +54,65 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
+#include "core/common/solve_control.h"
 #include "core/common/status.h"
+#include "core/model/item_bitmap.h"
 #include "core/model/learned_kernel.h"
 
 namespace kls {
+
+/// How a top-k query scores item j against the query q.
+enum class ScoreMetric {
+  kInnerProduct,  ///< q · v_j (for an item query q = v_i: K_ij)
+  kCosine,        ///< q · v_j / (‖q‖ ‖v_j‖) (for an item query: K_ij / sqrt(K_ii K_jj)); 0 for a zero row or query
+};
+/// "inner_product", "cosine".
+const char* ScoreMetricName(ScoreMetric m);
+
+/// Settings shared by every query of one TopKIndex::Search call.
+struct TopKSearchOptions {
+  /// Results per query, after `offset` (≤ 0: empty answers).
+  int k = 10;
+  /// Best results skipped first (paging): (offset, k) returns ranks
+  /// offset+1 .. offset+k of the one large query with k' = offset + k, so
+  /// pages never overlap or miss an item. ≥ 0.
+  int offset = 0;
+  /// How items are scored.
+  ScoreMetric metric = ScoreMetric::kInnerProduct;
+  /// Results scoring below this are dropped (an answer may then hold fewer
+  /// than k items). -inf: none. Not NaN.
+  double min_score = -std::numeric_limits<double>::infinity();
+
+  /// INVALID_ARGUMENT naming the field when a value is out of range.
+  Status Validate() const;
+};
+
+/// One query of a TopKIndex::Search batch.
+struct TopKQuery {
+  /// ≥ 0: query by item `item`'s row of V; < 0: by `vector`.
+  int item = -1;
+  /// When item < 0: rank() values (borrowed; the caller keeps them alive).
+  const double* vector = nullptr;
+  /// Item queries: leave the item itself out of its answer.
+  bool exclude_self = true;
+  /// The items this query may return (size num_points()); null = all.
+  /// Queries of one batch that share the same bitmap (the same pointer) are
+  /// answered in one pass over the items that pass it.
+  const ItemBitmap* allowed = nullptr;
+};
+
+/// What one Search did (optional out-parameter; for tests and benchmarks).
+struct TopKSearchStats {
+  int64_t gathered = 0;    ///< queries answered by scoring only the allowed items (selective filters)
+  int64_t screened = 0;    ///< queries answered through the int8 screen
+  int64_t scanned = 0;     ///< queries answered by the exact float64 scan
+  int64_t candidates = 0;  ///< rows kept by the screens
+  int64_t rescored = 0;    ///< rows re-scored exactly after a screen
+};
 
 /// Settings of TopKIndex::Build.
 struct TopKIndexOptions {
@@ -96,6 +150,33 @@ class TopKIndex {
   std::vector<ScoredItem> TopKByVector(const Eigen::VectorXd& query, int k,
                                        TopKQueryStats* stats = nullptr) const;
 
+  /// A batch of queries, each answered exactly: the k best items (after
+  /// `offset`) among those its `allowed` bitmap passes (minus the item
+  /// itself for exclude_self item queries) by options.metric, highest first,
+  /// ties by smaller index, whatever the filter's selectivity. An answer has
+  /// exactly min(k, passing items − offset) entries unless min_score drops
+  /// some. Every query's answer equals that query's answer when searched
+  /// alone (same items, order and score bits), and with the inner product and
+  /// no filter equals TopK / TopKByVector.
+  ///
+  /// How: queries that share a bitmap are grouped; a group whose bitmap
+  /// passes few items (when reading those rows of V costs less than the
+  /// screen's pass) scores just them, gathered block by block so each block
+  /// serves the whole group; otherwise one pass over the items in blocks
+  /// of 256 rows screens (int8) or scores (float64) the block for every
+  /// query of the group while it is in cache, skipping blocks no bit passes.
+  /// Cosine scores are the inner product with q/‖q‖ times 1/‖v_j‖ (kept per
+  /// row by Build), and screen with the same bounds scaled.
+  ///
+  /// `control`'s deadline and cancellation are polled every few blocks:
+  /// DEADLINE_EXCEEDED / CANCELLED then. INVALID_ARGUMENT naming
+  /// "queries[t].item" (out of range), "queries[t].vector" (null or not finite),
+  /// "queries[t].allowed" (wrong size) or the option.
+  StatusOr<std::vector<std::vector<ScoredItem>>> Search(const std::vector<TopKQuery>& queries,
+                                                        const TopKSearchOptions& options,
+                                                        const SolveControl& control = SolveControl(),
+                                                        TopKSearchStats* stats = nullptr) const;
+
   /// The screening scores a_i and radii b_i of every row for `query` (see the
   /// file comment), for tests and diagnostics. Returns false (outputs
   /// untouched) when this query would not be screened.
@@ -115,8 +196,12 @@ class TopKIndex {
  private:
   struct PreparedQuery;
   TopKIndex() = default;
+  struct QueryState;
   bool Prepare(const double* query, PreparedQuery* out) const;
-  std::vector<ScoredItem> Query(const double* query, int k, int skip, TopKQueryStats* stats) const;
+  std::vector<ScoredItem> SearchOne(const TopKQuery& query, int k, TopKQueryStats* stats) const;
+  /// Answers the queries `group` of `states` (all sharing `allowed`).
+  Status SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group, const ItemBitmap* allowed,
+                     const TopKSearchOptions& options, const SolveControl& control, TopKSearchStats* stats) const;
 
   std::shared_ptr<const LearnedKernel> kernel_;
   int stride_ = 0;            ///< bytes per row of codes_ (r rounded up to 16); 0 = no copy
@@ -128,6 +213,7 @@ class TopKIndex {
   std::vector<float> scale_;   ///< s_i / G
   std::vector<float> err_;     ///< ≥ ‖v_i − v̂_i‖ / G
   std::vector<float> norm_;    ///< ≥ ‖v_i‖ / G
+  std::vector<double> inv_norm_;  ///< 1/‖v_i‖ (0 for a zero or subnormal-norm row): the cosine's row factor
 };
 
 }  // namespace kls
