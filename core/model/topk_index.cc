@@ -301,7 +301,8 @@ bool TopKIndex::Screen(const Eigen::VectorXd& query, std::vector<double>* approx
 struct TopKIndex::QueryState {
   std::vector<double> q;  // the query (q/‖q‖ under the cosine)
   int skip = -1;          // an item to leave out, or -1
-  int want = 0;           // offset + k, capped by the passing items
+  int want = 0;           // offset + k (+ excluded items that pass), capped by the passing items
+  std::vector<int> exclude;  // sorted, unique: excluded items that pass and are not `skip`
   enum class Mode { kGather, kScreen, kScan } mode = Mode::kScan;
   PreparedQuery prep;
   std::vector<double> lower;  // screen: min-heap of the best lower bounds
@@ -355,6 +356,17 @@ StatusOr<std::vector<std::vector<ScoredItem>>> TopKIndex::Search(const std::vect
       return InvalidArgumentError(field + ".allowed has " + std::to_string(query.allowed->size()) +
                                   " bits but the kernel has " + std::to_string(n) + " items");
     }
+    if (query.exclude) {
+      for (int j : *query.exclude) {
+        if (j < 0 || j >= n) {
+          return InvalidArgumentError(field + ".exclude has item " + std::to_string(j) + "; the kernel has " +
+                                      std::to_string(n) + " items");
+        }
+        if (j != st.skip && (!query.allowed || query.allowed->Test(j))) st.exclude.push_back(j);
+      }
+      std::sort(st.exclude.begin(), st.exclude.end());
+      st.exclude.erase(std::unique(st.exclude.begin(), st.exclude.end()), st.exclude.end());
+    }
     if (cosine) {
       const double inv = InverseNorm(st.q.data(), r);
       for (double& x : st.q) x *= inv;
@@ -377,8 +389,14 @@ StatusOr<std::vector<std::vector<ScoredItem>>> TopKIndex::Search(const std::vect
     for (size_t t = 0; t < states.size(); ++t) {
       std::vector<ScoredItem>& heap = states[t].heap;
       std::sort(heap.begin(), heap.end(), Better);
+      const std::vector<int>& ex = states[t].exclude;
+      if (!ex.empty()) {
+        heap.erase(std::remove_if(heap.begin(), heap.end(),
+                                  [&ex](const ScoredItem& s) { return std::binary_search(ex.begin(), ex.end(), s.index); }),
+                   heap.end());
+      }
       const size_t first = std::min(heap.size(), static_cast<size_t>(options.offset));
-      size_t last = heap.size();
+      size_t last = std::min(heap.size(), first + static_cast<size_t>(std::max(0, options.k)));
       while (last > first && heap[last - 1].score < options.min_score) --last;
       out[t].assign(heap.begin() + first, heap.begin() + last);
     }
@@ -399,7 +417,8 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
   for (int t : group) {
     QueryState& s = states[t];
     const bool skip_passes = s.skip >= 0 && (!allowed || allowed->Test(s.skip));
-    s.want = static_cast<int>(std::min<int64_t>(asked, passing - (skip_passes ? 1 : 0)));
+    s.want = static_cast<int>(std::min<int64_t>(asked + static_cast<int64_t>(s.exclude.size()),
+                                                passing - (skip_passes ? 1 : 0)));
     any = any || s.want > 0;
   }
   if (!any) return OkStatus();

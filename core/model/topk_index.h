@@ -103,6 +103,11 @@ struct TopKQuery {
   /// Queries of one batch that share the same bitmap (the same pointer) are
   /// answered in one pass over the items that pass it.
   const ItemBitmap* allowed = nullptr;
+  /// Items this query must not return (borrowed; any order, repeats and
+  /// items `allowed` fails are fine); null = none. Cheaper than a bitmap of
+  /// its own for a short list (items already seen): the query keeps
+  /// sharing its group's pass and asks it for as many more results.
+  const std::vector<int>* exclude = nullptr;
 };
 
 /// What one Search did (optional out-parameter; for tests and benchmarks).

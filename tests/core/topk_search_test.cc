@@ -274,6 +274,39 @@ TEST(TopKSearch, CosinePutsTheItemFirst) {
   EXPECT_LT(inner_product_self_first, (n + 36) / 37);
 }
 
+// An exclude list answers as a bitmap without those items would, and the
+// query still shares its group's pass.
+TEST(TopKSearch, ExcludeListsEqualClearedBits) {
+  const int n = 6000;
+  const auto kernel = GaussianKernel(n, 16, 4);
+  const TopKIndex index = Index(kernel);
+  std::mt19937_64 rng(8);
+  for (double sel : {0.001, 0.05, 0.5, 1.0}) {
+    const ItemBitmap allowed = RandomBitmap(n, sel, rng);
+    for (int k : {5, 50}) {
+      TopKQuery q;
+      q.item = 42;
+      q.allowed = &allowed;
+      TopKSearchOptions o;
+      o.k = k;
+      o.offset = 3;
+      // Exclude some of the true best, some non-passing items, repeats and the item itself.
+      const auto best = One(index, q, [&] { TopKSearchOptions b = o; b.offset = 0; b.k = 20; return b; }());
+      std::vector<int> exclude = {42, 42, static_cast<int>(rng() % n)};
+      for (size_t t = 0; t < best.size(); t += 2) exclude.push_back(best[t].index);
+      ItemBitmap cleared = allowed;
+      for (int j : exclude) cleared.Clear(j);
+      q.exclude = &exclude;
+      TopKSearchStats st;
+      const auto got = One(index, q, o, &st);
+      TopKQuery reference = q;
+      reference.exclude = nullptr;
+      reference.allowed = &cleared;
+      EXPECT_TRUE(SameBits(got, One(index, reference, o))) << "selectivity " << sel << " k " << k;
+    }
+  }
+}
+
 TEST(TopKSearch, MinScoreDropsLowScores) {
   const auto kernel = GaussianKernel(2000, 8, 2);
   const TopKIndex index = Index(kernel);
