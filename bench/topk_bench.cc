@@ -22,6 +22,19 @@
 //
 //   kls-bench topk --n 100000 --dim 128 --k 10 --queries 30 --json
 //
+// Batches and filters (--batch B, --selectivity s1,s2,...): B query vectors
+// searched as one TopKIndex::Search batch under a random filter passing a
+// fraction s of the items (one shared bitmap), against FAISS IndexFlatIP
+// searching the same B queries in one call with an IDSelectorBitmap for the
+// same filter (SearchParameters::sel), both on one thread. The JSON gains
+//   filtered: [{selectivity, passing, seconds_per_query, faiss_seconds_per_query,
+//               faiss_over_kls, faiss_recall_at_k, exact_answers}, ...]
+//   batch_over_single: one unfiltered batch of B / B single queries (time ratio)
+// Every batched answer must equal the same query searched alone, and match a
+// brute-force reference over the passing items.
+//
+//   kls-bench topk --n 1000000 --dim 64 --batch 100 --selectivity 0.0001,0.01,0.1,0.5,1 --json
+//
 // The measurements are interleaved per query (sum, index query, exact scan,
 // FAISS query, next query ...) so a load change on a shared machine hits all
 // alike; medians are reported (means and bests too). Every index answer must
@@ -40,6 +53,7 @@
 
 #ifdef KLS_HAVE_FAISS
 #include <faiss/IndexFlat.h>
+#include <faiss/impl/IDSelector.h>
 #include <omp.h>
 #endif
 
@@ -72,11 +86,50 @@ std::vector<ScoredItem> Reference(const LearnedKernel::Embedding& v, const Eigen
   return all;
 }
 
+// The same over the items `allowed` passes.
+std::vector<ScoredItem> FilteredReference(const LearnedKernel::Embedding& v, const double* q, const ItemBitmap& allowed,
+                                          int k) {
+  std::vector<ScoredItem> all;
+  for (Eigen::Index i = 0; i < v.rows(); ++i) {
+    if (!allowed.Test(i)) continue;
+    double s = 0;
+    for (Eigen::Index c = 0; c < v.cols(); ++c) s += v(i, c) * q[c];
+    all.push_back({static_cast<int>(i), s});
+  }
+  std::sort(all.begin(), all.end(), [](const ScoredItem& a, const ScoredItem& b) {
+    return a.score > b.score || (a.score == b.score && a.index < b.index);
+  });
+  all.resize(std::min<size_t>(all.size(), static_cast<size_t>(k)));
+  return all;
+}
+
+bool SameItems(const std::vector<ScoredItem>& got, const std::vector<ScoredItem>& ref) {
+  if (got.size() != ref.size()) return false;
+  for (size_t r = 0; r < ref.size(); ++r) {
+    if (got[r].index != ref[r].index || std::abs(got[r].score - ref[r].score) > 1e-12 * (1.0 + std::abs(ref[r].score))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<double> ParseList(const std::string& text) {
+  std::vector<double> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(std::stod(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Runner RegisterTopK(CLI::App& app, bool* json) {
   struct Args {
-    int n = 100000, dim = 128, k = 10, queries = 30;
+    int n = 100000, dim = 128, k = 10, queries = 30, batch = 0, repeats = 3;
+    std::string selectivity;
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
@@ -86,6 +139,11 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
   app.add_option("--queries", a->queries, "timed queries (each also times one bandwidth pass and one FAISS query)")
       ->capture_default_str();
   app.add_option("--seed", a->seed, "seed of the Gaussian embedding and queries")->capture_default_str();
+  app.add_option("--batch", a->batch, "queries per batch of the batch / filter measurements (0: none; 100 with --selectivity)")
+      ->capture_default_str();
+  app.add_option("--selectivity", a->selectivity,
+                 "filters to measure, as fractions of the items that pass: '0.0001,0.01,0.1,0.5,1'");
+  app.add_option("--repeats", a->repeats, "timed repetitions of each batch (median reported)")->capture_default_str();
   return [a, json]() -> int {
     if (a->n < 1 || a->dim < 1 || int64_t{a->n} * a->dim > (int64_t{1} << 31)) {
       return Fail(InvalidArgumentError("--n = " + std::to_string(a->n) + ", --dim = " + std::to_string(a->dim) +
@@ -227,8 +285,117 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
     out["faiss_seconds_per_query"] = nullptr;
     out["faiss_note"] = "built without FAISS (libfaiss-dev not found at configure time)";
 #endif
+    bool batch_ok = true;
+    std::vector<double> selectivities;
+    try {
+      selectivities = ParseList(a->selectivity);
+    } catch (const std::exception&) {
+      return Fail(InvalidArgumentError("--selectivity = '" + a->selectivity + "': give fractions like 0.01,0.5,1"));
+    }
+    for (double sel : selectivities) {
+      if (!(sel > 0 && sel <= 1)) {
+        return Fail(InvalidArgumentError("--selectivity has " + std::to_string(sel) + "; each must be in (0, 1]"));
+      }
+    }
+    const int batch = a->batch > 0 ? a->batch : selectivities.empty() ? 0 : 100;
+    if (batch > 0) {
+      std::vector<std::vector<double>> bq(batch, std::vector<double>(a->dim));
+      for (auto& q : bq)
+        for (double& x : q) x = normal(rng);
+      // batch_over_single: the unfiltered batch against the same queries one by one.
+      std::vector<TopKQuery> plain(batch);
+      for (int t = 0; t < batch; ++t) plain[t].vector = bq[t].data();
+      TopKSearchOptions options;
+      options.k = a->k;
+      std::vector<double> batch_s, single_s;
+      for (int rep = 0; rep < std::max(1, a->repeats); ++rep) {
+        StatusOr<std::vector<std::vector<ScoredItem>>> all = InvalidArgumentError("unset");
+        {
+          const Stopwatch w;
+          all = index.Search(plain, options);
+          batch_s.push_back(w.Seconds());
+        }
+        if (!all.ok()) return Fail(all.status());
+        const Stopwatch w;
+        for (int t = 0; t < batch; ++t) {
+          const auto one = index.Search({plain[t]}, options);
+          if (!one.ok()) return Fail(one.status());
+          batch_ok = batch_ok && (*one)[0] == (*all)[t];
+        }
+        single_s.push_back(w.Seconds());
+      }
+      out["batch"] = batch;
+      out["batch_seconds_per_query"] = Median(batch_s) / batch;
+      out["single_seconds_per_query"] = Median(single_s) / batch;
+      out["batch_over_single"] = Median(batch_s) / Median(single_s);
+      nlohmann::json filtered = nlohmann::json::array();
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+#ifdef KLS_HAVE_FAISS
+      std::vector<float> bqf(size_t(batch) * a->dim);
+      for (int t = 0; t < batch; ++t)
+        for (int c = 0; c < a->dim; ++c) bqf[size_t(t) * a->dim + c] = static_cast<float>(bq[t][c]);
+      std::vector<float> fd(size_t(batch) * a->k);
+      std::vector<faiss::Index::idx_t> fi(size_t(batch) * a->k);
+#endif
+      for (double sel : selectivities) {
+        ItemBitmap allowed(a->n);
+        std::vector<uint8_t> bytes_map((a->n + 7) / 8, 0);
+        for (int i = 0; i < a->n; ++i) {
+          if (uniform(rng) < sel) {
+            allowed.Set(i);
+            bytes_map[i >> 3] |= uint8_t(1u << (i & 7));
+          }
+        }
+        std::vector<TopKQuery> qs = plain;
+        for (auto& q : qs) q.allowed = &allowed;
+        std::vector<double> kls_batch, faiss_batch;
+        std::vector<std::vector<ScoredItem>> answers;
+        for (int rep = 0; rep < std::max(1, a->repeats); ++rep) {
+          const Stopwatch w;
+          auto all = index.Search(qs, options);
+          kls_batch.push_back(w.Seconds());
+          if (!all.ok()) return Fail(all.status());
+          answers = std::move(all).value();
+#ifdef KLS_HAVE_FAISS
+          faiss::IDSelectorBitmap selector(bytes_map.size(), bytes_map.data());
+          faiss::SearchParameters params;
+          params.sel = &selector;
+          const Stopwatch wf;
+          faiss_index.search(batch, bqf.data(), a->k, fd.data(), fi.data(), &params);
+          faiss_batch.push_back(wf.Seconds());
+#endif
+        }
+        int exact_answers = 0;
+        double frecall = 0;
+        for (int t = 0; t < batch; ++t) {
+          const auto ref = FilteredReference(v, bq[t].data(), allowed, a->k);
+          exact_answers += SameItems(answers[t], ref);
+#ifdef KLS_HAVE_FAISS
+          int hits = 0;
+          for (const ScoredItem& r : ref) {
+            hits += std::count(fi.begin() + size_t(t) * a->k, fi.begin() + size_t(t + 1) * a->k, r.index) > 0;
+          }
+          frecall += ref.empty() ? 1.0 : double(hits) / double(ref.size());
+#endif
+        }
+        batch_ok = batch_ok && exact_answers == batch;
+        nlohmann::json row = {{"selectivity", sel},
+                              {"passing", allowed.Count()},
+                              {"seconds_per_query", Median(kls_batch) / batch},
+                              {"exact_answers", exact_answers}};
+#ifdef KLS_HAVE_FAISS
+        row["faiss_seconds_per_query"] = Median(faiss_batch) / batch;
+        row["faiss_over_kls"] = Median(kls_batch) > 0 ? Median(faiss_batch) / Median(kls_batch) : 0.0;
+        row["faiss_recall_at_k"] = frecall / batch;
+#else
+        row["faiss_seconds_per_query"] = nullptr;
+#endif
+        filtered.push_back(row);
+      }
+      if (!selectivities.empty()) out["filtered"] = filtered;
+    }
     Emit(out, *json);
-    return exact == a->queries && same_as_scan == a->queries ? 0 : 1;
+    return exact == a->queries && same_as_scan == a->queries && batch_ok ? 0 : 1;
   };
 }
 

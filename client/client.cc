@@ -483,7 +483,33 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
       }
     }
   }
+  for (size_t first = 0; first < upload.attributes_csv.size(); first += static_cast<size_t>(budget)) {
+    message.Clear();
+    message.mutable_attributes()->set_csv(upload.attributes_csv.substr(first, static_cast<size_t>(budget)));
+    if (!write(message)) return finish();
+  }
   return finish();
+}
+
+StatusOr<kls::v1::DatasetInfo> Client::SetAttributes(const std::string& dataset, const std::string& csv) {
+  grpc::ClientContext context;
+  SetDeadlineSeconds(BulkTimeoutSeconds(options_, static_cast<double>(csv.size())), &context);
+  kls::v1::DatasetInfo info;
+  std::unique_ptr<grpc::ClientWriter<kls::v1::SetAttributesRequest>> writer(
+      stubs_->datasets->SetAttributes(&context, &info));
+  constexpr size_t kPiece = size_t{1} << 20;
+  size_t first = 0;
+  do {
+    kls::v1::SetAttributesRequest message;
+    if (first == 0) message.set_dataset_id(dataset);
+    message.mutable_attributes()->set_csv(csv.substr(first, kPiece));
+    if (!writer->Write(message)) break;  // the server ended the call: Finish says why
+    first += kPiece;
+  } while (first < csv.size());
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return info;
 }
 
 StatusOr<kls::v1::DatasetInfo> Client::GetDataset(const std::string& id) {
@@ -702,6 +728,12 @@ StatusOr<std::vector<double>> Client::Similarity(const kls::v1::KernelRef& kerne
   });
   if (!response.ok()) return response.status();
   return std::vector<double>(response->values().begin(), response->values().end());
+}
+
+StatusOr<kls::v1::SimilarityResponse> Client::Similarity(const kls::v1::SimilarityRequest& request) {
+  return Unary<kls::v1::SimilarityResponse>(options_, [&](grpc::ClientContext* c, kls::v1::SimilarityResponse* r) {
+    return stubs_->queries->Similarity(c, request, r);
+  });
 }
 
 StatusOr<kls::v1::TopKResponse> Client::TopK(const kls::v1::TopKRequest& request) {

@@ -98,6 +98,9 @@ struct UploadOptions {
   /// `data` is then not sent (pass an empty Dataset); the sizes come from
   /// Datasets.Get of the base.
   std::string base_dataset_id;
+  /// Item attributes as CSV text (kls.v1.AttributesChunk's format), sent in
+  /// pieces after the rows; empty = none (an append keeps the base's).
+  std::string attributes_csv;
   /// Called after every message the upload writes (not for social chunks).
   std::function<void(const UploadProgress&)> on_progress;
 };
@@ -183,6 +186,9 @@ class Client {
   StatusOr<kls::v1::DatasetInfo> UploadDataFile(const DataFileScan& scan, const PairwiseConstraints& constraints,
                                                 const UploadOptions& options);
   StatusOr<kls::v1::DatasetInfo> GetDataset(const std::string& id);
+  /// Datasets.SetAttributes: replaces the item attributes of `dataset` (id,
+  /// or name = the newest of that name) with `csv` (empty: removes them).
+  StatusOr<kls::v1::DatasetInfo> SetAttributes(const std::string& dataset, const std::string& csv);
   StatusOr<std::vector<kls::v1::DatasetInfo>> ListDatasets();
   Status DeleteDataset(const std::string& id);
 
@@ -217,6 +223,8 @@ class Client {
   /// K_ij for each pair.
   StatusOr<std::vector<double>> Similarity(const kls::v1::KernelRef& kernel,
                                            const std::vector<std::pair<int, int>>& pairs);
+  /// Similarity with the whole request (pairs by index or by key).
+  StatusOr<kls::v1::SimilarityResponse> Similarity(const kls::v1::SimilarityRequest& request);
   StatusOr<kls::v1::TopKResponse> TopK(const kls::v1::TopKRequest& request);
   StatusOr<kls::v1::EmbedResponse> Embed(const kls::v1::EmbedRequest& request);
   StatusOr<kls::v1::ReRankResponse> ReRank(const kls::v1::ReRankRequest& request);

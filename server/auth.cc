@@ -176,6 +176,7 @@ Scope RequiredScope(const std::string& method) {
       {"/kls.v1.Datasets/List", Scope::kRead},
       {"/kls.v1.Datasets/Upload", Scope::kWrite},
       {"/kls.v1.Datasets/Delete", Scope::kWrite},
+      {"/kls.v1.Datasets/SetAttributes", Scope::kWrite},
       {"/kls.v1.Jobs/Get", Scope::kRead},
       {"/kls.v1.Jobs/List", Scope::kRead},
       {"/kls.v1.Jobs/Watch", Scope::kRead},

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <string>
+#include <unordered_map>
 
+#include "core/model/item_attributes.h"
 #include "server/status_mapping.h"
 
 namespace kls::server {
@@ -16,7 +18,35 @@ void ToProto(const store::DatasetRecord& r, kls::v1::DatasetInfo* info) {
   info->set_num_classes(static_cast<int32_t>(r.num_classes));
   info->set_num_constraints(r.num_constraints);
   info->set_created_unix_ms(r.created_unix_ms);
+  info->set_attributes(r.attributes_summary);
+  info->set_attributes_version(r.attributes_version);
 }
+
+namespace {
+
+// Parses an attribute CSV against a data set's items (keys when it has them).
+StatusOr<ItemAttributes> ParseAttributes(const std::string& csv, const Dataset& data) {
+  std::unordered_map<std::string, int> index;
+  index.reserve(data.item_keys.size());
+  for (size_t i = 0; i < data.item_keys.size(); ++i) index.emplace(data.item_keys[i], static_cast<int>(i));
+  return ParseAttributesCsv(csv, data.num_points(), data.item_keys.empty() ? nullptr : &index, "attributes");
+}
+
+// The data set named by `ref`: an id, or else the newest data set of that name.
+StatusOr<store::DatasetRecord> ResolveDataset(store::Store* store, const std::string& ref, const char* field) {
+  if (ref.empty()) return InvalidArgumentError(std::string(field) + " must not be empty");
+  StatusOr<store::DatasetRecord> by_id = store->GetDatasetRecord(ref);
+  if (by_id.ok() || by_id.status().code() != StatusCode::kNotFound) return by_id;
+  KLS_ASSIGN_OR_RETURN(std::vector<store::DatasetRecord> all, store->ListDatasets());
+  const store::DatasetRecord* newest = nullptr;
+  for (const store::DatasetRecord& r : all) {
+    if (r.name == ref && (!newest || r.created_unix_ms >= newest->created_unix_ms)) newest = &r;
+  }
+  if (!newest) return NotFoundError(std::string(field) + " = \"" + ref + "\": no data set has that id or name");
+  return *newest;
+}
+
+}  // namespace
 
 grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
                                      grpc::ServerReader<kls::v1::UploadDatasetRequest>* reader,
@@ -42,11 +72,70 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
     if (!merged.ok()) return ToGrpcStatus(merged.status());
     data = &*merged;
   }
-  const StatusOr<store::DatasetRecord> stored = store_->PutDataset(upload.header().name(), *data);
+  // Attributes: parsed before anything is stored, so a bad table stores nothing.
+  std::string attributes_bytes, attributes_summary;
+  if (!upload.attributes_csv().empty()) {
+    StatusOr<ItemAttributes> attributes = ParseAttributes(upload.attributes_csv(), data->data);
+    if (!attributes.ok()) return ToGrpcStatus(attributes.status());
+    attributes_bytes = attributes->Serialize();
+    attributes_summary = attributes->Summary();
+  } else if (const std::string& base = upload.header().base_dataset_id(); !base.empty()) {
+    // An append upload keeps the base's attributes.
+    StatusOr<std::optional<store::StoredAttributes>> inherited = store_->GetDatasetAttributes(base);
+    if (!inherited.ok()) return ToGrpcStatus(inherited.status());
+    if (*inherited) {
+      attributes_bytes = std::move((*inherited)->bytes);
+      attributes_summary = std::move((*inherited)->summary);
+    }
+  }
+  StatusOr<store::DatasetRecord> stored = store_->PutDataset(upload.header().name(), *data);
   if (!stored.ok()) return ToGrpcStatus(stored.status());
+  if (!attributes_bytes.empty()) {
+    const StatusOr<int64_t> version = store_->PutDatasetAttributes(stored->id, attributes_summary, attributes_bytes);
+    if (!version.ok()) return ToGrpcStatus(version.status());
+    stored->attributes_version = *version;
+    stored->attributes_summary = attributes_summary;
+  }
   spdlog::info("data set {} '{}' stored: {} points × {} features, {} constraints", stored->id, stored->name,
                stored->num_points, stored->dim, stored->num_constraints);
   ToProto(*stored, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status DatasetsService::SetAttributes(grpc::ServerContext* context,
+                                            grpc::ServerReader<kls::v1::SetAttributesRequest>* reader,
+                                            kls::v1::DatasetInfo* response) {
+  kls::v1::SetAttributesRequest message;
+  std::string dataset_ref, csv;
+  for (int64_t index = 0; reader->Read(&message); ++index) {
+    if (!message.dataset_id().empty()) {
+      if (index > 0) {
+        return ToGrpcStatus(InvalidArgumentError("message " + std::to_string(index) +
+                                                 " names a data set again; only the first message names it"));
+      }
+      dataset_ref = message.dataset_id();
+    }
+    if (const Status s = AppendAttributesCsv(message.attributes(), &csv); !s.ok()) return ToGrpcStatus(s);
+  }
+  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled; nothing was changed");
+  const StatusOr<store::DatasetRecord> record = ResolveDataset(store_, dataset_ref, "dataset_id");
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  std::string bytes, summary;
+  if (!csv.empty()) {
+    StatusOr<store::StoredDataset> data = store_->LoadDataset(record->id);
+    if (!data.ok()) return ToGrpcStatus(data.status());
+    StatusOr<ItemAttributes> attributes = ParseAttributes(csv, data->data);
+    if (!attributes.ok()) return ToGrpcStatus(attributes.status());
+    bytes = attributes->Serialize();
+    summary = attributes->Summary();
+  }
+  const StatusOr<int64_t> version = store_->PutDatasetAttributes(record->id, summary, bytes);
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  spdlog::info("data set {}: attributes version {} ({})", record->id, *version, summary.empty() ? "none" : summary);
+  store::DatasetRecord out = *record;
+  out.attributes_version = *version;
+  out.attributes_summary = summary;
+  ToProto(out, response);
   return grpc::Status::OK;
 }
 

@@ -29,6 +29,8 @@ class DatasetsService final : public kls::v1::Datasets::Service {
                     kls::v1::ListDatasetsResponse* response) override;
   grpc::Status Delete(grpc::ServerContext* context, const kls::v1::DeleteDatasetRequest* request,
                       kls::v1::DeleteDatasetResponse* response) override;
+  grpc::Status SetAttributes(grpc::ServerContext* context, grpc::ServerReader<kls::v1::SetAttributesRequest>* reader,
+                             kls::v1::DatasetInfo* response) override;
 
  private:
   store::Store* const store_;

@@ -191,6 +191,39 @@ StatusOr<std::shared_ptr<const Eigen::MatrixXd>> KernelCache::GetTrainingFeature
       [](const Eigen::MatrixXd& x) { return static_cast<int64_t>(x.size() * sizeof(double)); });
 }
 
+StatusOr<std::shared_ptr<const ItemAttributes>> KernelCache::GetAttributes(const std::string& dataset_id) {
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = attributes_.find(dataset_id); it != attributes_.end()) return it->second;
+    generation = attributes_generation_;
+  }
+  KLS_ASSIGN_OR_RETURN(std::optional<store::StoredAttributes> stored, store_->GetDatasetAttributes(dataset_id));
+  std::shared_ptr<const ItemAttributes> attributes;
+  if (stored) {
+    StatusOr<ItemAttributes> decoded = ItemAttributes::Deserialize(stored->bytes);
+    if (!decoded.ok()) {
+      return DataLossError("the attributes of data set " + dataset_id + ": " + decoded.status().message());
+    }
+    attributes = std::make_shared<const ItemAttributes>(std::move(decoded).value());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // A change reported while loading may postdate what was read: answer with
+  // it, but keep nothing, so the next call reads again.
+  if (generation == attributes_generation_) attributes_[dataset_id] = attributes;
+  return attributes;
+}
+
+void KernelCache::OnDatasetChanged(const std::string& dataset_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++attributes_generation_;
+  if (dataset_id.empty()) {
+    attributes_.clear();
+  } else {
+    attributes_.erase(dataset_id);
+  }
+}
+
 void KernelCache::Invalidate(const std::string& name, int64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = entries_.lower_bound({name, version == 0 ? INT64_MIN : version}); it != entries_.end();) {

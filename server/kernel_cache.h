@@ -46,6 +46,7 @@
 
 #include "core/common/status.h"
 #include "core/data/feature_scaling.h"
+#include "core/model/item_attributes.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
 #include "core/serving/kernel_servable.h"
@@ -116,6 +117,18 @@ class KernelCache {
   /// first asked for (charged to the budget with the entry).
   StatusOr<std::shared_ptr<const Eigen::MatrixXd>> GetTrainingFeatures(const Handle& handle);
 
+  /// The item attributes of data set `dataset_id` (null when it has none),
+  /// decoded once and kept until the store reports a change of that data set
+  /// (OnDatasetChanged: SetAttributes or a delete, on any replica). NOT_FOUND
+  /// for a deleted data set; DATA_LOSS for stored bytes that do not decode.
+  /// Not charged to the kernel budget (one table per data set, shared by
+  /// all its kernels).
+  StatusOr<std::shared_ptr<const ItemAttributes>> GetAttributes(const std::string& dataset_id);
+
+  /// The store reports that data set `dataset_id` changed (empty: anything
+  /// may have changed). Cheap; safe to call from the store's event thread.
+  void OnDatasetChanged(const std::string& dataset_id);
+
   /// Drops the cached `name` at `version` (0 = every version). Call after
   /// deleting a kernel from the store, since a later kernel of the same name
   /// may reuse the version number.
@@ -183,6 +196,9 @@ class KernelCache {
   bool all_changed_ = false;       ///< OnKernelChanged("")
   uint64_t generation_ = 0;        ///< bumped by every OnKernelChanged
   Counters counters_;              ///< guarded by mu_
+  /// data set id → its attributes (a null pointer: it has none).
+  std::map<std::string, std::shared_ptr<const ItemAttributes>> attributes_;
+  uint64_t attributes_generation_ = 0;  ///< bumped by every OnDatasetChanged
 };
 
 /// Checks the shape of a reference: non-empty name, version ≥ 0, not both an

@@ -114,6 +114,7 @@ Status KlsServer::Start() {
   // workers and watchers and drop cached resolutions of changed kernels.
   store_->SetListener([jobs = job_manager_.get(), cache = kernel_cache_.get()](const store::StoreEvent& e) {
     if (e.kind == store::StoreEvent::Kind::kKernelChanged) cache->OnKernelChanged(e.name);
+    if (e.kind == store::StoreEvent::Kind::kDatasetChanged) cache->OnDatasetChanged(e.name);
     jobs->OnStoreEvent(e);
   });
   if (const Status s = job_manager_->Start(); !s.ok()) {

@@ -165,6 +165,14 @@ class InstrumentedStore final : public store::Store {
     return Seen("list_datasets", inner_->ListDatasets());
   }
   Status DeleteDataset(const std::string& id) override { return Seen("delete_dataset", inner_->DeleteDataset(id)); }
+  StatusOr<int64_t> PutDatasetAttributes(const std::string& dataset_id, const std::string& summary,
+                                         const std::string& bytes) override {
+    return Wrote("dataset", static_cast<int64_t>(bytes.size()),
+                 Seen("put_dataset_attributes", inner_->PutDatasetAttributes(dataset_id, summary, bytes)));
+  }
+  StatusOr<std::optional<store::StoredAttributes>> GetDatasetAttributes(const std::string& dataset_id) override {
+    return Seen("get_dataset_attributes", inner_->GetDatasetAttributes(dataset_id));
+  }
 
   StatusOr<store::JobRecord> CreateJob(store::JobRecord job) override {
     return Seen("create_job", inner_->CreateJob(std::move(job)));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <string>
 #include <thread>
@@ -153,7 +154,87 @@ void AddItems(const std::vector<ScoredItem>& top, const ItemKeys* keys, kls::v1:
 
 }  // namespace
 
+namespace {
+
+// What one TopK query asks, whichever message carries it (the request's
+// oneof, or a TopKQuery of a batch).
+struct QueryView {
+  enum class Kind { kNone, kItem, kKey, kVector, kFeatures } kind = Kind::kNone;
+  int item = 0;
+  const std::string* key = nullptr;
+  const kls::v1::VectorQuery* vector = nullptr;
+  const kls::v1::FeatureQuery* features = nullptr;
+  const kls::v1::ItemSelector* select = nullptr;  // a batch query's own
+};
+
+template <typename Message>
+QueryView ViewOf(const Message& m) {
+  QueryView v;
+  switch (m.query_case()) {
+    case Message::kItem: v.kind = QueryView::Kind::kItem; v.item = m.item(); break;
+    case Message::kItemKey: v.kind = QueryView::Kind::kKey; v.key = &m.item_key(); break;
+    case Message::kVector: v.kind = QueryView::Kind::kVector; v.vector = &m.vector(); break;
+    case Message::kFeatures: v.kind = QueryView::Kind::kFeatures; v.features = &m.features(); break;
+    default: break;
+  }
+  return v;
+}
+
+bool UsesKeys(const kls::v1::ItemSelector& s) { return s.exclude_keys_size() > 0 || s.allow_keys_size() > 0; }
+bool IsEmpty(const kls::v1::ItemSelector& s) {
+  return s.filter().empty() && s.exclude_size() == 0 && s.exclude_keys_size() == 0 && s.allow_size() == 0 &&
+         s.allow_keys_size() == 0;
+}
+
+// The key's item index: NOT_FOUND naming `field` for an unknown key,
+// FAILED_PRECONDITION when the data set has no keys.
+StatusOr<int> ResolveKey(const ItemKeys* keys, const std::string& key, const std::string& field,
+                         const store::KernelRecord& record) {
+  if (!keys || keys->empty()) {
+    return FailedPreconditionError(field + " = '" + key + "': data set " + record.dataset_id + " of kernel " +
+                                   record.name + " has no item keys; use item indices instead");
+  }
+  auto it = keys->index.find(key);
+  if (it == keys->index.end()) {
+    return NotFoundError(field + " = '" + key + "' is not a key of data set " + record.dataset_id);
+  }
+  return it->second;
+}
+
+// A proto ItemSelector in core terms, keys resolved.
+StatusOr<ItemSelection> SelectionFromProto(const kls::v1::ItemSelector& s, const ItemKeys* keys,
+                                  const store::KernelRecord& record, const std::string& field) {
+  ItemSelection out;
+  out.filter = s.filter();
+  out.exclude.assign(s.exclude().begin(), s.exclude().end());
+  out.allow.assign(s.allow().begin(), s.allow().end());
+  out.has_allow = s.allow_size() > 0 || s.allow_keys_size() > 0;
+  for (int t = 0; t < s.exclude_keys_size(); ++t) {
+    KLS_ASSIGN_OR_RETURN(int i, ResolveKey(keys, s.exclude_keys(t), field + ".exclude_keys[" + std::to_string(t) + "]",
+                                           record));
+    out.exclude.push_back(i);
+  }
+  for (int t = 0; t < s.allow_keys_size(); ++t) {
+    KLS_ASSIGN_OR_RETURN(int i, ResolveKey(keys, s.allow_keys(t), field + ".allow_keys[" + std::to_string(t) + "]",
+                                           record));
+    out.allow.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
 Status QueriesService::CheckSimilarityShape(const kls::v1::SimilarityRequest& request) {
+  if (request.i_keys_size() > 0 || request.j_keys_size() > 0) {
+    if (request.i_size() > 0 || request.j_size() > 0) {
+      return InvalidArgumentError("set the pairs by index (i, j) or by key (i_keys, j_keys), not both");
+    }
+    if (request.i_keys_size() != request.j_keys_size()) {
+      return InvalidArgumentError("i_keys has " + std::to_string(request.i_keys_size()) + " entries but j_keys has " +
+                                  std::to_string(request.j_keys_size()) + "; they are pairs");
+    }
+    return CheckBatch(request.i_keys_size(), "i_keys");
+  }
   if (request.i_size() != request.j_size()) {
     return InvalidArgumentError("i has " + std::to_string(request.i_size()) + " entries but j has " +
                                 std::to_string(request.j_size()) + "; they are pairs");
@@ -182,7 +263,20 @@ grpc::Status QueriesService::SimilarityFromStore(const kls::v1::SimilarityReques
                                                  kls::v1::SimilarityResponse* response) {
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request.kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
-  return SimilarityOn(*handle, request, response);
+  if (request.i_keys_size() == 0) return SimilarityOn(*handle, request, response);
+  // By key: resolved to indices, then the same answer.
+  const StatusOr<std::shared_ptr<const ItemKeys>> keys = KeysOf(cache_, *handle, true);
+  if (!keys.ok()) return ToGrpcStatus(keys.status());
+  kls::v1::SimilarityRequest by_index;
+  for (int t = 0; t < request.i_keys_size(); ++t) {
+    const StatusOr<int> i = ResolveKey(keys->get(), request.i_keys(t), "i_keys[" + std::to_string(t) + "]", handle->record);
+    if (!i.ok()) return ToGrpcStatus(i.status());
+    const StatusOr<int> j = ResolveKey(keys->get(), request.j_keys(t), "j_keys[" + std::to_string(t) + "]", handle->record);
+    if (!j.ok()) return ToGrpcStatus(j.status());
+    by_index.add_i(*i);
+    by_index.add_j(*j);
+  }
+  return SimilarityOn(*handle, by_index, response);
 }
 
 grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext* context,
@@ -191,7 +285,8 @@ grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (const Status s = CheckSimilarityShape(*request); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
-  } else if (std::optional<KernelCache::Handle> handle = cache_->GetCached(FromProto(request->kernel()))) {
+  } else if (std::optional<KernelCache::Handle> handle =
+                 request->i_keys_size() == 0 ? cache_->GetCached(FromProto(request->kernel())) : std::nullopt) {
     reactor->Finish(SimilarityOn(*handle, *request, response));
   } else {
     // Needs the store: off the callback thread. The request and response
@@ -202,70 +297,174 @@ grpc::ServerUnaryReactor* QueriesService::Similarity(grpc::CallbackServerContext
   return reactor;
 }
 
+
+StatusOr<QueriesService::Selector> QueriesService::LoadSelector(const KernelCache::Handle& handle, int64_t num_items,
+                                                                bool needs_keys, bool needs_attributes) {
+  Selector out;
+  KLS_ASSIGN_OR_RETURN(out.keys, KeysOf(cache_, handle, needs_keys));
+  if (needs_attributes) {
+    StatusOr<std::shared_ptr<const ItemAttributes>> attributes = cache_->GetAttributes(handle.record.dataset_id);
+    if (!attributes.ok() && attributes.status().code() != StatusCode::kNotFound) return attributes.status();
+    if (attributes.ok()) out.attributes = *attributes;
+  }
+  out.context.num_items = num_items;
+  // Attributes and keys describe the data set's rows: they apply when those
+  // are the items queried (a social kernel's users are not its photos).
+  if (out.attributes && out.attributes->num_items() == num_items) out.context.attributes = out.attributes.get();
+  if (out.keys && static_cast<int64_t>(out.keys->keys.size()) == num_items) out.context.keys = &out.keys->keys;
+  return out;
+}
+
+StatusOr<SelectedItems> QueriesService::Select(const Selector& selector, const kls::v1::ItemSelector& select,
+                                               const store::KernelRecord& record, const std::string& field) {
+  KLS_ASSIGN_OR_RETURN(ItemSelection selection, SelectionFromProto(select, selector.keys.get(), record, field));
+  return SelectItems(selection, selector.context, field);
+}
+
 grpc::Status QueriesService::TopK(grpc::ServerContext* context, const kls::v1::TopKRequest* request,
                                   kls::v1::TopKResponse* response) {
-  if (const Status s = CheckK(request->k()); !s.ok()) return ToGrpcStatus(s);
-  if (request->query_case() == kls::v1::TopKRequest::QUERY_NOT_SET) {
-    return ToGrpcStatus(InvalidArgumentError("the query is missing: set one of item, item_key, vector or features"));
+  return ToGrpcStatus(AnswerTopK(*request, CallControl(context), response));
+}
+
+Status QueriesService::AnswerTopK(const kls::v1::TopKRequest& request, const SolveControl& control,
+                                  kls::v1::TopKResponse* response) {
+  KLS_RETURN_IF_ERROR(CheckK(request.k()));
+  const bool batch = request.queries_size() > 0;
+  if (batch && request.query_case() != kls::v1::TopKRequest::QUERY_NOT_SET) {
+    return InvalidArgumentError("set one query (item, item_key, vector or features) or a batch in queries, not both");
   }
-  const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
-  const LearnedKernel& kernel = *handle->kernel;
+  if (!batch && request.query_case() == kls::v1::TopKRequest::QUERY_NOT_SET) {
+    return InvalidArgumentError("the query is missing: set one of item, item_key, vector or features (or queries)");
+  }
+  if (request.queries_size() > kMaxTopKBatch) {
+    return InvalidArgumentError("queries has " + std::to_string(request.queries_size()) + " entries; at most " +
+                                std::to_string(kMaxTopKBatch) + " are allowed per request");
+  }
+  if (request.offset() < 0 || int64_t{request.offset()} + request.k() > kMaxTopKDepth) {
+    return InvalidArgumentError("offset = " + std::to_string(request.offset()) + " must be >= 0 with offset + k <= " +
+                                std::to_string(kMaxTopKDepth));
+  }
+  TopKSearchOptions options;
+  options.k = request.k();
+  options.offset = request.offset();
+  switch (request.metric()) {
+    case kls::v1::SCORE_METRIC_UNSPECIFIED:
+    case kls::v1::INNER_PRODUCT: options.metric = ScoreMetric::kInnerProduct; break;
+    case kls::v1::COSINE: options.metric = ScoreMetric::kCosine; break;
+    default:
+      return InvalidArgumentError("metric = " + std::to_string(request.metric()) +
+                                  " is not a ScoreMetric (INNER_PRODUCT = 1, COSINE = 2)");
+  }
+  if (request.has_min_score()) {
+    if (std::isnan(request.min_score())) return InvalidArgumentError("min_score is NaN");
+    options.min_score = request.min_score();
+  }
 
-  // Keys name the results and resolve item_key queries.
-  const StatusOr<std::shared_ptr<const ItemKeys>> loaded_keys =
-      KeysOf(cache_, *handle, request->query_case() == kls::v1::TopKRequest::kItemKey);
-  if (!loaded_keys.ok()) return ToGrpcStatus(loaded_keys.status());
-  const std::shared_ptr<const ItemKeys>& keys = *loaded_keys;
-
-  const KernelServable servable = handle->servable();
-  StatusOr<std::vector<ScoredItem>> top = InvalidArgumentError("the query is missing");
-  switch (request->query_case()) {
-    case kls::v1::TopKRequest::kItem:
-      top = servable.TopKOfItem(request->item(), request->k(), request->exclude_self(), "item");
-      break;
-    case kls::v1::TopKRequest::kItemKey: {
-      if (keys->empty()) {
-        return ToGrpcStatus(FailedPreconditionError("item_key = '" + request->item_key() + "': data set " +
-                                                    handle->record.dataset_id + " of kernel " + handle->record.name +
-                                                    " has no item keys; query by item index instead"));
-      }
-      auto it = keys->index.find(request->item_key());
-      if (it == keys->index.end()) {
-        return ToGrpcStatus(NotFoundError("item_key = '" + request->item_key() + "' is not a key of data set " +
-                                          handle->record.dataset_id));
-      }
-      top = servable.TopKOfItem(it->second, request->k(), request->exclude_self(), "item");
-      break;
+  std::vector<QueryView> views;
+  if (batch) {
+    for (const kls::v1::TopKQuery& q : request.queries()) {
+      views.push_back(ViewOf(q));
+      views.back().select = &q.select();
     }
-    case kls::v1::TopKRequest::kVector: {
-      const auto& v = request->vector().values();
-      const Eigen::VectorXd query = Eigen::Map<const Eigen::VectorXd>(v.data(), v.size());
-      for (int t = 0; t < v.size() && v.size() == kernel.rank(); ++t) {
-        if (!std::isfinite(v.Get(t))) {
-          return ToGrpcStatus(InvalidArgumentError("vector[" + std::to_string(t) + "] = " + std::to_string(v.Get(t)) +
-                                                   " is not finite"));
+  } else {
+    views.push_back(ViewOf(request));
+  }
+  bool needs_keys = UsesKeys(request.select()), needs_attributes = !request.select().filter().empty();
+  for (size_t t = 0; t < views.size(); ++t) {
+    if (views[t].kind == QueryView::Kind::kNone) {
+      return InvalidArgumentError("queries[" + std::to_string(t) + "] is empty: set item, item_key, vector or features");
+    }
+    needs_keys = needs_keys || views[t].kind == QueryView::Kind::kKey || (views[t].select && UsesKeys(*views[t].select));
+    needs_attributes = needs_attributes || (views[t].select && !views[t].select->filter().empty());
+  }
+
+  KLS_ASSIGN_OR_RETURN(const KernelCache::Handle handle, cache_->Get(FromProto(request.kernel())));
+  const LearnedKernel& kernel = *handle.kernel;
+  const KernelServable servable = handle.servable();
+  KLS_ASSIGN_OR_RETURN(const Selector selector,
+                       LoadSelector(handle, kernel.num_points(), needs_keys, needs_attributes));
+  KLS_ASSIGN_OR_RETURN(const SelectedItems shared, Select(selector, request.select(), handle.record, "select"));
+
+  // Per query: the core query, and its own selection when it has one (kept
+  // in a deque so the pointers the search borrows stay put).
+  const int r = kernel.rank();
+  std::vector<TopKQuery> queries(views.size());
+  std::vector<std::vector<double>> vectors(views.size());
+  std::deque<SelectedItems> own;
+  for (size_t t = 0; t < views.size(); ++t) {
+    const QueryView& v = views[t];
+    const std::string field = batch ? "queries[" + std::to_string(t) + "]." : std::string();
+    TopKQuery& q = queries[t];
+    q.exclude_self = request.exclude_self();
+    switch (v.kind) {
+      case QueryView::Kind::kItem:
+        KLS_RETURN_IF_ERROR(kernel.CheckIndex(v.item, (field + "item").c_str()));
+        q.item = v.item;
+        break;
+      case QueryView::Kind::kKey: {
+        KLS_ASSIGN_OR_RETURN(q.item, ResolveKey(selector.keys.get(), *v.key, field + "item_key", handle.record));
+        break;
+      }
+      case QueryView::Kind::kVector: {
+        const auto& values = v.vector->values();
+        if (values.size() != r) {
+          return InvalidArgumentError(field + "vector has " + std::to_string(values.size()) +
+                                      " values but the kernel has rank " + std::to_string(r));
         }
+        for (int c = 0; c < r; ++c) {
+          if (!std::isfinite(values.Get(c))) {
+            return InvalidArgumentError(field + "vector[" + std::to_string(c) + "] = " + FormatNumber(values.Get(c)) +
+                                        " is not finite");
+          }
+        }
+        vectors[t].assign(values.begin(), values.end());
+        q.vector = vectors[t].data();
+        break;
       }
-      top = servable.TopKOfVector(query, request->k());  // checks the length
-      break;
+      case QueryView::Kind::kFeatures: {
+        const kls::v1::FeatureQuery& f = *v.features;
+        KLS_ASSIGN_OR_RETURN(const LearnedKernel::Embedding row,
+                             ExtendToFeatures(cache_, handle, f.values(), f.values_size(),
+                                              f.has_neighbors() ? std::optional<int>(f.neighbors()) : std::nullopt,
+                                              f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt,
+                                              field + "features.values", control));
+        vectors[t].assign(row.data(), row.data() + r);
+        q.vector = vectors[t].data();
+        break;
+      }
+      case QueryView::Kind::kNone:
+        break;  // rejected above
     }
-    case kls::v1::TopKRequest::kFeatures: {
-      const kls::v1::FeatureQuery& f = request->features();
-      const StatusOr<LearnedKernel::Embedding> row = ExtendToFeatures(
-          cache_, *handle, f.values(), f.values_size(),
-          f.has_neighbors() ? std::optional<int>(f.neighbors()) : std::nullopt,
-          f.has_sigma() ? std::optional<double>(f.sigma()) : std::nullopt, "features.values", CallControl(context));
-      if (!row.ok()) return ToGrpcStatus(row.status());
-      top = servable.TopKOfVector(row->row(0).transpose(), request->k());
-      break;
+    const SelectedItems* selected = &shared;
+    if (v.select && !IsEmpty(*v.select)) {
+      KLS_ASSIGN_OR_RETURN(SelectedItems mine, Select(selector, *v.select, handle.record, field + "select"));
+      if (mine.allowed) {  // a bitmap of its own
+        own.push_back(Intersect(shared, std::move(mine)));
+        selected = &own.back();
+      } else {  // only exclusions: keep sharing the request's bitmap
+        mine.exclude.insert(mine.exclude.end(), shared.exclude.begin(), shared.exclude.end());
+        mine.allowed.reset();
+        own.push_back(std::move(mine));
+        q.exclude = &own.back().exclude;
+        if (shared.allowed) q.allowed = &*shared.allowed;
+        continue;
+      }
     }
-    case kls::v1::TopKRequest::QUERY_NOT_SET:
-      break;  // rejected above
+    if (selected->allowed) q.allowed = &*selected->allowed;
+    if (!selected->exclude.empty()) q.exclude = &selected->exclude;
   }
-  if (!top.ok()) return ToGrpcStatus(top.status());
-  AddItems(*top, keys.get(), response);
-  return grpc::Status::OK;
+
+  KLS_ASSIGN_OR_RETURN(const std::vector<std::vector<ScoredItem>> answers, servable.Search(queries, options, control));
+  if (!batch) {
+    AddItems(answers[0], selector.keys.get(), response);
+    return OkStatus();
+  }
+  for (const std::vector<ScoredItem>& answer : answers) {
+    kls::v1::TopKResponse one;
+    AddItems(answer, selector.keys.get(), &one);
+    *response->add_results()->mutable_items() = std::move(*one.mutable_items());
+  }
+  return OkStatus();
 }
 
 grpc::Status QueriesService::Embed(grpc::ServerContext* context, const kls::v1::EmbedRequest* request,
@@ -348,9 +547,19 @@ grpc::Status QueriesService::ReRank(grpc::ServerContext* context, const kls::v1:
   }
   Eigen::VectorXd prior(request->prior_size());
   for (int t = 0; t < request->prior_size(); ++t) prior[t] = request->prior(t);
+  std::optional<SelectedItems> selected;
+  if (!IsEmpty(request->select())) {
+    const StatusOr<Selector> selector = LoadSelector(*handle, handle->kernel->num_points(), UsesKeys(request->select()),
+                                                     !request->select().filter().empty());
+    if (!selector.ok()) return ToGrpcStatus(selector.status());
+    StatusOr<SelectedItems> s = Select(*selector, request->select(), handle->record, "select");
+    if (!s.ok()) return ToGrpcStatus(s.status());
+    selected = std::move(s).value();
+  }
   int iterations = 0;
   const StatusOr<std::vector<ScoredItem>> ranked =
-      handle->servable().ReRank(candidates, prior, options, request->k(), &iterations, CallControl(context));
+      handle->servable().ReRank(candidates, prior, options, request->k(), &iterations, CallControl(context),
+                                selected ? &*selected : nullptr);
   if (!ranked.ok()) return ToGrpcStatus(ranked.status());
   kls::v1::TopKResponse items;
   AddItems(*ranked, keys.get(), &items);
@@ -391,7 +600,21 @@ grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request,
   if (!servable.has_social_graph()) {
     return ToGrpcStatus(MissingModel(handle->record, query, kSocialGraphAttachment, "social graph"));
   }
-  const StatusOr<std::vector<ScoredItem>> top = servable.Recommend(request->user(), request->k(), groups);
+  std::optional<SelectedItems> selected;
+  if (!IsEmpty(request->select())) {
+    // Friends: the kernel's items (users); groups: group ids, `index` only.
+    const int64_t items = groups ? servable.num_groups() : handle->kernel->num_points();
+    StatusOr<Selector> selector = groups ? StatusOr<Selector>(Selector{})
+                                         : LoadSelector(*handle, items, UsesKeys(request->select()),
+                                                        !request->select().filter().empty());
+    if (!selector.ok()) return ToGrpcStatus(selector.status());
+    selector->context.num_items = items;
+    StatusOr<SelectedItems> s = Select(*selector, request->select(), handle->record, "select");
+    if (!s.ok()) return ToGrpcStatus(s.status());
+    selected = std::move(s).value();
+  }
+  const StatusOr<std::vector<ScoredItem>> top =
+      servable.Recommend(request->user(), request->k(), groups, selected ? &*selected : nullptr);
   if (!top.ok()) return ToGrpcStatus(top.status());
   AddItems(*top, nullptr, response);
   return grpc::Status::OK;

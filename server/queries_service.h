@@ -25,6 +25,11 @@
 // Thread safety: handlers run concurrently; the service holds no mutable state.
 #pragma once
 
+#include <memory>
+#include <string>
+
+#include "core/common/solve_control.h"
+#include "core/serving/item_selection.h"
 #include "kls/v1/queries.grpc.pb.h"
 #include "server/kernel_cache.h"
 
@@ -36,7 +41,9 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
   static constexpr int kMaxK = 10'000;       ///< TopK.k upper bound
   static constexpr int kMaxCandidates = 4'096;  ///< ReRank candidates (the c × c walk matrix)
   static constexpr int kMaxHarmonicUsers = 5'000;
-  static constexpr int kMaxExtensionRows = 1'000;  ///< Embed feature rows (harmonic extension) per request  ///< ClassifyUsers: users of the model (dense n × n graph)
+  static constexpr int kMaxExtensionRows = 1'000;  ///< Embed feature rows (harmonic extension) per request
+  static constexpr int kMaxTopKBatch = 1'000;   ///< TopK queries per request (TopKRequest.queries)
+  static constexpr int kMaxTopKDepth = 100'000; ///< TopK offset + k
 
   /// `cache` must outlive the grpc::Server the service is registered on.
   explicit QueriesService(KernelCache* cache) : cache_(cache) {}
@@ -48,6 +55,8 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
   grpc::Status AnswerSimilarity(const kls::v1::SimilarityRequest& request, kls::v1::SimilarityResponse* response);
   grpc::Status TopK(grpc::ServerContext* context, const kls::v1::TopKRequest* request,
                     kls::v1::TopKResponse* response) override;
+  /// The TopK answer under `control` (the call's deadline and cancellation).
+  Status AnswerTopK(const kls::v1::TopKRequest& request, const SolveControl& control, kls::v1::TopKResponse* response);
   grpc::Status Embed(grpc::ServerContext* context, const kls::v1::EmbedRequest* request,
                      kls::v1::EmbedResponse* response) override;
   grpc::Status ReRank(grpc::ServerContext* context, const kls::v1::ReRankRequest* request,
@@ -65,6 +74,19 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
 
  private:
   grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups);
+
+  // What ItemSelectors of one request are evaluated against: the data set's
+  // keys and attributes, when they describe the `num_items` items queried.
+  struct Selector {
+    std::shared_ptr<const ItemKeys> keys;               // null: none loaded
+    std::shared_ptr<const ItemAttributes> attributes;   // null: none
+    FilterContext context;                              // points into the two above
+  };
+  StatusOr<Selector> LoadSelector(const KernelCache::Handle& handle, int64_t num_items, bool needs_keys,
+                                  bool needs_attributes);
+  // One proto ItemSelector evaluated (keys resolved); errors prefixed with `field`.
+  static StatusOr<SelectedItems> Select(const Selector& selector, const kls::v1::ItemSelector& select,
+                                        const store::KernelRecord& record, const std::string& field);
   // Similarity on a resolved kernel; the request's shape checked already.
   static grpc::Status SimilarityOn(const KernelCache::Handle& handle, const kls::v1::SimilarityRequest& request,
                                    kls::v1::SimilarityResponse* response);

@@ -58,17 +58,30 @@ Status UploadAssembler::Next(const kls::v1::UploadDatasetRequest& message, int64
     case kls::v1::UploadDatasetRequest::kFeatures:
     case kls::v1::UploadDatasetRequest::kConstraints:
     case kls::v1::UploadDatasetRequest::kSocial:
+    case kls::v1::UploadDatasetRequest::kAttributes:
       if (!have_header_) {
         return InvalidArgumentError("message " + std::to_string(index) +
                                     " is not a header; an upload must start with a DatasetHeader");
       }
       if (message.part_case() == kls::v1::UploadDatasetRequest::kFeatures) return Features(message.features());
       if (message.part_case() == kls::v1::UploadDatasetRequest::kSocial) return Social(message.social());
+      if (message.part_case() == kls::v1::UploadDatasetRequest::kAttributes) {
+        return AppendAttributesCsv(message.attributes(), &attributes_csv_);
+      }
       return Constraints(message.constraints());
     case kls::v1::UploadDatasetRequest::PART_NOT_SET:
       break;
   }
   return InvalidArgumentError("message " + std::to_string(index) + " is empty (no header, features or constraints)");
+}
+
+Status AppendAttributesCsv(const kls::v1::AttributesChunk& chunk, std::string* csv) {
+  if (static_cast<int64_t>(csv->size() + chunk.csv().size()) > kMaxAttributesCsvBytes) {
+    return ResourceExhaustedError("attributes: the CSV exceeds " + std::to_string(kMaxAttributesCsvBytes >> 20) +
+                                  " MiB");
+  }
+  csv->append(chunk.csv());
+  return OkStatus();
 }
 
 Status UploadAssembler::Header(const kls::v1::DatasetHeader& h) {

@@ -66,6 +66,8 @@ class UploadAssembler {
 
   const kls::v1::DatasetHeader& header() const { return header_; }
   const store::StoredDataset& data() const { return data_; }
+  /// The attribute CSV the stream carried (AttributesChunk pieces, concatenated); empty = none.
+  const std::string& attributes_csv() const { return attributes_csv_; }
 
  private:
   Status Next(const kls::v1::UploadDatasetRequest& message, int64_t index);
@@ -95,7 +97,14 @@ class UploadAssembler {
   std::unordered_set<std::string> seen_keys_;
   std::vector<Eigen::Triplet<double>> tags_;  ///< social (photo, tag) entries until Finish
   store::StoredDataset data_;
+  std::string attributes_csv_;
 };
+
+/// Largest attribute CSV an upload or SetAttributes accepts.
+inline constexpr int64_t kMaxAttributesCsvBytes = int64_t{256} << 20;
+
+/// Appends one AttributesChunk to `csv`; RESOURCE_EXHAUSTED past kMaxAttributesCsvBytes.
+Status AppendAttributesCsv(const kls::v1::AttributesChunk& chunk, std::string* csv);
 
 /// An append upload (header.base_dataset_id: constraints only, no feature
 /// chunk, labels, keys or social header; Finish then expects no rows) on

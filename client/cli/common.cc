@@ -158,7 +158,9 @@ json DatasetJson(const kls::v1::DatasetInfo& d) {
           {"dim", d.dim()},
           {"num_classes", d.num_classes()},
           {"num_constraints", d.num_constraints()},
-          {"created_unix_ms", d.created_unix_ms()}};
+          {"created_unix_ms", d.created_unix_ms()},
+          {"attributes", d.attributes()},
+          {"attributes_version", d.attributes_version()}};
 }
 
 // A summary_json string as a JSON value: {} when empty, the raw string when it does not parse.

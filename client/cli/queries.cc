@@ -1,5 +1,7 @@
 // Queries on learned kernels: kls similarity | topk | rerank | strength |
 // recommend | classify.
+#include <climits>
+#include <stdexcept>
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -38,29 +40,108 @@ int RunSimilarity(kls::Client& client, const Output& out, const std::string& ker
 }
 
 struct TopKArgs {
-  std::string kernel, key, vector, features;
-  int item = 0, k = 10, neighbors = 10;
+  std::string kernel, key, vector, features, items, keys, keys_file;
+  std::string filter, exclude, exclude_keys, allow, allow_keys, metric = "inner_product";
+  int item = 0, k = 10, neighbors = 10, offset = 0;
+  double min_score = 0;
   bool exclude_self = false;
   CLI::Option* item_opt = nullptr;
   CLI::Option* key_opt = nullptr;
   CLI::Option* vector_opt = nullptr;
   CLI::Option* features_opt = nullptr;
   CLI::Option* neighbors_opt = nullptr;
+  CLI::Option* items_opt = nullptr;
+  CLI::Option* keys_opt = nullptr;
+  CLI::Option* keys_file_opt = nullptr;
+  CLI::Option* min_score_opt = nullptr;
 };
+
+// "a,b,c" → strings (empty entries dropped).
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+// "1,5,9" → indices; INVALID_ARGUMENT naming the flag.
+kls::StatusOr<std::vector<int>> ParseIndices(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  for (const std::string& part : SplitList(text)) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(part, &used);
+      if (used != part.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(part);
+      out.push_back(static_cast<int>(v));
+    } catch (const std::exception&) {
+      return kls::InvalidArgumentError(flag + ": '" + part + "' is not an item index");
+    }
+  }
+  return out;
+}
+
+// One key per line (blank lines skipped).
+kls::StatusOr<std::vector<std::string>> ReadKeysFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return kls::NotFoundError("--keys-file: cannot read '" + path + "'");
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+json ScoredJson(const google::protobuf::RepeatedPtrField<kls::v1::ScoredItem>& items) {
+  json out = json::array();
+  for (const kls::v1::ScoredItem& s : items) {
+    json item = {{"index", s.index()}, {"score", s.score()}};
+    if (!s.item_key().empty()) item["item_key"] = s.item_key();
+    out.push_back(item);
+  }
+  return out;
+}
 
 int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
   const auto ref = kls::ParseKernelRef(a.kernel);
   if (!ref.ok()) return out.Failure(ref.status());
   const int given = int(a.item_opt->count() > 0) + int(a.key_opt->count() > 0) + int(a.vector_opt->count() > 0) +
-                    int(a.features_opt->count() > 0);
+                    int(a.features_opt->count() > 0) + int(a.items_opt->count() > 0) + int(a.keys_opt->count() > 0) +
+                    int(a.keys_file_opt->count() > 0);
   if (given != 1) {
-    return out.Failure(kls::InvalidArgumentError("give exactly one of --item, --key, --vector or --features"));
+    return out.Failure(kls::InvalidArgumentError(
+        "give exactly one of --item, --key, --vector, --features, --items, --keys or --keys-file"));
   }
   kls::v1::TopKRequest request;
   *request.mutable_kernel() = *ref;
   request.set_k(a.k);
+  request.set_offset(a.offset);
   request.set_exclude_self(a.exclude_self);
+  if (a.metric == "cosine") {
+    request.set_metric(kls::v1::COSINE);
+  } else if (a.metric == "inner_product") {
+    request.set_metric(kls::v1::INNER_PRODUCT);
+  } else {
+    return out.Failure(kls::InvalidArgumentError("--metric = '" + a.metric + "': use inner_product or cosine"));
+  }
+  if (a.min_score_opt->count() > 0) request.set_min_score(a.min_score);
+  kls::v1::ItemSelector* select = request.mutable_select();
+  select->set_filter(a.filter);
+  const auto exclude = ParseIndices(a.exclude, "--exclude");
+  if (!exclude.ok()) return out.Failure(exclude.status());
+  *select->mutable_exclude() = {exclude->begin(), exclude->end()};
+  const auto allow = ParseIndices(a.allow, "--allow");
+  if (!allow.ok()) return out.Failure(allow.status());
+  *select->mutable_allow() = {allow->begin(), allow->end()};
+  for (const std::string& k : SplitList(a.exclude_keys)) select->add_exclude_keys(k);
+  for (const std::string& k : SplitList(a.allow_keys)) select->add_allow_keys(k);
+
   json query;
+  std::vector<std::string> labels;  // batch: one label per query
   if (a.item_opt->count() > 0) {
     request.set_item(a.item);
     query = {{"item", a.item}};
@@ -73,46 +154,84 @@ int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
     *request.mutable_features()->mutable_values() = {v->begin(), v->end()};
     if (a.neighbors_opt->count() > 0) request.mutable_features()->set_neighbors(a.neighbors);
     query = {{"features", *v}};
-  } else {
+  } else if (a.vector_opt->count() > 0) {
     const auto v = ParseNumbers(a.vector, "--vector");
     if (!v.ok()) return out.Failure(v.status());
     *request.mutable_vector()->mutable_values() = {v->begin(), v->end()};
     query = {{"vector", *v}};
+  } else if (a.items_opt->count() > 0) {
+    const auto items = ParseIndices(a.items, "--items");
+    if (!items.ok()) return out.Failure(items.status());
+    if (items->empty()) return out.Failure(kls::InvalidArgumentError("--items is empty"));
+    for (int i : *items) {
+      request.add_queries()->set_item(i);
+      labels.push_back(std::to_string(i));
+    }
+    query = {{"items", *items}};
+  } else {
+    std::vector<std::string> keys;
+    if (a.keys_file_opt->count() > 0) {
+      const auto read = ReadKeysFile(a.keys_file);
+      if (!read.ok()) return out.Failure(read.status());
+      keys = *read;
+    } else {
+      keys = SplitList(a.keys);
+    }
+    if (keys.empty()) return out.Failure(kls::InvalidArgumentError("no keys given"));
+    for (const std::string& k : keys) {
+      request.add_queries()->set_item_key(k);
+      labels.push_back(k);
+    }
+    query = {{"item_keys", keys}};
   }
   const auto response = client.TopK(request);
   if (!response.ok()) return out.Failure(response.status(), {{"kernel", a.kernel}});
-  json items = json::array();
-  const bool keyed = std::any_of(response->items().begin(), response->items().end(),
-                                 [](const kls::v1::ScoredItem& s) { return !s.item_key().empty(); });
-  std::vector<std::vector<std::string>> rows = {{"RANK", "INDEX", "SCORE"}};
-  if (keyed) rows[0].push_back("KEY");
-  int rank = 1;
-  for (const kls::v1::ScoredItem& s : response->items()) {
-    json item = {{"index", s.index()}, {"score", s.score()}};
-    if (!s.item_key().empty()) item["item_key"] = s.item_key();
-    items.push_back(item);
-    rows.push_back({std::to_string(rank++), std::to_string(s.index()), Fixed(s.score(), 10)});
-    if (keyed) rows.back().push_back(s.item_key());
+  json body = {{"kernel", RefText(*ref)}, {"query", query}, {"k", a.k}, {"metric", a.metric}};
+  if (a.offset > 0) body["offset"] = a.offset;
+  if (!a.filter.empty()) body["filter"] = a.filter;
+  std::vector<const google::protobuf::RepeatedPtrField<kls::v1::ScoredItem>*> answers;
+  if (labels.empty()) {
+    answers.push_back(&response->items());
+    body["items"] = ScoredJson(response->items());
+  } else {
+    json results = json::array();
+    for (const kls::v1::TopKResult& r : response->results()) {
+      answers.push_back(&r.items());
+      results.push_back({{"query", labels[results.size()]}, {"items", ScoredJson(r.items())}});
+    }
+    body["results"] = results;
   }
-  return out.Success({{"kernel", RefText(*ref)}, {"query", query}, {"k", a.k}, {"items", items}}, Table(rows));
+  bool keyed = false;
+  for (const auto* items : answers) {
+    keyed = keyed || std::any_of(items->begin(), items->end(),
+                                 [](const kls::v1::ScoredItem& s) { return !s.item_key().empty(); });
+  }
+  std::vector<std::vector<std::string>> rows = {{"RANK", "INDEX", "SCORE"}};
+  if (!labels.empty()) rows[0].insert(rows[0].begin(), "QUERY");
+  if (keyed) rows[0].push_back("KEY");
+  for (size_t q = 0; q < answers.size(); ++q) {
+    int rank = a.offset + 1;
+    for (const kls::v1::ScoredItem& s : *answers[q]) {
+      rows.push_back({std::to_string(rank++), std::to_string(s.index()), Fixed(s.score(), 10)});
+      if (!labels.empty()) rows.back().insert(rows.back().begin(), labels[q]);
+      if (keyed) rows.back().push_back(s.item_key());
+    }
+  }
+  return out.Success(body, Table(rows));
 }
 
 json ItemsJson(const google::protobuf::RepeatedPtrField<kls::v1::ScoredItem>& items, const char* index_name,
                std::vector<std::vector<std::string>>* rows) {
-  json out = json::array();
   const bool keyed =
       std::any_of(items.begin(), items.end(), [](const kls::v1::ScoredItem& s) { return !s.item_key().empty(); });
   *rows = {{"RANK", index_name, "SCORE"}};
   if (keyed) (*rows)[0].push_back("KEY");
   int rank = 1;
   for (const kls::v1::ScoredItem& s : items) {
-    json item = {{"index", s.index()}, {"score", s.score()}};
-    if (!s.item_key().empty()) item["item_key"] = s.item_key();
-    out.push_back(item);
     rows->push_back({std::to_string(rank++), std::to_string(s.index()), Fixed(s.score(), 10)});
     if (keyed) rows->back().push_back(s.item_key());
   }
-  return out;
+  return ScoredJson(items);
 }
 
 struct ReRankArgs {
@@ -293,8 +412,22 @@ Runner SetupTopK(CLI::App& app) {
   a->neighbors_opt =
       app.add_option("--neighbors", a->neighbors, "--features: nearest training points of the extension");
   a->neighbors_opt->needs(a->features_opt);
-  app.add_option("--k", a->k, "How many items")->capture_default_str();
+  a->items_opt = app.add_option("--items", a->items, "A batch: query item indices '1,5,9' (at most 1,000)");
+  a->keys_opt = app.add_option("--keys", a->keys, "A batch: query item keys 'a,b,c'");
+  a->keys_file_opt = app.add_option("--keys-file", a->keys_file, "A batch: query item keys, one per line");
+  app.add_option("--k", a->k, "How many items per query")->capture_default_str();
+  app.add_option("--offset", a->offset, "Skip the best N first (paging)")->capture_default_str();
   app.add_flag("--exclude-self", a->exclude_self, "Leave the query item out");
+  app.add_option("--filter", a->filter,
+                 "Only items passing this expression over the data set's attributes, `index` and `key`, "
+                 "e.g. 'category in [\"shoes\"] and price < 100 and not discontinued'");
+  app.add_option("--exclude", a->exclude, "Never return these item indices '3,8'");
+  app.add_option("--exclude-keys", a->exclude_keys, "Never return these item keys 'a,b'");
+  app.add_option("--allow", a->allow, "Only return these item indices '3,8'");
+  app.add_option("--allow-keys", a->allow_keys, "Only return these item keys 'a,b'");
+  app.add_option("--metric", a->metric, "inner_product (K_ij) or cosine (K_ij / sqrt(K_ii K_jj))")
+      ->capture_default_str();
+  a->min_score_opt = app.add_option("--min-score", a->min_score, "Drop results scoring below this");
   return [a](kls::Client& client, const Output& out) { return RunTopK(client, out, *a); };
 }
 

@@ -1,4 +1,5 @@
 // kls upload | datasets: data sets in (streamed, with constraints) and listed.
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -23,9 +24,18 @@ struct UploadArgs {
   bool social = false;       ///< `file` is a directory of social CSV files
   std::string append_to;     ///< --append-constraints BASE: `file` is a constraints file
   int num_features = 0;      ///< --num-features: LIBSVM d (0: the largest index in the file)
+  std::string attributes;    ///< --attributes FILE: item attributes CSV
   bool progress = false;     ///< --progress: always show the progress bar
   bool no_progress = false;  ///< --no-progress: never (default: unless --json on a non-terminal)
 };
+
+kls::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return kls::NotFoundError(what + ": cannot read '" + path + "'");
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
 
 kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol, const std::vector<int>& labels,
                                                             uint64_t seed) {
@@ -144,6 +154,11 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
 
   // Pass 2: the rows, a chunk at a time as they are parsed, then the pairs.
   kls::UploadOptions options;
+  if (!a.attributes.empty()) {
+    auto csv = ReadWholeFile(a.attributes, "--attributes");
+    if (!csv.ok()) return out.Failure(csv.status());
+    options.attributes_csv = std::move(csv).value();
+  }
   options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
   const auto send_start = Clock::now();
   options.on_progress = [&](const kls::UploadProgress& p) {
@@ -169,6 +184,7 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
   std::ostringstream text;
   text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
        << " features, " << info->num_classes() << " classes, " << info->num_constraints() << " constraints";
+  if (!info->attributes().empty()) text << "; attributes " << info->attributes();
   json j = DatasetJson(*info);
   j["upload"] = {{"file_bytes", scan->file_bytes}, {"scan_seconds", scan_seconds}, {"send_seconds", send_seconds}};
   return out.Success(j, text.str());
@@ -178,11 +194,13 @@ int RunDatasets(kls::Client& client, const Output& out) {
   const auto list = client.ListDatasets();
   if (!list.ok()) return out.Failure(list.status());
   json items = json::array();
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "POINTS", "DIM", "CLASSES", "CONSTRAINTS"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "POINTS", "DIM", "CLASSES", "CONSTRAINTS", "ATTRIBUTES"}};
   for (const auto& d : *list) {
     items.push_back(DatasetJson(d));
     rows.push_back({d.id(), d.name(), std::to_string(d.num_points()), std::to_string(d.dim()),
-                    std::to_string(d.num_classes()), std::to_string(d.num_constraints())});
+                    std::to_string(d.num_classes()), std::to_string(d.num_constraints()),
+                    d.attributes().empty() ? "-" : d.attributes()});
   }
   return out.Success({{"datasets", items}}, Table(rows));
 }
@@ -204,6 +222,9 @@ Runner SetupUpload(CLI::App& app) {
   app.add_option("--append-constraints", a->append_to,
                  "BASE (data-set id or name): FILE is a constraints file ('i,j,kind' lines); store a new data "
                  "set sharing BASE's features with BASE's pairs plus FILE's");
+  app.add_option("--attributes", a->attributes,
+                 "Item attributes CSV: first column 'key' (item keys) or 'row' (0-based index), then one column per "
+                 "attribute, optionally typed 'name:string|int|float|bool'");
   app.add_option("--num-features", a->num_features,
                  "LIBSVM: the number of features d (default: the largest index in the file)")
       ->check(CLI::NonNegativeNumber);
@@ -218,6 +239,36 @@ Runner SetupUpload(CLI::App& app) {
   return [a](kls::Client& client, const Output& out) { return RunUpload(client, out, *a); };
 }
 
+int RunSetAttributes(kls::Client& client, const Output& out, const std::string& dataset, const std::string& file,
+                     bool clear) {
+  std::string csv;
+  if (!clear) {
+    auto read = ReadWholeFile(file, "FILE");
+    if (!read.ok()) return out.Failure(read.status());
+    csv = std::move(read).value();
+  }
+  const auto info = client.SetAttributes(dataset, csv);
+  if (!info.ok()) return out.Failure(info.status(), {{"dataset", dataset}});
+  std::ostringstream text;
+  text << info->id() << "  '" << info->name() << "': attributes version " << info->attributes_version() << ": "
+       << (info->attributes().empty() ? "none" : info->attributes());
+  return out.Success(DatasetJson(*info), text.str());
+}
+
+Runner SetupAttributes(CLI::App& app) {
+  auto dataset = std::make_shared<std::string>();
+  auto file = std::make_shared<std::string>();
+  auto clear = std::make_shared<bool>(false);
+  app.add_option("dataset", *dataset, "Data-set id or name (the newest of that name)")->required();
+  CLI::Option* file_opt =
+      app.add_option("file", *file, "Attributes CSV ('key' or 'row' column first, as for upload --attributes)");
+  app.add_flag("--clear", *clear, "Remove the attributes instead")->excludes(file_opt);
+  return [dataset, file, clear](kls::Client& client, const Output& out) {
+    if (file->empty() && !*clear) return out.Failure(kls::InvalidArgumentError("give FILE or --clear"));
+    return RunSetAttributes(client, out, *dataset, *file, *clear);
+  };
+}
+
 Runner SetupDatasets(CLI::App& app) {
   return [](kls::Client& client, const Output& out) { return RunDatasets(client, out); };
 }
@@ -226,5 +277,6 @@ Runner SetupDatasets(CLI::App& app) {
 
 KLS_CLI_SUBCOMMAND(40, "upload", "Upload a CSV or LIBSVM data set (with constraints)", SetupUpload);
 KLS_CLI_SUBCOMMAND(50, "datasets", "List the stored data sets", SetupDatasets);
+KLS_CLI_SUBCOMMAND(55, "attributes", "Replace a data set's item attributes (no re-learning)", SetupAttributes);
 
 }  // namespace kls::cli

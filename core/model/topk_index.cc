@@ -20,6 +20,8 @@ namespace {
 constexpr double kUnit = 0x1p-53;  // unit roundoff u of float64
 // Rows screened per block: the int32 dot products of one block stay in L1.
 constexpr int kBlock = 256;
+// Fewest passing rows a query screens (fewer: scored exactly, cheaper).
+constexpr int64_t kMinScreenedRows = 256;
 // Largest ‖q‖·max‖v_i‖ screened: below it no float64 score or bound overflows.
 constexpr double kMaxScoreMagnitude = 1e290;
 
@@ -303,7 +305,7 @@ struct TopKIndex::QueryState {
   int skip = -1;          // an item to leave out, or -1
   int want = 0;           // offset + k (+ excluded items that pass), capped by the passing items
   std::vector<int> exclude;  // sorted, unique: excluded items that pass and are not `skip`
-  enum class Mode { kGather, kScreen, kScan } mode = Mode::kScan;
+  enum class Mode { kScreen, kScan } mode = Mode::kScan;
   PreparedQuery prep;
   std::vector<double> lower;  // screen: min-heap of the best lower bounds
   double tau = -std::numeric_limits<double>::infinity();
@@ -413,57 +415,20 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
   const double* inv = options.metric == ScoreMetric::kCosine ? inv_norm_.data() : nullptr;
   const double* v = kernel_->embedding().data();
   const int64_t asked = std::max<int64_t>(0, int64_t{options.offset} + std::max(0, options.k));
-  bool any = false;
+  std::vector<int> screened, scanned;
   for (int t : group) {
     QueryState& s = states[t];
     const bool skip_passes = s.skip >= 0 && (!allowed || allowed->Test(s.skip));
     s.want = static_cast<int>(std::min<int64_t>(asked + static_cast<int64_t>(s.exclude.size()),
                                                 passing - (skip_passes ? 1 : 0)));
-    any = any || s.want > 0;
-  }
-  if (!any) return OkStatus();
-  auto score_of = [inv](double f, int j) { return inv ? f * inv[j] : f; };
-
-  // Selective filter: score only the passing rows, when reading them
-  // (scattered, so counted 1.5×) costs less than the pass over the screen
-  // copy (or, without one, than the float64 scan).
-  const double pass_bytes = screening() ? double(n) * (stride_ + 3 * sizeof(float)) : double(n) * 8.0 * r;
-  if (allowed && 1.5 * double(passing) * 8.0 * r <= pass_bytes) {
-    const std::vector<int> idx = allowed->Indices();
-    std::vector<double> block(size_t(kBlock) * r), scores(kBlock);
-    for (size_t b = 0; b < idx.size(); b += kBlock) {
-      if ((b / kBlock) % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
-      const int rows = static_cast<int>(std::min<size_t>(kBlock, idx.size() - b));
-      for (int t = 0; t < rows; ++t) {
-        std::copy_n(v + int64_t{idx[b + t]} * r, r, block.data() + size_t(t) * r);
-      }
-      for (int t : group) {
-        QueryState& s = states[t];
-        if (s.want == 0) continue;
-        ScoreRows(block.data(), rows, r, s.q.data(), scores.data());
-        for (int u = 0; u < rows; ++u) {
-          const int j = idx[b + u];
-          if (j == s.skip) continue;
-          const double score = score_of(scores[u], j);
-          if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
-          Offer(s.heap, s.want, {j, score});
-        }
-      }
-    }
-    for (int t : group) stats->gathered += states[t].want > 0 ? 1 : 0;
-    return OkStatus();
-  }
-
-  // One pass over the rows in blocks; each block serves every query.
-  std::vector<int> screened, scanned;
-  for (int t : group) {
-    QueryState& s = states[t];
     if (s.want == 0) continue;
-    if (screening() && int64_t{s.want} * 4 <= passing && Prepare(s.q.data(), &s.prep)) {
+    // The screen pays off when the answer is a small part of what passes;
+    // a handful of passing rows is cheaper to score exactly.
+    if (screening() && int64_t{s.want} * 4 <= passing && passing >= kMinScreenedRows && Prepare(s.q.data(), &s.prep)) {
       s.mode = QueryState::Mode::kScreen;
       s.lower.reserve(s.want);
       s.prune_at = std::max<size_t>(4096, size_t(s.want) * 8);
-      s.cand.reserve(std::min<size_t>(s.prune_at, size_t(n)));
+      s.cand.reserve(std::min<size_t>(s.prune_at, size_t(passing)));
       screened.push_back(t);
       ++stats->screened;
     } else {
@@ -473,47 +438,92 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       ++stats->scanned;
     }
   }
+  if (screened.empty() && scanned.empty()) return OkStatus();
+
+  // Blocks of kBlock rows: consecutive rows, or — when at most half the
+  // items pass — the next kBlock passing rows gathered into local buffers
+  // (their codes and bounds for the screened queries, their float64 rows for
+  // the scanned ones), so a selective filter costs in proportion to what
+  // passes. Each block then serves every query of the group while in cache.
+  const bool gather = allowed && passing * 2 <= n;
+  if (gather) stats->gathered += static_cast<int64_t>(screened.size() + scanned.size());
+  const std::vector<int> idx = gather ? allowed->Indices() : std::vector<int>();
+  const int64_t total = gather ? static_cast<int64_t>(idx.size()) : n;
+  std::vector<int8_t> block_codes(gather && !screened.empty() ? size_t(kBlock) * std::max(stride_, 1) : 0);
+  std::vector<float> block_scale(gather ? kBlock : 0), block_err(gather ? kBlock : 0), block_norm(gather ? kBlock : 0);
+  std::vector<double> block_inv(gather && inv ? kBlock : 0);
+  std::vector<double> block_rows(gather && !scanned.empty() ? size_t(kBlock) * r : 0);
+  int block_index[kBlock];
   int32_t dots[kBlock];
   double upper[kBlock], lower_bound[kBlock], scores[kBlock];
-  const int8_t* codes = codes_.data();
-  const float* scale = scale_.data();
-  const float* err = err_.data();
-  const float* norm = norm_.data();
-  const uint64_t* words = allowed ? allowed->words().data() : nullptr;
-  for (int start = 0, block = 0; start < n; start += kBlock, ++block) {
+  const uint64_t* words = allowed && !gather ? allowed->words().data() : nullptr;
+  auto passes = [words](int j) { return !words || ((words[j >> 6] >> (j & 63)) & 1u); };
+
+  for (int64_t start = 0, block = 0; start < total; start += kBlock, ++block) {
     if (block % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
-    const int rows = std::min(kBlock, n - start);
-    if (words) {  // kBlock is a multiple of 64: the block is whole words
-      bool none = true;
-      for (int w = start / 64; w < (start + rows + 63) / 64 && none; ++w) none = words[w] == 0;
-      if (none) continue;
+    const int rows = static_cast<int>(std::min<int64_t>(kBlock, total - start));
+    const int8_t* codes;
+    const float *scale, *err, *norm;
+    const double *rows_v, *row_inv;
+    if (gather) {
+      for (int u = 0; u < rows; ++u) {
+        const int j = idx[start + u];
+        block_index[u] = j;
+        if (!screened.empty()) {
+          std::copy_n(codes_.data() + int64_t{j} * stride_, stride_, block_codes.data() + size_t(u) * stride_);
+          block_scale[u] = scale_[j];
+          block_err[u] = err_[j];
+          block_norm[u] = norm_[j];
+        }
+        if (!scanned.empty()) std::copy_n(v + int64_t{j} * r, r, block_rows.data() + size_t(u) * r);
+        if (inv) block_inv[u] = inv[j];
+      }
+      codes = block_codes.data();
+      scale = block_scale.data();
+      err = block_err.data();
+      norm = block_norm.data();
+      rows_v = block_rows.data();
+      row_inv = inv ? block_inv.data() : nullptr;
+    } else {
+      if (words) {  // kBlock is a multiple of 64: the block is whole words
+        bool none = true;
+        for (int64_t w = start / 64; w < (start + rows + 63) / 64 && none; ++w) none = words[w] == 0;
+        if (none) continue;
+      }
+      for (int u = 0; u < rows; ++u) block_index[u] = static_cast<int>(start + u);
+      const bool copy = screening();  // (no pointer arithmetic on the empty arrays of a copy-less index)
+      codes = copy ? codes_.data() + start * stride_ : nullptr;
+      scale = copy ? scale_.data() + start : nullptr;
+      err = copy ? err_.data() + start : nullptr;
+      norm = copy ? norm_.data() + start : nullptr;
+      rows_v = v + start * r;
+      row_inv = inv ? inv + start : nullptr;
     }
     for (int t : screened) {
       QueryState& s = states[t];
       const PreparedQuery& p = s.prep;
 #ifdef KLS_TOPK_X86
       if (simd_) {
-        DotRowsAvx2(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
+        DotRowsAvx2(codes, rows, stride_, p.codes.data(), dots);
       } else
 #endif
       {
-        DotRowsPortable(codes + int64_t{start} * stride_, rows, stride_, p.codes.data(), dots);
+        DotRowsPortable(codes, rows, stride_, p.codes.data(), dots);
       }
       // Bounds for the whole block first (a branch-free loop the compiler
       // vectorizes), then the rare rows that pass the threshold.
       for (int u = 0; u < rows; ++u) {
-        const int j = start + u;
-        const double a = (p.scale_product * scale[j]) * dots[u];
-        const double b = p.err_coef * err[j] + p.norm_coef * norm[j] + p.eta;
+        const double a = (p.scale_product * scale[u]) * dots[u];
+        const double b = p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta;
         upper[u] = a + b;
         lower_bound[u] = a - b;
       }
-      if (inv) {
+      if (row_inv) {
         // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
         // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
         // (two roundings) plus an underflow slack keeps them bounds.
         for (int u = 0; u < rows; ++u) {
-          const double m = inv[start + u];
+          const double m = row_inv[u];
           const double hi = upper[u] * m, lo = lower_bound[u] * m;
           upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
           lower_bound[u] = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
@@ -521,8 +531,8 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       }
       for (int u = 0; u < rows; ++u) {
         if (!(upper[u] >= s.tau)) continue;
-        const int j = start + u;
-        if (j == s.skip || (words && !((words[j >> 6] >> (j & 63)) & 1u))) continue;
+        const int j = block_index[u];
+        if (j == s.skip || !passes(j)) continue;
         s.cand.push_back({j, upper[u]});
         const double lo = lower_bound[u];
         if (static_cast<int>(s.lower.size()) < s.want) {
@@ -545,11 +555,11 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
     }
     for (int t : scanned) {
       QueryState& s = states[t];
-      ScoreRows(v + int64_t{start} * r, rows, r, s.q.data(), scores);
+      ScoreRows(rows_v, rows, r, s.q.data(), scores);
       for (int u = 0; u < rows; ++u) {
-        const int j = start + u;
-        if (j == s.skip || (words && !((words[j >> 6] >> (j & 63)) & 1u))) continue;
-        const double score = score_of(scores[u], j);
+        const int j = block_index[u];
+        if (j == s.skip || !passes(j)) continue;
+        const double score = row_inv ? scores[u] * row_inv[u] : scores[u];
         if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
         Offer(s.heap, s.want, {j, score});
       }
@@ -572,7 +582,7 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       double f = 0;
       ScoreRows(v + int64_t{c.index} * r, 1, r, s.q.data(), &f);
       ++stats->rescored;
-      Offer(s.heap, s.want, {c.index, score_of(f, c.index)});
+      Offer(s.heap, s.want, {c.index, inv ? f * inv[c.index] : f});
     }
     std::vector<Candidate>().swap(s.cand);
   }

@@ -82,7 +82,23 @@ StatusOr<LearnedKernel::Embedding> KernelServable::ExtendToFeatures(const Eigen:
 StatusOr<std::vector<ScoredItem>> KernelServable::ReRank(const std::vector<int>& candidates,
                                                          const Eigen::VectorXd& prior,
                                                          const VisualRankOptions& options, int k, int* iterations,
-                                                         const SolveControl& control) const {
+                                                         const SolveControl& control,
+                                                         const SelectedItems* selection) const {
+  if (selection) {
+    std::vector<int> kept;
+    std::vector<double> kept_prior;
+    for (size_t t = 0; t < candidates.size(); ++t) {
+      if (candidates[t] < 0 || candidates[t] >= kernel_->num_points() || !selection->Passes(candidates[t])) continue;
+      kept.push_back(candidates[t]);
+      if (prior.size() > 0) kept_prior.push_back(prior[static_cast<Eigen::Index>(t)]);
+    }
+    if (kept.empty()) {
+      *iterations = 0;
+      return std::vector<ScoredItem>();
+    }
+    const Eigen::VectorXd p = Eigen::Map<const Eigen::VectorXd>(kept_prior.data(), static_cast<Eigen::Index>(kept_prior.size()));
+    return ReRank(kept, p, options, k, iterations, control, nullptr);
+  }
   KLS_ASSIGN_OR_RETURN(std::vector<ScoredItem> ranked,
                        ReRankCandidates(*kernel_, candidates, prior, options, iterations, control));
   if (k > 0 && static_cast<int>(ranked.size()) > k) ranked.resize(k);
@@ -100,15 +116,40 @@ StatusOr<std::vector<double>> KernelServable::SocialStrength(const std::vector<i
   return out;
 }
 
-StatusOr<std::vector<ScoredItem>> KernelServable::Recommend(int user, int k, bool groups) const {
+StatusOr<std::vector<ScoredItem>> KernelServable::Recommend(int user, int k, bool groups,
+                                                             const SelectedItems* selection) const {
   if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
   KLS_RETURN_IF_ERROR(kernel_->CheckIndex(user, "user"));
   // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
   const SocialGraph& graph = *attachments_->social;
   const Eigen::VectorXd row =
       attachments_->social_klr ? attachments_->social_klr->Row(*kernel_, user) : kernel_->row(user);
-  return groups ? RecommendGroupsFromRow(row, graph.groups, graph.num_groups, user, k)
-                : RecommendFriendsFromRow(row, graph.contacts[user], user, k);
+  // With a selection: the whole ranking, then the first k that pass (exact).
+  const int asked = selection ? (groups ? graph.num_groups : kernel_->num_points()) : k;
+  std::vector<ScoredItem> ranked = groups ? RecommendGroupsFromRow(row, graph.groups, graph.num_groups, user, asked)
+                                          : RecommendFriendsFromRow(row, graph.contacts[user], user, asked);
+  if (!selection) return ranked;
+  std::vector<ScoredItem> out;
+  for (const ScoredItem& s : ranked) {
+    if (static_cast<int>(out.size()) == k) break;
+    if (s.index >= 0 && (!selection->allowed || s.index < selection->allowed->size()) && selection->Passes(s.index)) {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+int KernelServable::num_groups() const { return has_social_graph() ? attachments_->social->num_groups : 0; }
+
+StatusOr<std::vector<std::vector<ScoredItem>>> KernelServable::Search(const std::vector<TopKQuery>& queries,
+                                                                      const TopKSearchOptions& options,
+                                                                      const SolveControl& control) const {
+  if (index_) return index_->Search(queries, options, control);
+  // No index (building it ran out of memory at load): a copy-less one for this call.
+  TopKIndexOptions scan_only;
+  scan_only.max_index_fraction = 1e-9;
+  KLS_ASSIGN_OR_RETURN(TopKIndex index, TopKIndex::Build(kernel_, scan_only));
+  return index.Search(queries, options, control);
 }
 
 StatusOr<Classification> KernelServable::Classify(const Eigen::MatrixXd& rows) const {

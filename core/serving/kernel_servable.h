@@ -24,6 +24,7 @@
 #include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
+#include "core/serving/item_selection.h"
 #include "core/ranking/kernel_extension.h"
 #include "core/ranking/visual_rank.h"
 #include "core/social/harmonic_classifier.h"
@@ -82,6 +83,13 @@ class KernelServable {
   /// The k items with the largest ⟨v_i, query⟩; `query` has rank() entries, all finite.
   StatusOr<std::vector<ScoredItem>> TopKOfVector(const Eigen::VectorXd& query, int k) const;
 
+  /// A batch of top-k queries (TopKIndex::Search: exact under any allowed
+  /// bitmap, one pass over the items per shared bitmap), stopping within a
+  /// few blocks of `control`'s deadline or cancellation.
+  StatusOr<std::vector<std::vector<ScoredItem>>> Search(const std::vector<TopKQuery>& queries,
+                                                        const TopKSearchOptions& options,
+                                                        const SolveControl& control) const;
+
   /// Embedding rows of unseen points (harmonic extension, thesis §6.3.3):
   /// `rows` are raw features (the kernel's scaling is applied here), `train`
   /// the kernel's training features, already scaled (one row per item).
@@ -93,17 +101,23 @@ class KernelServable {
 
   /// VisualRank over `candidates` (indices) with the optional `prior` (one
   /// value per candidate, or empty); the first `k` (0 = all).
+  /// Candidates a `selection` fails are dropped first (with their priors).
   StatusOr<std::vector<ScoredItem>> ReRank(const std::vector<int>& candidates, const Eigen::VectorXd& prior,
                                            const VisualRankOptions& options, int k, int* iterations,
-                                           const SolveControl& control) const;
+                                           const SolveControl& control, const SelectedItems* selection = nullptr) const;
 
   /// Strength of each pair (u[t], v[t]): the pairwise KLR model's σ(f) when
   /// the kernel has one, else the strength kernel's entry.
   /// FAILED_PRECONDITION without a social graph.
   StatusOr<std::vector<double>> SocialStrength(const std::vector<int>& u, const std::vector<int>& v) const;
 
-  /// Friends (not yet contacts) or groups for `user`, strongest first.
-  StatusOr<std::vector<ScoredItem>> Recommend(int user, int k, bool groups) const;
+  /// Friends (not yet contacts) or groups for `user`, strongest first; with
+  /// a `selection` (over users, or over group ids), the k best that pass it.
+  StatusOr<std::vector<ScoredItem>> Recommend(int user, int k, bool groups,
+                                              const SelectedItems* selection = nullptr) const;
+  /// Number of groups of the social graph (0 without one): the item space
+  /// of RecommendGroups' selections.
+  int num_groups() const;
 
   /// The classifier's decision on each raw feature row (scaling applied here).
   StatusOr<Classification> Classify(const Eigen::MatrixXd& rows) const;

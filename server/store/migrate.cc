@@ -31,6 +31,13 @@ StatusOr<MigrationReport> CopyStore(Store& from, Store& to) {
     KLS_ASSIGN_OR_RETURN(StoredDataset data, from.LoadDataset(r.id));
     KLS_RETURN_IF_ERROR(CountImport(to.ImportDataset(r, data), &report.datasets, &report.skipped_existing)
                             .WithContext("copying data set " + r.id));
+    // Attributes: the latest table (its version number restarts on the target).
+    KLS_ASSIGN_OR_RETURN(std::optional<StoredAttributes> attributes, from.GetDatasetAttributes(r.id));
+    if (attributes) {
+      KLS_RETURN_IF_ERROR(to.PutDatasetAttributes(r.id, attributes->summary, attributes->bytes)
+                              .status()
+                              .WithContext("copying the attributes of data set " + r.id));
+    }
   }
   KLS_ASSIGN_OR_RETURN(std::vector<KernelRecord> kernels, from.ListKernels());
   for (const KernelRecord& r : kernels) {

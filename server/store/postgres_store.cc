@@ -63,7 +63,7 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The schema this build writes. Bump it with a migration step in Migrate().
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 /// pg_advisory_xact_lock key serializing schema creation / migration ("kls\0schm").
 constexpr int64_t kSchemaLockKey = 0x6b6c7300736368;
 /// Class id of the per-kernel-name advisory locks (version numbering).
@@ -235,6 +235,13 @@ constexpr const char* kSchemaV2 = R"sql(
 CREATE TABLE IF NOT EXISTS kernel_names (name text PRIMARY KEY, last_version bigint NOT NULL);
 )sql";
 
+// Version 3: item attributes per data set (ItemAttributes::Serialize bytes).
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE IF NOT EXISTS dataset_attributes (
+  dataset_id text PRIMARY KEY REFERENCES datasets(id) ON DELETE CASCADE, version bigint NOT NULL,
+  summary text NOT NULL, bytes bytea NOT NULL, crc32 bigint NOT NULL);
+)sql";
+
 /// Milliseconds since the epoch on the database clock, as SQL.
 constexpr const char* kDbNowMs = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -294,7 +301,9 @@ KernelRecord ReadKernel(const PGresult* r, int row, std::string* artifact) {
 }
 
 constexpr const char* kDatasetColumns =
-    "id, name, num_points, dim, num_classes, num_constraints, artifact, created_ms";
+    "id, name, num_points, dim, num_classes, num_constraints, artifact, created_ms, "
+    "COALESCE((SELECT version FROM dataset_attributes WHERE dataset_id = datasets.id), 0), "
+    "COALESCE((SELECT summary FROM dataset_attributes WHERE dataset_id = datasets.id), '')";
 
 DatasetRecord ReadDataset(const PGresult* r, int row, std::string* artifact) {
   DatasetRecord d;
@@ -306,6 +315,8 @@ DatasetRecord ReadDataset(const PGresult* r, int row, std::string* artifact) {
   d.num_constraints = GetInt(r, row, 5);
   if (artifact) *artifact = GetText(r, row, 6);
   d.created_unix_ms = GetInt(r, row, 7);
+  d.attributes_version = GetInt(r, row, 8);
+  d.attributes_summary = GetText(r, row, 9);
   return d;
 }
 
@@ -327,6 +338,7 @@ char KindChar(StoreEvent::Kind k) {
     case StoreEvent::Kind::kJobQueued: return 'q';
     case StoreEvent::Kind::kJobChanged: return 'j';
     case StoreEvent::Kind::kKernelChanged: return 'k';
+    case StoreEvent::Kind::kDatasetChanged: return 'd';
   }
   return '?';
 }
@@ -564,9 +576,50 @@ class PostgresStore final : public Store {
     if (PQntuples(r.get()) == 0) return NotFoundError("data set \"" + id + "\" does not exist");
     const std::string artifact = GetText(r.get(), 0, 0);
     KLS_RETURN_IF_ERROR(c->Run("DELETE FROM artifacts WHERE id = $1", Params().Text(artifact)));
+    KLS_RETURN_IF_ERROR(c->Notify(StoreEvent::Kind::kDatasetChanged, id));
     KLS_RETURN_IF_ERROR(tx.Commit());
     CacheRemove(artifact);
     return OkStatus();
+  }
+
+  StatusOr<int64_t> PutDatasetAttributes(const std::string& dataset_id, const std::string& summary,
+                                         const std::string& bytes) override {
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("PutDatasetAttributes"));
+    Transaction tx(*c);
+    KLS_RETURN_IF_ERROR(tx.Begin());
+    // Locks the data set's row: a concurrent delete waits, or this sees it gone.
+    KLS_ASSIGN_OR_RETURN(Result d, c->Exec("SELECT 1 FROM datasets WHERE id = $1 FOR UPDATE", Params().Text(dataset_id)));
+    if (PQntuples(d.get()) == 0) return NotFoundError("data set \"" + dataset_id + "\" does not exist");
+    KLS_ASSIGN_OR_RETURN(
+        Result r, c->Exec("INSERT INTO dataset_attributes (dataset_id, version, summary, bytes, crc32) "
+                          "VALUES ($1, 1, $2, $3::bytea, $4) ON CONFLICT (dataset_id) DO UPDATE SET version = "
+                          "dataset_attributes.version + 1, summary = EXCLUDED.summary, bytes = EXCLUDED.bytes, "
+                          "crc32 = EXCLUDED.crc32 RETURNING version",
+                          Params().Text(dataset_id).Text(bytes.empty() ? std::string() : summary)
+                              .Bytes(bytes.data(), bytes.size()).Int(Crc32Of(bytes))));
+    const int64_t version = GetInt(r.get(), 0, 0);
+    KLS_RETURN_IF_ERROR(c->Notify(StoreEvent::Kind::kDatasetChanged, dataset_id));
+    KLS_RETURN_IF_ERROR(tx.Commit());
+    return version;
+  }
+
+  StatusOr<std::optional<StoredAttributes>> GetDatasetAttributes(const std::string& dataset_id) override {
+    KLS_ASSIGN_OR_RETURN(auto c, Acquire("GetDatasetAttributes"));
+    KLS_RETURN_IF_ERROR(FetchDataset(*c, dataset_id, nullptr).status());
+    KLS_ASSIGN_OR_RETURN(Result r, c->Exec("SELECT version, summary, bytes, crc32 FROM dataset_attributes "
+                                           "WHERE dataset_id = $1",
+                                           Params().Text(dataset_id), /*binary_result=*/true));
+    if (PQntuples(r.get()) == 0) return std::optional<StoredAttributes>();
+    StoredAttributes a;
+    a.version = GetBinaryInt8(r.get(), 0, 0);
+    a.summary = GetText(r.get(), 0, 1);
+    a.bytes = GetText(r.get(), 0, 2);
+    const uint32_t crc = static_cast<uint32_t>(GetBinaryInt8(r.get(), 0, 3));
+    if (Crc32Of(a.bytes) != crc) {
+      return DataLossError("the attributes of data set " + dataset_id + " fail their CRC-32");
+    }
+    if (a.bytes.empty()) return std::optional<StoredAttributes>();
+    return std::optional<StoredAttributes>(std::move(a));
   }
 
   // ---- jobs ----------------------------------------------------------------------
@@ -1002,6 +1055,7 @@ class PostgresStore final : public Store {
     }
     if (version == 0) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
     if (version < 2) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV2));
+    if (version < 3) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV3));
     if (version == 0) {
       KLS_RETURN_IF_ERROR(c->Run("INSERT INTO kls_schema (version) VALUES ($1)", Params().Int(kSchemaVersion)));
     } else if (version < kSchemaVersion) {
@@ -1346,7 +1400,8 @@ class PostgresStore final : public Store {
           stop_cv_.notify_all();
           // Events sent while this replica was not listening are lost:
           // "anything may have changed" (store.h, SetListener).
-          Deliver({StoreEvent{StoreEvent::Kind::kKernelChanged, ""}, StoreEvent{StoreEvent::Kind::kJobQueued, ""}});
+          Deliver({StoreEvent{StoreEvent::Kind::kKernelChanged, ""}, StoreEvent{StoreEvent::Kind::kJobQueued, ""},
+                   StoreEvent{StoreEvent::Kind::kDatasetChanged, ""}});
           PollNotifications(conn.get());
           continue;
         }
@@ -1385,6 +1440,7 @@ class PostgresStore final : public Store {
       case 'q': e.kind = StoreEvent::Kind::kJobQueued; break;
       case 'j': e.kind = StoreEvent::Kind::kJobChanged; break;
       case 'k': e.kind = StoreEvent::Kind::kKernelChanged; break;
+      case 'd': e.kind = StoreEvent::Kind::kDatasetChanged; break;
       default: return;
     }
     e.name = payload.size() > a + 3 ? payload.substr(a + 3) : "";

@@ -131,6 +131,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   job_id TEXT PRIMARY KEY, attempt INTEGER, iteration INTEGER, solver TEXT, bytes BLOB, crc32 INTEGER,
   created_ms INTEGER);
 CREATE TABLE IF NOT EXISTS kernel_names (name TEXT PRIMARY KEY, last_version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dataset_attributes (
+  dataset_id TEXT PRIMARY KEY, version INTEGER NOT NULL, summary TEXT NOT NULL, bytes BLOB, crc32 INTEGER);
 )sql";
 
 /// Columns added after the first schema (lease, owner, counted failures);
@@ -331,12 +333,59 @@ class SqliteStore final : public Store {
     TxLock lock(tx_mu_);
     std::string artifact;
     KLS_RETURN_IF_ERROR(ReadDataset(id, &artifact).status());
+    KLS_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     Stmt s(db_, "DELETE FROM datasets WHERE id = ?");
     s.Bind(1, id);
-    if (s.Step() != SQLITE_DONE) return s.Error("deleting data set");
+    Stmt a(db_, "DELETE FROM dataset_attributes WHERE dataset_id = ?");
+    a.Bind(1, id);
+    if (s.Step() != SQLITE_DONE || a.Step() != SQLITE_DONE) {
+      const Status error = s.Error("deleting data set");
+      (void)Exec("ROLLBACK");
+      return error;
+    }
+    KLS_RETURN_IF_ERROR(Exec("COMMIT"));
     std::error_code ec;
     fs::remove(ArtifactPath(artifact), ec);
+    Notify(StoreEvent::Kind::kDatasetChanged, id);
     return OkStatus();
+  }
+
+  StatusOr<int64_t> PutDatasetAttributes(const std::string& dataset_id, const std::string& summary,
+                                         const std::string& bytes) override {
+    TxLock lock(tx_mu_);
+    std::string artifact;
+    KLS_RETURN_IF_ERROR(ReadDataset(dataset_id, &artifact).status());
+    int64_t version = 1;
+    {
+      Stmt v(db_, "SELECT version FROM dataset_attributes WHERE dataset_id = ?");
+      v.Bind(1, dataset_id);
+      if (v.Step() == SQLITE_ROW) version = v.Int(0) + 1;
+    }
+    Stmt s(db_, "INSERT OR REPLACE INTO dataset_attributes VALUES (?,?,?,?,?)");
+    s.Bind(1, dataset_id).Bind(2, version).Bind(3, bytes.empty() ? std::string() : summary);
+    sqlite3_bind_blob(s.raw(), 4, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+    s.Bind(5, static_cast<int64_t>(Crc(bytes)));
+    if (s.Step() != SQLITE_DONE) return s.Error("writing the attributes of data set " + dataset_id);
+    Notify(StoreEvent::Kind::kDatasetChanged, dataset_id);
+    return version;
+  }
+
+  StatusOr<std::optional<StoredAttributes>> GetDatasetAttributes(const std::string& dataset_id) override {
+    TxLock lock(tx_mu_);
+    std::string artifact;
+    KLS_RETURN_IF_ERROR(ReadDataset(dataset_id, &artifact).status());
+    Stmt s(db_, "SELECT version, summary, bytes, crc32 FROM dataset_attributes WHERE dataset_id = ?");
+    s.Bind(1, dataset_id);
+    if (s.Step() != SQLITE_ROW) return std::optional<StoredAttributes>();
+    StoredAttributes a;
+    a.version = s.Int(0);
+    a.summary = s.Text(1);
+    a.bytes = s.Blob(2);
+    if (static_cast<int64_t>(Crc(a.bytes)) != s.Int(3)) {
+      return DataLossError("the attributes of data set " + dataset_id + " fail their CRC-32");
+    }
+    if (a.bytes.empty()) return std::optional<StoredAttributes>();
+    return std::optional<StoredAttributes>(std::move(a));
   }
 
   // ---- jobs ----------------------------------------------------------------
@@ -895,6 +944,12 @@ class SqliteStore final : public Store {
     r.num_constraints = s.Int(5);
     *artifact = s.Text(6);
     r.created_unix_ms = s.Int(7);
+    Stmt a(db_, "SELECT version, summary FROM dataset_attributes WHERE dataset_id = ?");
+    a.Bind(1, id);
+    if (a.Step() == SQLITE_ROW) {
+      r.attributes_version = a.Int(0);
+      r.attributes_summary = a.Text(1);
+    }
     return r;
   }
 

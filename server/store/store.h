@@ -33,6 +33,18 @@ struct DatasetRecord {
   int64_t num_classes = 0;     ///< 0 when unlabeled
   int64_t num_constraints = 0;
   int64_t created_unix_ms = 0;
+  /// The item attribute columns (ItemAttributes::Summary); empty = none.
+  std::string attributes_summary;
+  /// Bumped by every PutDatasetAttributes; 0 = never set.
+  int64_t attributes_version = 0;
+};
+
+/// A data set's item attributes: core's ItemAttributes::Serialize bytes,
+/// checksummed by the store.
+struct StoredAttributes {
+  int64_t version = 0;
+  std::string summary;
+  std::string bytes;
 };
 
 struct JobRecord {
@@ -87,6 +99,7 @@ struct StoreEvent {
     kJobQueued,      ///< a job became claimable (submitted or re-queued)
     kJobChanged,     ///< a job's state changed (name = job id)
     kKernelChanged,  ///< a kernel version was added or deleted, or an alias moved (name = kernel name)
+    kDatasetChanged, ///< a data set's attributes were replaced, or the data set deleted (name = data set id)
   };
   Kind kind = Kind::kJobQueued;
   std::string name;
@@ -150,6 +163,14 @@ class Store {
   virtual StatusOr<StoredDataset> LoadDataset(const std::string& id) = 0;
   virtual StatusOr<std::vector<DatasetRecord>> ListDatasets() = 0;
   virtual Status DeleteDataset(const std::string& id) = 0;
+  /// Replaces the data set's item attributes (`bytes` empty = removes them)
+  /// and returns the new attributes_version. NOT_FOUND for an unknown data
+  /// set. Emits kDatasetChanged.
+  virtual StatusOr<int64_t> PutDatasetAttributes(const std::string& dataset_id, const std::string& summary,
+                                                 const std::string& bytes) = 0;
+  /// The data set's attributes; nullopt when it has none. NOT_FOUND for an
+  /// unknown data set, DATA_LOSS when the bytes fail their checksum.
+  virtual StatusOr<std::optional<StoredAttributes>> GetDatasetAttributes(const std::string& dataset_id) = 0;
 
   // Jobs.
   /// Assigns id and created time; an empty kernel_name becomes the job id

@@ -273,6 +273,55 @@ def test_submit_wait_and_query_a_learned_kernel(client):
     np.testing.assert_array_equal(client.export(("iris-admm", 1)), v)
 
 
+def test_ranking_queries_with_attributes_filters_and_batches(client):
+    """Attributes uploaded with a data set, a learned kernel on it, then
+    filtered / batched / cosine top-k checked against numpy on the exported V."""
+    x, y, _ = kls_client.read_csv(IRIS)
+    n = x.shape[0]
+    keys = ["flower-%03d" % i for i in range(n)]
+    rng = np.random.default_rng(3)
+    colour = [["red", "blue", "white"][i % 3] for i in range(n)]
+    price = [None if i % 17 == 0 else float(np.round(rng.uniform(1, 50), 2)) for i in range(n)]
+    sold_out = [bool(i % 5 == 0) for i in range(n)]
+    data = client.upload(x, labels=y, keys=keys, constraints=iris_constraints(y), name="shop",
+                         attributes={"colour": colour, "price": price, "sold_out": sold_out})
+    assert data.attributes == "colour:string, price:float, sold_out:bool"
+    job = client.submit(data, "kl_admm", "shop", gamma=10, graph={"k": 5, "weight": "gaussian"})
+    assert kls_client.state_name(client.wait(job)) == "SUCCEEDED"
+    v = client.export("shop")
+    k = v @ v.T
+
+    def passes(j):
+        return colour[j] in ("red", "blue") and price[j] is not None and price[j] < 25 and not sold_out[j]
+
+    expression = 'colour in ["red", "blue"] and price < 25 and not sold_out'
+    queries = [0, 50, 149]
+    answers = client.topk("shop", items=queries, k=8, exclude_self=True, filter=expression,
+                          exclude=["flower-003"])
+    assert len(answers) == len(queries)
+    for item, answer in zip(queries, answers):
+        allowed = [j for j in range(n) if j != item and j != 3 and passes(j)]
+        expected = sorted(allowed, key=lambda j: (-k[item, j], j))[:8]
+        assert [t.index for t in answer] == expected
+        assert [t.key for t in answer] == [keys[j] for j in expected]
+        # the batch answers as the single query does
+        single = client.topk("shop", key=keys[item], k=8, exclude_self=True, filter=expression, exclude=[3])
+        assert [t.index for t in single] == [t.index for t in answer]
+
+    cosine = client.topk("shop", item=7, k=3, metric="cosine")
+    assert cosine[0].index == 7 and abs(cosine[0].score - 1.0) < 1e-12
+    page = client.topk("shop", item=7, k=3, offset=3, metric="cosine")
+    assert [t.index for t in page] == [t.index for t in client.topk("shop", item=7, k=6, metric="cosine")][3:]
+    assert client.topk("shop", item=7, k=5, filter="price > 1000") == []
+
+    # Replaced without re-learning: the next query sees the new table.
+    info = client.set_attributes("shop", {"sold_out": [i >= 10 for i in range(n)]})
+    assert info.attributes == "sold_out:bool" and info.attributes_version == 2
+    top = client.topk("shop", item=20, k=50, filter="not sold_out")
+    assert sorted(t.index for t in top) == list(range(10))
+    expect(grpc.StatusCode.INVALID_ARGUMENT, client.topk, "shop", item=20, k=5, filter="colour = 'red'")
+
+
 def test_embedding_job_with_an_enum_option(client):
     data = client.upload(IRIS, name="iris-kpca")
     done = client.wait(client.submit(data.id, "embedding", "iris-2d", algorithm="kpca", dims=2))

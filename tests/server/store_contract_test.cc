@@ -296,6 +296,59 @@ TEST_P(StoreContractTest, EventsReachTheListener) {
   EXPECT_TRUE(log.WaitFor(StoreEvent::Kind::kJobChanged, j.id, std::chrono::seconds(1)));
 }
 
+TEST_P(StoreContractTest, DatasetAttributesAreVersionedCheckedAndGoWithTheDataSet) {
+  EventLog log;
+  store_->SetListener(log.Listener());
+  StoredDataset d;
+  d.data.features = Eigen::MatrixXd::Random(4, 2);
+  auto ds = store_->PutDataset("attrs", d);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->attributes_version, 0);
+  auto none = store_->GetDatasetAttributes(ds->id);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+
+  auto v1 = store_->PutDatasetAttributes(ds->id, "a:int", std::string("one\0bytes", 9));
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  EXPECT_EQ(*v1, 1);
+  EXPECT_TRUE(log.WaitFor(StoreEvent::Kind::kDatasetChanged, ds->id, std::chrono::seconds(1)));
+  auto v2 = store_->PutDatasetAttributes(ds->id, "b:string", "two");
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  EXPECT_EQ(*v2, 2);
+  auto got = store_->GetDatasetAttributes(ds->id);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_EQ((*got)->version, 2);
+  EXPECT_EQ((*got)->summary, "b:string");
+  EXPECT_EQ((*got)->bytes, "two");
+  auto record = store_->GetDatasetRecord(ds->id);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->attributes_version, 2);
+  EXPECT_EQ(record->attributes_summary, "b:string");
+  auto listed = store_->ListDatasets();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().attributes_summary, "b:string");
+
+  // Removed by empty bytes; the version still moves on.
+  auto v3 = store_->PutDatasetAttributes(ds->id, "ignored", "");
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ(*v3, 3);
+  auto removed = store_->GetDatasetAttributes(ds->id);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_FALSE(removed->has_value());
+  EXPECT_EQ(store_->GetDatasetRecord(ds->id)->attributes_summary, "");
+
+  // Unknown data set: NOT_FOUND; a deleted one takes its attributes along.
+  EXPECT_EQ(store_->PutDatasetAttributes("ds-nope", "a:int", "x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetDatasetAttributes("ds-nope").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->PutDatasetAttributes(ds->id, "a:int", "again").ok());
+  ASSERT_TRUE(store_->DeleteDataset(ds->id).ok());
+  EXPECT_EQ(store_->GetDatasetAttributes(ds->id).status().code(), StatusCode::kNotFound);
+  auto fresh = store_->PutDataset("attrs", d);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->attributes_version, 0);
+}
+
 TEST_P(StoreContractTest, AVersionNumberIsNeverGivenTwiceEvenAfterItsDelete) {
   // A client holding NAME:VERSION must never get another kernel under it.
   KernelRecord r;

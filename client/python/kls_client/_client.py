@@ -219,6 +219,71 @@ class _Social:
                 yield chunk
 
 
+def _fill_selector(select, filter, exclude, allow):
+    """An ItemSelector from topk's filter / exclude / allow arguments
+    (exclude and allow: indices, or keys as strings)."""
+    if filter:
+        select.filter = filter
+    for values, by_index, by_key in ((exclude, select.exclude, select.exclude_keys),
+                                     (allow, select.allow, select.allow_keys)):
+        if values is None:
+            continue
+        values = list(values)
+        if values and all(isinstance(v, str) for v in values):
+            by_key.extend(values)
+        else:
+            by_index.extend(int(v) for v in values)
+    if allow is not None and not list(allow):
+        raise ValueError("allow is empty: no item could be returned (pass None for every item)")
+
+
+def _csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    text = str(value)
+    if any(c in text for c in ',"\n\r') or text != text.strip():
+        text = '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _attributes_csv(attributes):
+    """upload's / set_attributes' `attributes` as the CSV bytes the server parses."""
+    if attributes is None:
+        return b""
+    if isinstance(attributes, bytes):
+        return attributes
+    if isinstance(attributes, os.PathLike) or (isinstance(attributes, str) and "\n" not in attributes
+                                               and os.path.exists(attributes)):
+        with open(os.fspath(attributes), "rb") as f:
+            return f.read()
+    if isinstance(attributes, str):
+        return attributes.encode()
+    if not isinstance(attributes, dict):
+        raise ValueError("attributes must be a dict {column: values}, a CSV path or CSV text")
+    columns = {str(name): list(values) for name, values in attributes.items()}
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError("attributes columns have different lengths: %s" % sorted(lengths))
+    n = lengths.pop() if lengths else 0
+    types = {}
+    for name, values in columns.items():
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+            types[name] = "bool"
+        elif present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+            types[name] = "int"
+        elif present and all(isinstance(v, (int, float, np.integer, np.floating)) for v in present):
+            types[name] = "float"
+        else:
+            types[name] = "string"
+    lines = [",".join(["row"] + ["%s:%s" % (name, types[name]) for name in columns])]
+    for i in range(n):
+        lines.append(",".join([str(i)] + [_csv_cell(columns[name][i]) for name in columns]))
+    return ("\n".join(lines) + "\n").encode()
+
+
 def _set_field(message, name, value):
     """Sets one options field; enum fields also take their value's name
     (case-insensitive, e.g. loss="hinge", algorithm="kpca")."""
@@ -333,7 +398,7 @@ class Client:
     # ---- Datasets -----------------------------------------------------------
 
     def upload(self, features, labels=None, keys=None, constraints=None, protocol=None, name=None,
-               encoding="auto", chunk_bytes=_MIB, social=None):
+               encoding="auto", chunk_bytes=_MIB, social=None, attributes=None):
         """Datasets.Upload; returns the stored DatasetInfo (its `id` names the
         data set in submit).
 
@@ -359,7 +424,12 @@ class Client:
                      (user, user), "groups" (user, group), "faves" (user,
                      photo); "num_users", "num_groups" and "vocabulary"
                      default to the largest id seen + 1 (as `kls upload --social`).
+        attributes:  item attributes that ItemSelector filters read: a dict
+                     {column: n values} (str, int, float or bool; None = no
+                     value), the path of an attributes CSV (`kls upload
+                     --attributes`), or CSV text (first line a header).
         """
+        attributes_csv = _attributes_csv(attributes)
         if protocol is not None:
             raise ValueError(
                 "protocol=%r: constraint protocols are generated client-side by core C++ "
@@ -436,8 +506,11 @@ class Client:
             if community is not None:
                 for chunk in community.chunks(budget):
                     yield datasets_pb2.UploadDatasetRequest(social=chunk)
+            for first in range(0, len(attributes_csv), budget):
+                yield datasets_pb2.UploadDatasetRequest(
+                    attributes=datasets_pb2.AttributesChunk(csv=attributes_csv[first:first + budget]))
 
-        timeout = self._bulk_timeout(8.0 * n * d + 12.0 * pairs.shape[0])
+        timeout = self._bulk_timeout(8.0 * n * d + 12.0 * pairs.shape[0] + len(attributes_csv))
         return self._call(self._datasets.Upload, messages(), timeout=timeout)
 
     def dataset(self, dataset_id):
@@ -447,6 +520,22 @@ class Client:
     def datasets(self):
         """Every stored data set (DatasetInfo list)."""
         return list(self._call(self._datasets.List, datasets_pb2.ListDatasetsRequest()).datasets)
+
+    def set_attributes(self, dataset, attributes):
+        """Datasets.SetAttributes: replaces the item attributes of `dataset`
+        (a DatasetInfo, an id, or a name = the newest data set of that name)
+        without re-learning; `attributes` as in upload (None or {} removes
+        them). Returns the DatasetInfo with the new attributes_version."""
+        dataset_id = dataset.id if isinstance(dataset, datasets_pb2.DatasetInfo) else str(dataset)
+        csv = _attributes_csv(attributes) if attributes else b""
+
+        def messages():
+            yield datasets_pb2.SetAttributesRequest(
+                dataset_id=dataset_id, attributes=datasets_pb2.AttributesChunk(csv=csv[:_MIB]))
+            for first in range(_MIB, len(csv), _MIB):
+                yield datasets_pb2.SetAttributesRequest(attributes=datasets_pb2.AttributesChunk(csv=csv[first:first + _MIB]))
+
+        return self._call(self._datasets.SetAttributes, messages(), timeout=self._bulk_timeout(len(csv)))
 
     def delete_dataset(self, dataset_id):
         self._call(self._datasets.Delete, datasets_pb2.DeleteDatasetRequest(
@@ -656,34 +745,67 @@ class Client:
     def _items(items):
         return [ScoredItem(item.index, item.item_key or None, item.score) for item in items]
 
-    def topk(self, kernel, *, item=None, key=None, vector=None, features=None, k=10, exclude_self=False,
-             neighbors=None, sigma=None):
-        """The k items most similar to one query: `item` (an index), `key`
+    def topk(self, kernel, *, item=None, key=None, vector=None, features=None, items=None, keys=None,
+             vectors=None, k=10, exclude_self=False, neighbors=None, sigma=None, filter=None, exclude=None,
+             allow=None, metric="inner_product", min_score=None, offset=0):
+        """The k items most similar to a query: one `item` (an index), `key`
         (an item key), `vector` (a point of the embedding space, length =
         rank) or `features` (raw features of an item the kernel was not
-        trained on; `neighbors` and `sigma` tune its harmonic extension).
-        Returns [ScoredItem(index, key, score)] by descending score."""
-        given = [name for name, value in (("item", item), ("key", key), ("vector", vector), ("features", features))
+        trained on; `neighbors` and `sigma` tune its harmonic extension) —
+        returns [ScoredItem(index, key, score)] by descending score — or a
+        batch of up to 1,000: `items`, `keys` or `vectors` (rows) — returns
+        one such list per query, in order, from one pass over the items.
+
+        filter:    an expression over the data set's attributes, `index` and
+                   `key`, e.g. 'category in ["shoes"] and price < 100 and not
+                   discontinued'; exact: the k best items that pass.
+        exclude:   items never returned (indices, or keys as strings), e.g.
+                   already seen; `allow`: only these items.
+        metric:    "inner_product" (K_ij) or "cosine" (K_ij / sqrt(K_ii K_jj)).
+        min_score: drop results scoring below it; offset: skip the best
+                   `offset` first (paging, in the order of one large query).
+        """
+        given = [name for name, value in (("item", item), ("key", key), ("vector", vector), ("features", features),
+                                          ("items", items), ("keys", keys), ("vectors", vectors))
                  if value is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of item, key, vector or features (got %s)"
+            raise ValueError("give exactly one of item, key, vector, features, items, keys or vectors (got %s)"
                              % (", ".join(given) or "none"))
-        request = queries_pb2.TopKRequest(kernel=parse_kernel_ref(kernel), k=k, exclude_self=exclude_self)
+        metrics = {"inner_product": queries_pb2.INNER_PRODUCT, "cosine": queries_pb2.COSINE}
+        if metric not in metrics:
+            raise ValueError("metric = %r is not one of inner_product, cosine" % (metric,))
+        request = queries_pb2.TopKRequest(kernel=parse_kernel_ref(kernel), k=k, exclude_self=exclude_self,
+                                          metric=metrics[metric], offset=offset)
+        if min_score is not None:
+            request.min_score = float(min_score)
+        _fill_selector(request.select, filter, exclude, allow)
         if item is not None:
             request.item = int(item)
         elif key is not None:
             request.item_key = key
         elif vector is not None:
             request.vector.values.extend(np.asarray(vector, dtype=np.float64).ravel().tolist())
-        else:
+        elif features is not None:
             request.features.values.extend(np.asarray(features, dtype=np.float64).ravel().tolist())
             if neighbors is not None:
                 request.features.neighbors = neighbors
             if sigma is not None:
                 request.features.sigma = sigma
-        return self._items(self._call(self._queries.TopK, request).items)
+        elif items is not None:
+            for i in np.asarray(items, dtype=np.int64).ravel().tolist():
+                request.queries.add(item=i)
+        elif keys is not None:
+            for name in keys:
+                request.queries.add(item_key=str(name))
+        else:
+            for row in _matrix(vectors, "vectors"):
+                request.queries.add().vector.values.extend(row.tolist())
+        response = self._call(self._queries.TopK, request)
+        if request.queries:
+            return [self._items(result.items) for result in response.results]
+        return self._items(response.items)
 
-    def rerank(self, kernel, candidates, prior=None, damping=None, k=0):
+    def rerank(self, kernel, candidates, prior=None, damping=None, k=0, filter=None, exclude=None, allow=None):
         """Re-ranks candidates (item indices, or item keys as strings) by
         VisualRank on the kernel restricted to them, with an optional prior
         (one score ≥ 0 per candidate, e.g. the text search's); `damping`
@@ -699,6 +821,7 @@ class Client:
             request.prior.extend(np.asarray(prior, dtype=np.float64).ravel().tolist())
         if damping is not None:
             request.damping = damping
+        _fill_selector(request.select, filter, exclude, allow)
         response = self._call(self._queries.ReRank, request)
         out = RankedItems(self._items(response.items))
         out.iterations = response.iterations
@@ -730,10 +853,12 @@ class Client:
                               queries_pb2.SocialStrengthRequest(kernel=parse_kernel_ref(kernel), u=u, v=v))
         return np.asarray(response.values, dtype=np.float64)
 
-    def recommend(self, kernel, user, k=10, groups=False):
+    def recommend(self, kernel, user, k=10, groups=False, filter=None, exclude=None, allow=None):
         """Friends (or, with groups, groups) user has not yet linked, best
-        first: [ScoredItem(index, key, score)]."""
+        first: [ScoredItem(index, key, score)]; filter / exclude / allow
+        restrict the answers as in topk (groups: by group id, `index` only)."""
         request = queries_pb2.RecommendRequest(kernel=parse_kernel_ref(kernel), user=user, k=k)
+        _fill_selector(request.select, filter, exclude, allow)
         method = self._queries.RecommendGroups if groups else self._queries.RecommendFriends
         return self._items(self._call(method, request).items)
 
