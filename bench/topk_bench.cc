@@ -26,7 +26,8 @@
 // searched as one TopKIndex::Search batch under a random filter passing a
 // fraction s of the items (one shared bitmap), against FAISS IndexFlatIP
 // searching the same B queries in one call with an IDSelectorBitmap for the
-// same filter (SearchParameters::sel), both on one thread. The JSON gains
+// same filter (SearchParameters::sel), both with --threads threads (default
+// one per core; single queries stay on one thread). The JSON gains
 //   filtered: [{selectivity, passing, seconds_per_query, faiss_seconds_per_query,
 //               faiss_over_kls, faiss_recall_at_k, exact_answers}, ...]
 //   batch_over_single: one unfiltered batch of B / B single queries (time ratio)
@@ -47,6 +48,7 @@
 #include <random>
 
 #include "bench/bench_util.h"
+#include "core/common/parallel.h"
 #include "core/common/solve_control.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
@@ -129,6 +131,8 @@ std::vector<double> ParseList(const std::string& text) {
 Runner RegisterTopK(CLI::App& app, bool* json) {
   struct Args {
     int n = 100000, dim = 128, k = 10, queries = 30, batch = 0, repeats = 3;
+    bool no_vnni = false;
+    int threads = 0;
     std::string selectivity;
     uint64_t seed = 1;
   };
@@ -143,6 +147,9 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
       ->capture_default_str();
   app.add_option("--selectivity", a->selectivity,
                  "filters to measure, as fractions of the items that pass: '0.0001,0.01,0.1,0.5,1'");
+  app.add_option("--threads", a->threads, "threads of a batch (0: one per core; FAISS gets as many)")
+      ->capture_default_str();
+  app.add_flag("--no-vnni", a->no_vnni, "screen with the AVX2 int16 kernel even where AVX-512 VNNI exists");
   app.add_option("--repeats", a->repeats, "timed repetitions of each batch (median reported)")->capture_default_str();
   return [a, json]() -> int {
     if (a->n < 1 || a->dim < 1 || int64_t{a->n} * a->dim > (int64_t{1} << 31)) {
@@ -169,7 +176,9 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
     StatusOr<TopKIndex> built = InvalidArgumentError("not built");
     {
       const Stopwatch w;
-      built = TopKIndex::Build(kernel);
+      TopKIndexOptions index_options;
+      index_options.use_vnni = !a->no_vnni;
+      built = TopKIndex::Build(kernel, index_options);
       build_seconds = w.Seconds();
     }
     if (!built.ok()) return Fail(built.status());
@@ -255,6 +264,7 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
                           {"index_over_embedding_bytes", double(index.memory_bytes()) / bytes},
                           {"index_build_seconds", build_seconds},
                           {"index_uses_avx2", index.uses_simd()},
+                          {"index_uses_vnni", index.uses_vnni()},
                           {"screened_queries", screened},
                           {"rescored_rows_mean", rescored / a->queries},
                           {"candidates_mean", candidates / a->queries},
@@ -307,6 +317,7 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
       for (int t = 0; t < batch; ++t) plain[t].vector = bq[t].data();
       TopKSearchOptions options;
       options.k = a->k;
+      options.threads = a->threads;  // the batch; single queries always run on one thread
       std::vector<double> batch_s, single_s;
       for (int rep = 0; rep < std::max(1, a->repeats); ++rep) {
         StatusOr<std::vector<std::vector<ScoredItem>>> all = InvalidArgumentError("unset");
@@ -325,6 +336,7 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
         single_s.push_back(w.Seconds());
       }
       out["batch"] = batch;
+      out["batch_threads"] = ResolveThreadCount(a->threads);
       out["batch_seconds_per_query"] = Median(batch_s) / batch;
       out["single_seconds_per_query"] = Median(single_s) / batch;
       out["batch_over_single"] = Median(batch_s) / Median(single_s);
@@ -336,6 +348,9 @@ Runner RegisterTopK(CLI::App& app, bool* json) {
         for (int c = 0; c < a->dim; ++c) bqf[size_t(t) * a->dim + c] = static_cast<float>(bq[t][c]);
       std::vector<float> fd(size_t(batch) * a->k);
       std::vector<faiss::Index::idx_t> fi(size_t(batch) * a->k);
+#endif
+#ifdef KLS_HAVE_FAISS
+      omp_set_num_threads(ResolveThreadCount(a->threads));  // FAISS's batches get the threads KLS's get
 #endif
       for (double sel : selectivities) {
         ItemBitmap allowed(a->n);

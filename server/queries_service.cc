@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/common/parallel.h"
 #include "core/serving/kernel_servable.h"
 #include "server/jobs/solver_dispatch.h"
 #include "server/kernels_service.h"
@@ -347,6 +348,9 @@ Status QueriesService::AnswerTopK(const kls::v1::TopKRequest& request, const Sol
   TopKSearchOptions options;
   options.k = request.k();
   options.offset = request.offset();
+  // A batch splits its queries over up to kMaxTopKBatchThreads cores (one
+  // pass each); a single query stays on the handler's thread.
+  options.threads = batch ? std::min(kMaxTopKBatchThreads, ResolveThreadCount(0)) : 1;
   switch (request.metric()) {
     case kls::v1::SCORE_METRIC_UNSPECIFIED:
     case kls::v1::INNER_PRODUCT: options.metric = ScoreMetric::kInnerProduct; break;

@@ -44,6 +44,7 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
   static constexpr int kMaxExtensionRows = 1'000;  ///< Embed feature rows (harmonic extension) per request
   static constexpr int kMaxTopKBatch = 1'000;   ///< TopK queries per request (TopKRequest.queries)
   static constexpr int kMaxTopKDepth = 100'000; ///< TopK offset + k
+  static constexpr int kMaxTopKBatchThreads = 4; ///< cores one TopK batch may use
 
   /// `cache` must outlive the grpc::Server the service is registered on.
   explicit QueriesService(KernelCache* cache) : cache_(cache) {}

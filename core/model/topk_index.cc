@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "core/common/parallel.h"
 #include "core/model/row_scan.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,7 +20,7 @@ namespace {
 
 constexpr double kUnit = 0x1p-53;  // unit roundoff u of float64
 // Rows screened per block: the int32 dot products of one block stay in L1.
-constexpr int kBlock = 256;
+constexpr int kBlock = 256;  // a multiple of 64 (bitmap words) and of TopKIndex::kLanes
 // Fewest passing rows a query screens (fewer: scored exactly, cheaper).
 constexpr int64_t kMinScreenedRows = 256;
 // Largest ‖q‖·max‖v_i‖ screened: below it no float64 score or bound overflows.
@@ -32,7 +33,8 @@ constexpr double kMaxScoreMagnitude = 1e290;
 // (r + 4)u of the true norm of the given x; the (r + 16)·2⁻⁵² = 2(r + 16)u
 // factor covers that and one more relative rounding u per element of x (the
 // quantization residuals are computed with one rounding each).
-double UpperNorm(const double* x, int r) {
+// ScaledNorm is the plain value, UpperNorm the bound.
+double ScaledNorm(const double* x, int r) {
   double m = 0;
   for (int c = 0; c < r; ++c) m = std::max(m, std::abs(x[c]));
   if (m == 0) return 0;
@@ -41,8 +43,9 @@ double UpperNorm(const double* x, int r) {
     const double y = x[c] / m;
     s += y * y;
   }
-  return m * std::sqrt(s) * (1.0 + (r + 16) * 0x1p-52);
+  return m * std::sqrt(s);
 }
+double UpperNorm(const double* x, int r) { return ScaledNorm(x, r) * (1.0 + (r + 16) * 0x1p-52); }
 
 // The float nearest above x ≥ 0 (x stored in a float must never shrink).
 float FloatUp(double x) {
@@ -112,6 +115,42 @@ __attribute__((target("avx2"))) void DotRowsAvx2(const int8_t* codes, int rows, 
 }
 
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2"); }
+
+// AVX-512 VNNI on the interleaved layout (TopKIndex::CodeOffset): a 64-byte
+// load holds four columns of sixteen rows, and vpdpbusd multiplies them by the
+// query's four bytes of those columns (broadcast) and adds each row's four
+// products into that row's int32 lane — sixteen rows advance per instruction,
+// with no horizontal sums. The query is stored as u_c = d_c + 128 (d_c ∈
+// [−127, 127]) because vpdpbusd's first operand is unsigned, so
+//   d · c_i = u · c_i − 128 Σ_c c_ic,
+// exact in int32 (|u · c_i| ≤ stride·255·127 < 2³¹ for stride < 66,000).
+// `codes` starts at a group boundary; `rows` need not fill the last group
+// (the padding lanes are computed and dropped).
+__attribute__((target("avx2,avx512f,avx512bw,avx512vnni"))) void DotRowsVnni(
+    const int8_t* codes, int rows, int stride, const uint8_t* u, const int32_t* rowsum, int32_t* out) {
+  const int groups = stride / 4;  // a multiple of 4: stride is a multiple of 16
+  const int32_t* u32 = reinterpret_cast<const int32_t*>(u);
+  for (int t = 0; t < rows; t += 16) {
+    const int8_t* block = codes + int64_t{t} * stride;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (int g = 0; g < groups; g += 4) {
+      a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(u32[g]), _mm512_loadu_si512(block + int64_t{g} * 64));
+      a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(u32[g + 1]), _mm512_loadu_si512(block + int64_t{g + 1} * 64));
+      a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(u32[g + 2]), _mm512_loadu_si512(block + int64_t{g + 2} * 64));
+      a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(u32[g + 3]), _mm512_loadu_si512(block + int64_t{g + 3} * 64));
+    }
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    const int lanes = std::min(16, rows - t);
+    alignas(64) int32_t lane[16];
+    _mm512_store_si512(lane, sum);
+    for (int l = 0; l < lanes; ++l) out[t + l] = lane[l] - 128 * rowsum[t + l];
+  }
+}
+
+bool CpuHasVnni() {
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw");
+}
 #endif
 
 struct Candidate {
@@ -136,24 +175,19 @@ inline void Offer(std::vector<ScoredItem>& heap, int want, const ScoredItem& ite
 }
 
 // 1/‖x‖₂ for the cosine (x finite, length r), 0 for a zero vector or one whose
-// norm is too small to invert (below 1e-300). Scaled like UpperNorm, so no
-// square under- or overflows.
+// norm is too small to invert (below 1e-300).
 double InverseNorm(const double* x, int r) {
-  double m = 0;
-  for (int c = 0; c < r; ++c) m = std::max(m, std::abs(x[c]));
-  if (m == 0) return 0;
-  double s = 0;
-  for (int c = 0; c < r; ++c) {
-    const double y = x[c] / m;
-    s += y * y;
-  }
-  const double norm = m * std::sqrt(s);
+  const double norm = ScaledNorm(x, r);
   return norm >= 1e-300 ? 1.0 / norm : 0.0;
 }
 
 }  // namespace
 
 Status TopKIndexOptions::Validate() const {
+  if (max_query_code != 0 && (max_query_code < 127 || max_query_code > 32767)) {
+    return InvalidArgumentError("max_query_code = " + std::to_string(max_query_code) +
+                                " must be 0 or in [127, 32767]");
+  }
   if (!(max_index_fraction > 0 && max_index_fraction <= 1)) {
     return InvalidArgumentError("max_index_fraction = " + std::to_string(max_index_fraction) +
                                 " must be in (0, 1]");
@@ -163,6 +197,7 @@ Status TopKIndexOptions::Validate() const {
 
 struct TopKIndex::PreparedQuery {
   std::vector<int16_t> codes;  // d, length stride_
+  std::vector<uint8_t> codes8; // d + 128 (the VNNI kernel's unsigned operand), when vnni_
   double scale_product = 0;    // s_q·G (exact: both powers of two, checked normal)
   double err_coef = 0;         // α·G = (‖q‖ + ‖e_q‖ + γQ)·G, multiplies err_[i]
   double norm_coef = 0;        // β·G = (‖e_q‖ + γQ)·G, multiplies norm_[i]
@@ -198,15 +233,23 @@ StatusOr<TopKIndex> TopKIndex::Build(std::shared_ptr<const LearnedKernel> kernel
     index.global_scale_ = g;
 #ifdef KLS_TOPK_X86
     index.simd_ = options.use_simd && CpuHasAvx2();
+    // VNNI takes 8-bit query codes: a coarser query rounding (looser bounds,
+    // a few more rows re-scored) for four times the products per instruction.
+    index.vnni_ = index.simd_ && options.use_vnni && CpuHasVnni() && stride < 66000;
+    if (index.vnni_) index.max_query_code_ = 127;
+    if (options.max_query_code > 0) index.max_query_code_ = std::min(index.max_query_code_, options.max_query_code);
 #endif
-    index.codes_.assign(size_t(n) * stride, 0);
+    // VNNI: rows interleaved in groups of kLanes (see CodeOffset), padded to a whole group.
+    index.codes_.assign(size_t(index.vnni_ ? (n + kLanes - 1) / kLanes * kLanes : n) * stride, 0);
+    std::vector<int8_t> row_codes(stride, 0);
     index.scale_.assign(n, 0.0f);
     index.err_.assign(n, 0.0f);
     index.norm_.assign(n, 0.0f);
+    if (index.vnni_) index.rowsum_.assign(n, 0);
     std::vector<double> residual(r);
     for (int i = 0; i < n; ++i) {
       const double* row = v + int64_t{i} * r;
-      int8_t* code = index.codes_.data() + int64_t{i} * stride;
+      int8_t* code = row_codes.data();
       double m = 0;
       for (int c = 0; c < r; ++c) m = std::max(m, std::abs(row[c]));
       // s_i = f·G with f a float ≥ m/(127 G): then s_i·c is exact in float64
@@ -224,6 +267,12 @@ StatusOr<TopKIndex> TopKIndex::Build(std::shared_ptr<const LearnedKernel> kernel
         code[c] = static_cast<int8_t>(q);
         residual[c] = row[c] - s * q;  // one rounding: covered by UpperNorm's factor
       }
+      index.StoreCodes(i, code, index.codes_.data());
+      if (index.vnni_) {
+        int32_t sum = 0;
+        for (int c = 0; c < r; ++c) sum += code[c];
+        index.rowsum_[i] = sum;
+      }
       index.scale_[i] = f;
       index.err_[i] = FloatUpOver(UpperNorm(residual.data(), r), g);
       const double norm = UpperNorm(row, r);
@@ -237,7 +286,7 @@ StatusOr<TopKIndex> TopKIndex::Build(std::shared_ptr<const LearnedKernel> kernel
 int64_t TopKIndex::memory_bytes() const {
   return static_cast<int64_t>(codes_.capacity() * sizeof(int8_t) +
                               (scale_.capacity() + err_.capacity() + norm_.capacity()) * sizeof(float) +
-                              inv_norm_.capacity() * sizeof(double)) +
+                              inv_norm_.capacity() * sizeof(double) + rowsum_.capacity() * sizeof(int32_t)) +
          static_cast<int64_t>(sizeof(TopKIndex));
 }
 
@@ -260,6 +309,10 @@ bool TopKIndex::Prepare(const double* query, PreparedQuery* out) const {
     out->codes[c] = static_cast<int16_t>(d);
     residual[c] = query[c] - sq * d;
   }
+  if (vnni_) {
+    out->codes8.assign(stride_, 128);  // padding columns: d = 0
+    for (int c = 0; c < r; ++c) out->codes8[c] = static_cast<uint8_t>(out->codes[c] + 128);
+  }
   const double enorm = UpperNorm(residual.data(), r);
   // γ = 8(r + 32)u over-covers: the float64 scan's γ_r‖q‖‖v_i‖ (≈ r u), the
   // two roundings of a_i (2u·‖q̂‖‖v̂_i‖), the roundings of α, β, b_i and of
@@ -274,6 +327,42 @@ bool TopKIndex::Prepare(const double* query, PreparedQuery* out) const {
   return true;
 }
 
+int64_t TopKIndex::CodeOffset(int64_t i, int c) const {
+  if (!vnni_) return i * stride_ + c;
+  // Groups of kLanes rows; inside a group, four columns of every row in turn.
+  return (i / kLanes) * kLanes * stride_ + int64_t{c / 4} * (kLanes * 4) + (i % kLanes) * 4 + c % 4;
+}
+
+void TopKIndex::StoreCodes(int64_t i, const int8_t* row, int8_t* dest) const {
+  if (!vnni_) {
+    std::copy_n(row, stride_, dest + i * stride_);
+    return;
+  }
+  for (int c = 0; c < stride_; c += 4) std::copy_n(row + c, 4, dest + CodeOffset(i, c));
+}
+
+void TopKIndex::CopyCodes(int j, int u, int8_t* block) const {
+  if (!vnni_) {
+    std::copy_n(codes_.data() + int64_t{j} * stride_, stride_, block + int64_t{u} * stride_);
+    return;
+  }
+  for (int c = 0; c < stride_; c += 4) std::copy_n(codes_.data() + CodeOffset(j, c), 4, block + CodeOffset(u, c));
+}
+
+void TopKIndex::Dots(const int8_t* codes, const int32_t* rowsum, int rows, const PreparedQuery& p,
+                     int32_t* out) const {
+#ifdef KLS_TOPK_X86
+  if (vnni_) {
+    DotRowsVnni(codes, rows, stride_, p.codes8.data(), rowsum, out);
+  } else if (simd_) {
+    DotRowsAvx2(codes, rows, stride_, p.codes.data(), out);
+  } else
+#endif
+  {
+    DotRowsPortable(codes, rows, stride_, p.codes.data(), out);
+  }
+}
+
 bool TopKIndex::Screen(const Eigen::VectorXd& query, std::vector<double>* approx,
                        std::vector<double>* radius) const {
   if (!screening() || query.size() != rank()) return false;
@@ -281,14 +370,7 @@ bool TopKIndex::Screen(const Eigen::VectorXd& query, std::vector<double>* approx
   if (!Prepare(query.data(), &p)) return false;
   const int n = num_points();
   std::vector<int32_t> dots(n);
-#ifdef KLS_TOPK_X86
-  if (simd_) {
-    DotRowsAvx2(codes_.data(), n, stride_, p.codes.data(), dots.data());
-  } else
-#endif
-  {
-    DotRowsPortable(codes_.data(), n, stride_, p.codes.data(), dots.data());
-  }
+  Dots(codes_.data(), rowsum_.data(), n, p, dots.data());
   approx->resize(n);
   radius->resize(n);
   for (int i = 0; i < n; ++i) {
@@ -445,125 +527,162 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
   // (their codes and bounds for the screened queries, their float64 rows for
   // the scanned ones), so a selective filter costs in proportion to what
   // passes. Each block then serves every query of the group while in cache.
+  // A batch is split across threads by queries (each thread makes its own
+  // pass; the work is compute-bound once several queries share a block).
   const bool gather = allowed && passing * 2 <= n;
   if (gather) stats->gathered += static_cast<int64_t>(screened.size() + scanned.size());
   const std::vector<int> idx = gather ? allowed->Indices() : std::vector<int>();
   const int64_t total = gather ? static_cast<int64_t>(idx.size()) : n;
-  std::vector<int8_t> block_codes(gather && !screened.empty() ? size_t(kBlock) * std::max(stride_, 1) : 0);
-  std::vector<float> block_scale(gather ? kBlock : 0), block_err(gather ? kBlock : 0), block_norm(gather ? kBlock : 0);
-  std::vector<double> block_inv(gather && inv ? kBlock : 0);
-  std::vector<double> block_rows(gather && !scanned.empty() ? size_t(kBlock) * r : 0);
-  int block_index[kBlock];
-  int32_t dots[kBlock];
-  double upper[kBlock], lower_bound[kBlock], scores[kBlock];
   const uint64_t* words = allowed && !gather ? allowed->words().data() : nullptr;
-  auto passes = [words](int j) { return !words || ((words[j >> 6] >> (j & 63)) & 1u); };
 
-  for (int64_t start = 0, block = 0; start < total; start += kBlock, ++block) {
-    if (block % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
-    const int rows = static_cast<int>(std::min<int64_t>(kBlock, total - start));
-    const int8_t* codes;
-    const float *scale, *err, *norm;
-    const double *rows_v, *row_inv;
-    if (gather) {
-      for (int u = 0; u < rows; ++u) {
-        const int j = idx[start + u];
-        block_index[u] = j;
-        if (!screened.empty()) {
-          std::copy_n(codes_.data() + int64_t{j} * stride_, stride_, block_codes.data() + size_t(u) * stride_);
-          block_scale[u] = scale_[j];
-          block_err[u] = err_[j];
-          block_norm[u] = norm_[j];
-        }
-        if (!scanned.empty()) std::copy_n(v + int64_t{j} * r, r, block_rows.data() + size_t(u) * r);
-        if (inv) block_inv[u] = inv[j];
-      }
-      codes = block_codes.data();
-      scale = block_scale.data();
-      err = block_err.data();
-      norm = block_norm.data();
-      rows_v = block_rows.data();
-      row_inv = inv ? block_inv.data() : nullptr;
-    } else {
-      if (words) {  // kBlock is a multiple of 64: the block is whole words
-        bool none = true;
-        for (int64_t w = start / 64; w < (start + rows + 63) / 64 && none; ++w) none = words[w] == 0;
-        if (none) continue;
-      }
-      for (int u = 0; u < rows; ++u) block_index[u] = static_cast<int>(start + u);
-      const bool copy = screening();  // (no pointer arithmetic on the empty arrays of a copy-less index)
-      codes = copy ? codes_.data() + start * stride_ : nullptr;
-      scale = copy ? scale_.data() + start : nullptr;
-      err = copy ? err_.data() + start : nullptr;
-      norm = copy ? norm_.data() + start : nullptr;
-      rows_v = v + start * r;
-      row_inv = inv ? inv + start : nullptr;
-    }
-    for (int t : screened) {
-      QueryState& s = states[t];
-      const PreparedQuery& p = s.prep;
-#ifdef KLS_TOPK_X86
-      if (simd_) {
-        DotRowsAvx2(codes, rows, stride_, p.codes.data(), dots);
-      } else
-#endif
-      {
-        DotRowsPortable(codes, rows, stride_, p.codes.data(), dots);
-      }
-      // Bounds for the whole block first (a branch-free loop the compiler
-      // vectorizes), then the rare rows that pass the threshold.
-      for (int u = 0; u < rows; ++u) {
-        const double a = (p.scale_product * scale[u]) * dots[u];
-        const double b = p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta;
-        upper[u] = a + b;
-        lower_bound[u] = a - b;
-      }
-      if (row_inv) {
-        // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
-        // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
-        // (two roundings) plus an underflow slack keeps them bounds.
+  auto pass = [&](const std::vector<int>& screened, const std::vector<int>& scanned) -> Status {
+    std::vector<int8_t> block_codes(gather && !screened.empty() ? size_t(kBlock) * std::max(stride_, 1) : 0);
+    std::vector<int32_t> block_rowsum(gather && vnni_ ? kBlock : 0);
+    std::vector<double> block_rows(gather && !scanned.empty() ? size_t(kBlock) * r : 0);
+    std::vector<double> block_inv(gather && inv ? kBlock : 0);
+    // The block's per-row factors in float64, converted once for all queries.
+    std::vector<double> scale(kBlock), err(kBlock), norm(kBlock);
+    int block_index[kBlock], hits[kBlock];
+    int32_t dots[kBlock];
+    double upper[kBlock], scores[kBlock];
+    auto passes = [words](int j) { return !words || ((words[j >> 6] >> (j & 63)) & 1u); };
+    for (int64_t start = 0, block = 0; start < total; start += kBlock, ++block) {
+      if (block % 16 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
+      const int rows = static_cast<int>(std::min<int64_t>(kBlock, total - start));
+      const int8_t* codes = nullptr;
+      const int32_t* rowsum = nullptr;
+      const double *rows_v, *row_inv;
+      if (gather) {
         for (int u = 0; u < rows; ++u) {
-          const double m = row_inv[u];
-          const double hi = upper[u] * m, lo = lower_bound[u] * m;
-          upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
-          lower_bound[u] = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
+          const int j = idx[start + u];
+          block_index[u] = j;
+          if (!screened.empty()) {
+            CopyCodes(j, u, block_codes.data());
+            scale[u] = scale_[j];
+            err[u] = err_[j];
+            norm[u] = norm_[j];
+            if (vnni_) block_rowsum[u] = rowsum_[j];
+          }
+          if (!scanned.empty()) std::copy_n(v + int64_t{j} * r, r, block_rows.data() + size_t(u) * r);
+          if (inv) block_inv[u] = inv[j];
         }
-      }
-      for (int u = 0; u < rows; ++u) {
-        if (!(upper[u] >= s.tau)) continue;
-        const int j = block_index[u];
-        if (j == s.skip || !passes(j)) continue;
-        s.cand.push_back({j, upper[u]});
-        const double lo = lower_bound[u];
-        if (static_cast<int>(s.lower.size()) < s.want) {
-          s.lower.push_back(lo);
-          std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-          if (static_cast<int>(s.lower.size()) == s.want) s.tau = s.lower.front();
-        } else if (lo > s.lower.front()) {
-          std::pop_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-          s.lower.back() = lo;
-          std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-          s.tau = s.lower.front();
+        codes = block_codes.data();
+        rowsum = block_rowsum.data();
+        rows_v = block_rows.data();
+        row_inv = inv ? block_inv.data() : nullptr;
+      } else {
+        if (words) {  // kBlock is a multiple of 64: the block is whole words
+          bool none = true;
+          for (int64_t w = start / 64; w < (start + rows + 63) / 64 && none; ++w) none = words[w] == 0;
+          if (none) continue;
         }
+        for (int u = 0; u < rows; ++u) block_index[u] = static_cast<int>(start + u);
+        if (!screened.empty()) {  // (never on a copy-less index: no arithmetic on its empty arrays)
+          codes = codes_.data() + start * stride_;
+          rowsum = vnni_ ? rowsum_.data() + start : nullptr;
+          for (int u = 0; u < rows; ++u) {
+            scale[u] = scale_[start + u];
+            err[u] = err_[start + u];
+            norm[u] = norm_[start + u];
+          }
+        }
+        rows_v = v + start * r;
+        row_inv = inv ? inv + start : nullptr;
       }
-      if (s.cand.size() >= s.prune_at) {  // τ has grown since early candidates were kept
+      for (int t : screened) {
+        QueryState& s = states[t];
+        const PreparedQuery& p = s.prep;
+        Dots(codes, rowsum, rows, p, dots);
+        // Bounds for the whole block (a branch-free loop the compiler
+        // vectorizes), then the indices of the rows whose upper bound
+        // reaches τ (branch-free compaction), then those few rows.
+        for (int u = 0; u < rows; ++u) {
+          const double au = (p.scale_product * scale[u]) * dots[u];
+          upper[u] = au + (p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta);
+        }
+        if (row_inv) {
+          // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
+          // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
+          // (two roundings) plus an underflow slack keeps them bounds.
+          for (int u = 0; u < rows; ++u) {
+            const double hi = upper[u] * row_inv[u];
+            upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
+          }
+        }
+        // Rows whose upper bound reaches τ, found eight at a time (one
+        // vectorized test per group; most groups have none).
+        int count = 0;
         const double tau = s.tau;
-        s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(), [tau](const Candidate& c) { return c.upper < tau; }),
-                     s.cand.end());
-        if (s.cand.size() * 2 > s.prune_at) s.prune_at *= 2;
+        for (int g = 0; g < rows; g += 8) {
+          const int end = std::min(rows, g + 8);
+          bool any = false;
+          for (int u = g; u < end; ++u) any |= upper[u] >= tau;
+          if (!any) continue;
+          for (int u = g; u < end; ++u) {
+            hits[count] = u;
+            count += upper[u] >= tau ? 1 : 0;
+          }
+        }
+        for (int h = 0; h < count; ++h) {
+          const int u = hits[h];
+          if (!(upper[u] >= s.tau)) continue;  // τ may have grown within the block
+          const int j = block_index[u];
+          if (j == s.skip || !passes(j)) continue;
+          s.cand.push_back({j, upper[u]});
+          // L_j = a_j − b_j, recomputed for the few rows that get here.
+          const double au = (p.scale_product * scale[u]) * dots[u];
+          double lo = au - (p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta);
+          if (row_inv) {
+            lo *= row_inv[u];
+            lo = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
+          }
+          if (static_cast<int>(s.lower.size()) < s.want) {
+            s.lower.push_back(lo);
+            std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+            if (static_cast<int>(s.lower.size()) == s.want) s.tau = s.lower.front();
+          } else if (lo > s.lower.front()) {
+            std::pop_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+            s.lower.back() = lo;
+            std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+            s.tau = s.lower.front();
+          }
+        }
+        if (s.cand.size() >= s.prune_at) {  // τ has grown since early candidates were kept
+          const double tau_now = s.tau;
+          s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(),
+                                      [tau_now](const Candidate& c) { return c.upper < tau_now; }),
+                       s.cand.end());
+          if (s.cand.size() * 2 > s.prune_at) s.prune_at *= 2;
+        }
+      }
+      for (int t : scanned) {
+        QueryState& s = states[t];
+        ScoreRows(rows_v, rows, r, s.q.data(), scores);
+        for (int u = 0; u < rows; ++u) {
+          const int j = block_index[u];
+          if (j == s.skip || !passes(j)) continue;
+          const double score = row_inv ? scores[u] * row_inv[u] : scores[u];
+          if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
+          Offer(s.heap, s.want, {j, score});
+        }
       }
     }
-    for (int t : scanned) {
-      QueryState& s = states[t];
-      ScoreRows(rows_v, rows, r, s.q.data(), scores);
-      for (int u = 0; u < rows; ++u) {
-        const int j = block_index[u];
-        if (j == s.skip || !passes(j)) continue;
-        const double score = row_inv ? scores[u] * row_inv[u] : scores[u];
-        if (static_cast<int>(s.heap.size()) == s.want && score < s.heap.front().score) continue;
-        Offer(s.heap, s.want, {j, score});
-      }
-    }
+    return OkStatus();
+  };
+  const int threads = std::min<int>(ResolveThreadCount(options.threads),
+                                     static_cast<int>(screened.size() + scanned.size()));
+  if (threads <= 1) {
+    KLS_RETURN_IF_ERROR(pass(screened, scanned));
+  } else {
+    // Queries dealt round-robin, so each thread gets a like mix of screened and scanned ones.
+    std::vector<std::vector<int>> part_screened(threads), part_scanned(threads);
+    for (size_t t = 0; t < screened.size(); ++t) part_screened[t % threads].push_back(screened[t]);
+    for (size_t t = 0; t < scanned.size(); ++t) part_scanned[t % threads].push_back(scanned[t]);
+    std::vector<Status> status(threads);
+    ParallelFor(threads, threads, [&](int begin, int end) {
+      for (int t = begin; t < end; ++t) status[t] = pass(part_screened[t], part_scanned[t]);
+    });
+    for (const Status& st : status) KLS_RETURN_IF_ERROR(st);
   }
 
   // Screened queries: re-score the candidates exactly, most promising first;

@@ -5,7 +5,8 @@
 // int8 codes c_i ∈ [−127, 127]^r with one scale s_i (v̂_i = s_i c_i, s_i =
 // max_c |v_ic| / 127 rounded up), plus upper bounds E_i ≥ ‖v_i − v̂_i‖ and
 // N_i ≥ ‖v_i‖. A query q is rounded to int16 codes d with a power-of-two
-// scale s_q (q̂ = s_q d, e_q = q − q̂), and every row gets the screening score
+// scale s_q (q̂ = s_q d, e_q = q − q̂; |d_c| ≤ 127 on CPUs with AVX-512 VNNI,
+// whose kernel multiplies bytes), and every row gets the screening score
 //
 //   a_i = s_q s_i (d · c_i)                (an exact integer dot product)
 //
@@ -86,6 +87,9 @@ struct TopKSearchOptions {
   /// Results scoring below this are dropped (an answer may then hold fewer
   /// than k items). -inf: none. Not NaN.
   double min_score = -std::numeric_limits<double>::infinity();
+  /// Threads a batch may use (its queries are split among them; ≤ 0 = one
+  /// per core). One query always runs on the calling thread alone.
+  int threads = 1;
 
   /// INVALID_ARGUMENT naming the field when a value is out of range.
   Status Validate() const;
@@ -125,6 +129,13 @@ struct TopKIndexOptions {
   /// time, so a portable -march=x86-64 build still gets it); false forces the
   /// portable loop (tests compare the two).
   bool use_simd = true;
+  /// With use_simd: the AVX-512 VNNI kernel when the CPU has it (8-bit query
+  /// codes: looser bounds, four times the products per instruction).
+  bool use_vnni = true;
+  /// Largest |query code|: 0 = the kernel's own (127 with VNNI, else the
+  /// int32-safe maximum); a value in [127, 32767] narrows it (tests compare
+  /// kernels at equal precision).
+  int max_query_code = 0;
   /// Skip the compressed copy (exact scan only) when it would take more than
   /// this fraction of the float64 embedding's n·r·8 bytes. In (0, 1].
   double max_index_fraction = 0.5;
@@ -195,6 +206,8 @@ class TopKIndex {
   bool screening() const { return stride_ > 0; }
   /// Whether queries use the AVX2 kernel.
   bool uses_simd() const { return simd_; }
+  /// Whether queries use the AVX-512 VNNI kernel (8-bit query codes).
+  bool uses_vnni() const { return vnni_; }
   /// Bytes held by the index on top of the kernel's n·r·8.
   int64_t memory_bytes() const;
 
@@ -203,6 +216,19 @@ class TopKIndex {
   TopKIndex() = default;
   struct QueryState;
   bool Prepare(const double* query, PreparedQuery* out) const;
+  /// Rows per interleaved group of the VNNI layout.
+  static constexpr int kLanes = 16;
+  /// Where code c of row i lives in a codes array: row-major (i·stride + c),
+  /// or with VNNI interleaved in groups of kLanes rows — four columns of each
+  /// row of the group in turn, so one 64-byte load holds columns 4g..4g+3 of
+  /// sixteen rows. A block starting at a multiple of kLanes starts at i·stride either way.
+  int64_t CodeOffset(int64_t i, int c) const;
+  /// Writes row i's `stride_` codes `row` into `dest` (a codes array) at row i.
+  void StoreCodes(int64_t i, const int8_t* row, int8_t* dest) const;
+  /// Copies row j's codes of this index to row u of `block` (same layout).
+  void CopyCodes(int j, int u, int8_t* block) const;
+  /// out[t] = d · c_t for `rows` rows of codes (the fastest kernel the CPU has).
+  void Dots(const int8_t* codes, const int32_t* rowsum, int rows, const PreparedQuery& p, int32_t* out) const;
   std::vector<ScoredItem> SearchOne(const TopKQuery& query, int k, TopKQueryStats* stats) const;
   /// Answers the queries `group` of `states` (all sharing `allowed`).
   Status SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group, const ItemBitmap* allowed,
@@ -212,12 +238,14 @@ class TopKIndex {
   int stride_ = 0;            ///< bytes per row of codes_ (r rounded up to 16); 0 = no copy
   int max_query_code_ = 0;    ///< |d_c| ≤ this, so |d · c_i| < 2³¹
   bool simd_ = false;
+  bool vnni_ = false;         ///< AVX-512 VNNI kernel: 8-bit query codes, rowsum_ kept
   double global_scale_ = 0;   ///< G, a power of two: s_i = scale_[i]·G, E_i = err_[i]·G, N_i = norm_[i]·G
   double max_norm_ = 0;       ///< ≥ max_i ‖v_i‖
   std::vector<int8_t> codes_;  ///< n × stride_, row-major, zero padded
   std::vector<float> scale_;   ///< s_i / G
   std::vector<float> err_;     ///< ≥ ‖v_i − v̂_i‖ / G
   std::vector<float> norm_;    ///< ≥ ‖v_i‖ / G
+  std::vector<int32_t> rowsum_;   ///< Σ_c c_ic per row (VNNI only: u·c_i − 128·rowsum_i = d·c_i)
   std::vector<double> inv_norm_;  ///< 1/‖v_i‖ (0 for a zero or subnormal-norm row): the cosine's row factor
 };
 

@@ -149,19 +149,35 @@ TEST(TopKIndex, GaussianMatchesBruteForceAndScreensMostRows) {
   }
 }
 
+// The AVX2 and AVX-512 VNNI kernels compute the very integer dot products of
+// the portable loop at the same query precision (16-bit codes for AVX2, 8-bit
+// for VNNI); r = 48 exercises VNNI's 32-column steps and its 16-column tail.
 TEST(TopKIndex, SimdAndPortableKernelsAgree) {
   std::mt19937_64 rng(11);
   auto kernel = Kernel(Gaussian(1003, 48, rng));  // 1003: a tail of 3 rows after groups of four
-  const TopKIndex fast = Index(kernel, true), portable = Index(kernel, false);
-  EXPECT_FALSE(portable.uses_simd());
+  TopKIndexOptions avx2, vnni, portable16, portable8;
+  avx2.use_vnni = false;
+  portable16.use_simd = portable8.use_simd = false;
+  portable8.max_query_code = 127;
+  const auto build = [&](const TopKIndexOptions& o) { return *TopKIndex::Build(kernel, o); };
+  const TopKIndex fast = build(avx2), fastest = build(vnni), slow16 = build(portable16), slow8 = build(portable8);
+  EXPECT_FALSE(slow16.uses_simd());
+  EXPECT_FALSE(fast.uses_vnni());
   for (int t = 0; t < 4; ++t) {
     const Eigen::VectorXd q = Gaussian(1, 48, rng).row(0).transpose();
     std::vector<double> a1, b1, a2, b2;
     ASSERT_TRUE(fast.Screen(q, &a1, &b1));
-    ASSERT_TRUE(portable.Screen(q, &a2, &b2));
+    ASSERT_TRUE(slow16.Screen(q, &a2, &b2));
     EXPECT_EQ(a1, a2);
     EXPECT_EQ(b1, b2);
-    EXPECT_EQ(fast.TopKByVector(q, 7), portable.TopKByVector(q, 7));
+    EXPECT_EQ(fast.TopKByVector(q, 7), slow16.TopKByVector(q, 7));
+    if (fastest.uses_vnni()) {  // only on CPUs with AVX-512 VNNI
+      ASSERT_TRUE(fastest.Screen(q, &a1, &b1));
+      ASSERT_TRUE(slow8.Screen(q, &a2, &b2));
+      EXPECT_EQ(a1, a2);
+      EXPECT_EQ(b1, b2);
+      EXPECT_EQ(fastest.TopKByVector(q, 7), slow16.TopKByVector(q, 7));
+    }
   }
 }
 
@@ -339,8 +355,9 @@ TEST(TopKIndex, MemoryAndSmallRank) {
   std::mt19937_64 rng(23);
   auto index = Index(Kernel(Gaussian(1000, 40, rng)));
   // 40 → 48 bytes of codes per row, plus three floats and the cosine's 1/‖v_i‖.
-  EXPECT_GE(index.memory_bytes(), 1000 * (48 + 12 + 8));
-  EXPECT_LT(index.memory_bytes(), 1000 * (48 + 12 + 8) + 1024);
+  const int per_row = 48 + 12 + 8 + (index.uses_vnni() ? 4 : 0);  // + Σ_c c_ic for the VNNI kernel
+  EXPECT_GE(index.memory_bytes(), 1000 * per_row);
+  EXPECT_LT(index.memory_bytes(), 1000 * per_row + 1024);
   auto low = Index(Kernel(Gaussian(1000, 3, rng)));  // 28 bytes/row would not save enough over 24
   EXPECT_FALSE(low.screening());
   EXPECT_GE(low.memory_bytes(), 1000 * 8);  // 1/‖v_i‖ only

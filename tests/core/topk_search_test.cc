@@ -205,8 +205,13 @@ TEST(TopKSearch, BatchEqualsOneByOne) {
     o.metric = metric;
     const auto all = index.Search(batch, o);
     ASSERT_TRUE(all.ok()) << all.status();
+    TopKSearchOptions threaded = o;
+    threaded.threads = 3;  // queries split across threads: the same answers
+    const auto split = index.Search(batch, threaded);
+    ASSERT_TRUE(split.ok()) << split.status();
     for (size_t t = 0; t < batch.size(); ++t) {
       EXPECT_TRUE(SameBits((*all)[t], One(index, batch[t], o))) << "query " << t;
+      EXPECT_TRUE(SameBits((*split)[t], (*all)[t])) << "query " << t;
     }
   }
 }
@@ -381,6 +386,11 @@ TEST(TopKSearch, CancellationAndDeadlineStopABatch) {
   auto b = index.Search(batch, TopKSearchOptions(), late);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kDeadlineExceeded);
+  TopKSearchOptions threaded;
+  threaded.threads = 2;
+  auto c = index.Search(batch, threaded, cancelled);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kCancelled);
 }
 
 }  // namespace

@@ -44,13 +44,10 @@ kls::v1::KernelRef Ref(const std::string& name) {
   return r;
 }
 
-class RankingQueriesTest : public ::testing::Test {
+class RankingQueriesTest : public kls::testing::ServerJobTest {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<KlsServer>(kls::testing::TestServerConfig(dir_));
-    const Status started = server_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-    client_ = kls::testing::ClientFor(*server_);
+    ASSERT_NO_FATAL_FAILURE(ServerJobTest::SetUp());
 
     std::mt19937_64 rng(17);
     std::normal_distribution<double> normal;
@@ -140,9 +137,6 @@ class RankingQueriesTest : public ::testing::Test {
     return request;
   }
 
-  kls::testing::TempDir dir_;
-  std::unique_ptr<KlsServer> server_;
-  std::unique_ptr<Client> client_;
   std::string dataset_id_;
   std::vector<Item> items_;
   LearnedKernel kernel_;
