@@ -54,10 +54,10 @@ StatusOr<Protocol> MakeProtocol(const std::string& name, const MethodSpec& metho
 
 StatusOr<PairwiseConstraints> MakeConstraints(const std::string& protocol, const std::vector<int>& labels,
                                               uint64_t seed) {
-  if (protocol == "bcd") return GenerateBcdProtocol(labels, 0.3, seed);
-  if (protocol == "admm") return GenerateAdmmProtocol(labels, seed);
-  if (protocol == "simplenpkl") return GenerateComponentProtocol(labels, 0.7, seed);
-  return InvalidArgumentError("--protocol = \"" + protocol + "\" is not one of bcd, admm, simplenpkl");
+  ConstraintProtocol request;
+  request.name = protocol;
+  request.seed = seed;
+  return GenerateProtocol(request, labels, "--protocol");
 }
 
 StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& problem, const RunParams& params) {

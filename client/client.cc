@@ -368,6 +368,7 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
   header->set_has_item_keys(shape.has_item_keys);
   header->set_num_constraints(constraints.size());
   header->set_base_dataset_id(upload.base_dataset_id);
+  if (!upload.protocol.name().empty()) *header->mutable_protocol() = upload.protocol;
   if (social) {
     if (social->num_photos() != n) {
       return InvalidArgumentError("social data has " + std::to_string(social->num_photos()) + " photos but " +

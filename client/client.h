@@ -101,6 +101,9 @@ struct UploadOptions {
   /// Item attributes as CSV text (kls.v1.AttributesChunk's format), sent in
   /// pieces after the rows; empty = none (an append keeps the base's).
   std::string attributes_csv;
+  /// A constraint protocol the server draws the pairs by (name empty = none;
+  /// then `constraints` must be empty): DatasetHeader.protocol.
+  kls::v1::ConstraintProtocol protocol;
   /// Called after every message the upload writes (not for social chunks).
   std::function<void(const UploadProgress&)> on_progress;
 };

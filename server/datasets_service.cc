@@ -59,6 +59,8 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
   }
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled; nothing was stored");
   if (const Status s = upload.Finish(); !s.ok()) return ToGrpcStatus(s);
+  kls::v1::GeneratedConstraints generated;
+  if (const Status s = upload.GenerateProtocolPairs(&generated); !s.ok()) return ToGrpcStatus(s);
 
   const store::StoredDataset* data = &upload.data();
   StatusOr<store::StoredDataset> merged = InvalidArgumentError("unset");
@@ -99,6 +101,7 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
   spdlog::info("data set {} '{}' stored: {} points × {} features, {} constraints", stored->id, stored->name,
                stored->num_points, stored->dim, stored->num_constraints);
   ToProto(*stored, response);
+  if (upload.header().has_protocol()) *response->mutable_generated() = generated;
   return grpc::Status::OK;
 }
 

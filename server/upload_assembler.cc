@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/common/names.h"
+#include "core/data/constraint_generators.h"
 
 namespace kls::server {
 namespace {
@@ -109,10 +110,48 @@ Status UploadAssembler::Header(const kls::v1::DatasetHeader& h) {
                                   "be unset (they are the base data set's)");
     }
   }
+  if (h.has_protocol()) {
+    KLS_RETURN_IF_ERROR(ProtocolFromProto(h.protocol()).Validate("header.protocol"));
+    if (!h.has_labels() || h.has_social() || !h.base_dataset_id().empty()) {
+      return InvalidArgumentError("header.protocol.name = '" + h.protocol().name() +
+                                  "' draws pairs from the labels: it needs has_labels and no social header or "
+                                  "base_dataset_id");
+    }
+    if (h.num_constraints() != 0) {
+      return InvalidArgumentError("header.protocol and header.num_constraints = " +
+                                  std::to_string(h.num_constraints()) + ": send constraints or a protocol, not both");
+    }
+  }
   header_ = h;
   n_ = static_cast<int>(h.num_points());
   dim_ = h.dim();
   if (h.has_social()) KLS_RETURN_IF_ERROR(SocialHeader(h.social()));
+  return OkStatus();
+}
+
+ConstraintProtocol ProtocolFromProto(const kls::v1::ConstraintProtocol& p) {
+  ConstraintProtocol out;
+  out.name = p.name();
+  out.seed = p.seed() == 0 ? 1 : p.seed();
+  if (p.has_fraction()) out.fraction = p.fraction();
+  if (p.has_must_fraction()) out.must_fraction = p.must_fraction();
+  if (p.has_cannot_fraction()) out.cannot_fraction = p.cannot_fraction();
+  if (p.has_self_pairs()) out.self_pairs = p.self_pairs();
+  if (p.has_component_ratio()) out.component_ratio = p.component_ratio();
+  return out;
+}
+
+Status UploadAssembler::GenerateProtocolPairs(kls::v1::GeneratedConstraints* report) {
+  if (!header_.has_protocol()) return OkStatus();
+  const ConstraintProtocol protocol = ProtocolFromProto(header_.protocol());
+  KLS_ASSIGN_OR_RETURN(data_.constraints, GenerateProtocol(protocol, data_.data.labels, "header.protocol"));
+  int64_t must = 0;
+  for (const Pair& p : data_.constraints.pairs) must += p.kind == PairKind::kMustLink ? 1 : 0;
+  report->set_protocol(protocol.name);
+  report->set_seed(protocol.seed);
+  report->set_must_link(must);
+  report->set_cannot_link(static_cast<int64_t>(data_.constraints.pairs.size()) - must);
+  report->set_components(CountConstraintComponents(data_.constraints, data_.data.num_points()));
   return OkStatus();
 }
 

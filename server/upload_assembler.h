@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/common/status.h"
+#include "core/data/constraint_generators.h"
 #include "kls/v1/datasets.pb.h"
 #include "server/store/store.h"
 
@@ -66,6 +67,9 @@ class UploadAssembler {
 
   const kls::v1::DatasetHeader& header() const { return header_; }
   const store::StoredDataset& data() const { return data_; }
+  /// After Finish: when the header asked for a protocol, draws its pairs from
+  /// the labels into data().constraints and says what it drew in `report`.
+  Status GenerateProtocolPairs(kls::v1::GeneratedConstraints* report);
   /// The attribute CSV the stream carried (AttributesChunk pieces, concatenated); empty = none.
   const std::string& attributes_csv() const { return attributes_csv_; }
 
@@ -99,6 +103,9 @@ class UploadAssembler {
   store::StoredDataset data_;
   std::string attributes_csv_;
 };
+
+/// DatasetHeader.protocol in core terms (seed 0 = 1).
+ConstraintProtocol ProtocolFromProto(const kls::v1::ConstraintProtocol& p);
 
 /// Largest attribute CSV an upload or SetAttributes accepts.
 inline constexpr int64_t kMaxAttributesCsvBytes = int64_t{256} << 20;

@@ -152,7 +152,7 @@ bool IsTerminal(kls::v1::JobState s) {
 }
 
 json DatasetJson(const kls::v1::DatasetInfo& d) {
-  return {{"id", d.id()},
+  json j = {{"id", d.id()},
           {"name", d.name()},
           {"num_points", d.num_points()},
           {"dim", d.dim()},
@@ -161,6 +161,12 @@ json DatasetJson(const kls::v1::DatasetInfo& d) {
           {"created_unix_ms", d.created_unix_ms()},
           {"attributes", d.attributes()},
           {"attributes_version", d.attributes_version()}};
+  if (d.has_generated()) {
+    j["generated"] = {{"protocol", d.generated().protocol()},     {"seed", d.generated().seed()},
+                      {"must_link", d.generated().must_link()},   {"cannot_link", d.generated().cannot_link()},
+                      {"components", d.generated().components()}};
+  }
+  return j;
 }
 
 // A summary_json string as a JSON value: {} when empty, the raw string when it does not parse.

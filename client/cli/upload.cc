@@ -6,7 +6,6 @@
 
 #include "client/cli/common.h"
 #include "core/common/names.h"
-#include "core/data/constraint_generators.h"
 #include "core/data/constraints_file.h"
 #include "core/data/row_reader.h"
 #include "core/social/community_csv.h"
@@ -37,16 +36,6 @@ kls::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::str
   return content.str();
 }
 
-kls::StatusOr<kls::PairwiseConstraints> GenerateConstraints(const std::string& protocol, const std::vector<int>& labels,
-                                                            uint64_t seed) {
-  if (labels.empty()) {
-    return kls::InvalidArgumentError("--protocol " + protocol + " needs labels, but the file has none");
-  }
-  if (protocol == "admm") return kls::GenerateAdmmProtocol(labels, seed);
-  if (protocol == "bcd") return kls::GenerateBcdProtocol(labels, 0.3, seed);
-  if (protocol == "simplenpkl") return kls::GenerateComponentProtocol(labels, 0.7, seed);
-  return kls::InvalidArgumentError("--protocol = '" + protocol + "' is not one of admm, bcd, simplenpkl");
-}
 
 int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a) {
   auto community = kls::ReadCommunityCsv(a.file);
@@ -141,19 +130,22 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
     auto read = kls::ReadConstraintsFile(a.constraints_file);
     if (!read.ok()) return out.Failure(read.status());
     constraints = std::move(read).value();
-  } else if (!a.protocol.empty()) {
-    auto generated = GenerateConstraints(a.protocol, scan->labels, a.seed);
-    if (!generated.ok()) return out.Failure(generated.status());
-    constraints = std::move(generated).value();
+  } else if (!a.protocol.empty() && scan->labels.empty()) {
+    return out.Failure(kls::InvalidArgumentError("--protocol " + a.protocol + " needs labels, but the file has none"));
   }
   // Check locally first: the message then names the file, not a stream position.
   if (const kls::Status s = constraints.Validate(static_cast<int>(scan->num_points));
       !s.ok() && !constraints.pairs.empty()) {
-    return out.Failure(s.WithContext(a.constraints_file.empty() ? "generated constraints" : a.constraints_file));
+    return out.Failure(s.WithContext(a.constraints_file));
   }
 
-  // Pass 2: the rows, a chunk at a time as they are parsed, then the pairs.
+  // Pass 2: the rows, a chunk at a time as they are parsed, then the pairs
+  // (or the protocol, which the server draws the pairs by).
   kls::UploadOptions options;
+  if (!a.protocol.empty()) {
+    options.protocol.set_name(a.protocol);
+    options.protocol.set_seed(a.seed);
+  }
   if (!a.attributes.empty()) {
     auto csv = ReadWholeFile(a.attributes, "--attributes");
     if (!csv.ok()) return out.Failure(csv.status());
@@ -184,6 +176,11 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
   std::ostringstream text;
   text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
        << " features, " << info->num_classes() << " classes, " << info->num_constraints() << " constraints";
+  if (info->has_generated()) {
+    text << " (protocol " << info->generated().protocol() << ", seed " << info->generated().seed() << ": "
+         << info->generated().must_link() << " must-link, " << info->generated().cannot_link() << " cannot-link, "
+         << info->generated().components() << " components)";
+  }
   if (!info->attributes().empty()) text << "; attributes " << info->attributes();
   json j = DatasetJson(*info);
   j["upload"] = {{"file_bytes", scan->file_bytes}, {"scan_seconds", scan_seconds}, {"send_seconds", send_seconds}};

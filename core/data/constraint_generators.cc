@@ -137,6 +137,14 @@ StatusOr<PairwiseConstraints> GenerateComponentProtocol(const std::vector<int>& 
   }
   const int n = static_cast<int>(labels.size());
   const int target = std::max(1, static_cast<int>(std::lround(component_ratio * n)));
+  // Must-links only join points of one class: fewer chunklets than classes
+  // can never be reached (the draw below would not end).
+  const int classes = static_cast<int>(std::unordered_set<int>(labels.begin(), labels.end()).size());
+  if (target < classes) {
+    return InvalidArgumentError("component_ratio = " + std::to_string(component_ratio) + " asks for " +
+                                std::to_string(target) + " chunklets but the labels have " + std::to_string(classes) +
+                                " classes; must-links cannot join fewer");
+  }
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> pick(0, n - 1);
   std::unordered_set<uint64_t> used;
@@ -149,6 +157,49 @@ StatusOr<PairwiseConstraints> GenerateComponentProtocol(const std::vector<int>& 
     out.pairs.push_back({std::min(i, j), std::max(i, j), must ? PairKind::kMustLink : PairKind::kCannotLink});
     if (must) uf.Unite(i, j);
   }
+  return out;
+}
+
+Status ConstraintProtocol::Validate(const std::string& field) const {
+  const auto range = [&](const std::optional<double>& v, const char* name, double lo, bool lo_open, double hi,
+                         bool allowed) -> Status {
+    if (!v) return OkStatus();
+    if (!allowed) {
+      return InvalidArgumentError(field + "." + name + " does not apply to protocol '" + this->name + "'");
+    }
+    if (!std::isfinite(*v) || (lo_open ? !(*v > lo) : !(*v >= lo)) || *v > hi) {
+      return InvalidArgumentError(field + "." + name + " = " + std::to_string(*v) + " must be in " +
+                                  (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return OkStatus();
+  };
+  const bool admm = name == "admm", bcd = name == "bcd", npkl = name == "simplenpkl";
+  if (!admm && !bcd && !npkl) {
+    return InvalidArgumentError(field + ".name = '" + name + "' is not one of admm, bcd, simplenpkl");
+  }
+  KLS_RETURN_IF_ERROR(range(fraction, "fraction", 0, true, 10, bcd));
+  KLS_RETURN_IF_ERROR(range(must_fraction, "must_fraction", 0, false, 100, admm));
+  KLS_RETURN_IF_ERROR(range(cannot_fraction, "cannot_fraction", 0, false, 100, admm));
+  KLS_RETURN_IF_ERROR(range(component_ratio, "component_ratio", 0, true, 1, npkl));
+  if (self_pairs && !admm) {
+    return InvalidArgumentError(field + ".self_pairs does not apply to protocol '" + name + "'");
+  }
+  return OkStatus();
+}
+
+StatusOr<PairwiseConstraints> GenerateProtocol(const ConstraintProtocol& protocol, const std::vector<int>& labels,
+                                               const std::string& field) {
+  KLS_RETURN_IF_ERROR(protocol.Validate(field));
+  StatusOr<PairwiseConstraints> out = InvalidArgumentError("unset");
+  if (protocol.name == "admm") {
+    out = GenerateAdmmProtocol(labels, protocol.seed, protocol.must_fraction.value_or(0.6),
+                               protocol.cannot_fraction.value_or(0.6), protocol.self_pairs.value_or(true));
+  } else if (protocol.name == "bcd") {
+    out = GenerateBcdProtocol(labels, protocol.fraction.value_or(0.3), protocol.seed);
+  } else {
+    out = GenerateComponentProtocol(labels, protocol.component_ratio.value_or(0.7), protocol.seed);
+  }
+  if (!out.ok()) return Status(out.status().code(), field + " '" + protocol.name + "': " + out.status().message());
   return out;
 }
 

@@ -163,8 +163,6 @@ def test_upload_array_and_file(client, tmp_path):
         client.dataset(keyed.id)
     assert e.value.code == grpc.StatusCode.NOT_FOUND
 
-    with pytest.raises(ValueError, match="protocol"):
-        client.upload(x, labels=y, protocol="admm")
 
 
 # ---- imported kernel: similarity, topk, rerank, export against numpy -----------------
@@ -322,6 +320,29 @@ def test_ranking_queries_with_attributes_filters_and_batches(client):
     top = client.topk("shop", item=20, k=50, filter="not sold_out")
     assert sorted(t.index for t in top) == list(range(10))
     expect(grpc.StatusCode.INVALID_ARGUMENT, client.topk, "shop", item=20, k=5, filter="colour = 'red'")
+
+
+def test_upload_with_a_server_side_protocol_learns_and_queries(client):
+    """The papers' protocol drawn by the server: the same pairs for the same
+    seed as `kls upload --protocol` (both run core's generator), reported in
+    DatasetInfo.generated; then a kernel learned on them answers queries."""
+    x, y, _ = kls_client.read_csv(IRIS)
+    info = client.upload(x, labels=y, protocol="admm", protocol_seed=1, name="iris-protocol")
+    assert info.generated.protocol == "admm" and info.generated.seed == 1
+    # KL-ADMM §4: round(0.6 n) must-link + round(0.6 n) cannot-link + the n self pairs
+    assert info.generated.must_link == 90 + 150 and info.generated.cannot_link == 90
+    assert info.num_constraints == 330 and info.generated.components >= 3
+    again = client.upload(x, labels=y, protocol="admm", protocol_seed=1)
+    assert again.generated == info.generated
+    bcd = client.upload(x, labels=y, protocol="bcd", protocol_seed=2, protocol_options={"fraction": 0.1})
+    assert bcd.num_constraints == 60 and bcd.generated.must_link == 30
+    job = client.submit(info, "kl_admm", "iris-protocol", gamma=10, graph={"k": 5, "weight": "gaussian"})
+    assert kls_client.state_name(client.wait(job)) == "SUCCEEDED"
+    assert len(client.topk("iris-protocol", item=0, k=5, exclude_self=True)) == 5
+    expect(grpc.StatusCode.INVALID_ARGUMENT, client.upload, x, labels=y, protocol="nope")
+    expect(grpc.StatusCode.INVALID_ARGUMENT, client.upload, x, protocol="admm")  # no labels
+    with pytest.raises(ValueError):
+        client.upload(x, labels=y, protocol="admm", constraints=[(0, 1, 1)])
 
 
 def test_embedding_job_with_an_enum_option(client):

@@ -104,6 +104,7 @@ const std::map<std::string, Scope>& ExpectedScopes() {
       {"/kls.v1.Admin/Echo", Scope::kRead},          {"/kls.v1.Admin/GetServerInfo", Scope::kRead},
       {"/kls.v1.Datasets/Upload", Scope::kWrite},    {"/kls.v1.Datasets/Get", Scope::kRead},
       {"/kls.v1.Datasets/List", Scope::kRead},       {"/kls.v1.Datasets/Delete", Scope::kWrite},
+      {"/kls.v1.Datasets/SetAttributes", Scope::kWrite},
       {"/kls.v1.Jobs/Submit", Scope::kWrite},        {"/kls.v1.Jobs/Get", Scope::kRead},
       {"/kls.v1.Jobs/List", Scope::kRead},           {"/kls.v1.Jobs/Cancel", Scope::kWrite},
       {"/kls.v1.Jobs/Watch", Scope::kRead},          {"/kls.v1.Kernels/Get", Scope::kRead},

@@ -403,3 +403,94 @@ TEST_F(DatasetsServiceTest, StreamedFileUploadRefusesAFileThatChanged) {
 
 }  // namespace
 }  // namespace kls::server
+
+namespace kls::server {
+namespace {
+
+// Server-side protocols: the pairs stored for each protocol and seed are
+// exactly what core's generator (the one `kls upload --protocol` used to run
+// on the client) draws, the response reports them, and bad requests name the field.
+TEST_F(DatasetsServiceTest, ProtocolsAreDrawnOnTheServerExactlyAsCoreDrawsThem) {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris.ok()) << iris.status();
+  for (const char* name : {"admm", "bcd", "simplenpkl"}) {
+    for (uint64_t seed : {1, 7}) {
+      UploadOptions options;
+      options.name = std::string("iris-") + name;
+      options.protocol.set_name(name);
+      options.protocol.set_seed(seed);
+      const auto info = client_->UploadDataset(*iris, {}, options);
+      ASSERT_TRUE(info.ok()) << info.status();
+      ConstraintProtocol request;
+      request.name = name;
+      request.seed = seed;
+      const auto expected = GenerateProtocol(request, iris->labels, "protocol");
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      const auto stored = server_->store()->LoadDataset(info->id());
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      ASSERT_EQ(stored->constraints.size(), expected->size()) << name;
+      for (int t = 0; t < expected->size(); ++t) {
+        EXPECT_EQ(stored->constraints.pairs[t].i, expected->pairs[t].i) << name << " " << t;
+        EXPECT_EQ(stored->constraints.pairs[t].j, expected->pairs[t].j) << name << " " << t;
+        EXPECT_EQ(stored->constraints.pairs[t].kind, expected->pairs[t].kind) << name << " " << t;
+      }
+      ASSERT_TRUE(info->has_generated());
+      EXPECT_EQ(info->generated().protocol(), name);
+      EXPECT_EQ(info->generated().seed(), seed);
+      EXPECT_EQ(info->generated().must_link() + info->generated().cannot_link(), expected->size());
+      EXPECT_EQ(info->generated().components(), CountConstraintComponents(*expected, 150));
+      EXPECT_EQ(info->num_constraints(), expected->size());
+    }
+  }
+  // Parameters: the admm counts without self pairs.
+  UploadOptions custom;
+  custom.protocol.set_name("admm");
+  custom.protocol.set_must_fraction(0.2);
+  custom.protocol.set_cannot_fraction(0.1);
+  custom.protocol.set_self_pairs(false);
+  const auto info = client_->UploadDataset(*iris, {}, custom);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->generated().must_link(), 30);
+  EXPECT_EQ(info->generated().cannot_link(), 15);
+}
+
+TEST_F(DatasetsServiceTest, BadProtocolRequestsNameTheField) {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris.ok()) << iris.status();
+  const auto expect = [&](const Dataset& data, const PairwiseConstraints& pairs, const kls::v1::ConstraintProtocol& p,
+                          const std::string& fragment) {
+    UploadOptions options;
+    options.protocol = p;
+    const auto info = client_->UploadDataset(data, pairs, options);
+    ASSERT_FALSE(info.ok()) << fragment;
+    EXPECT_EQ(info.status().code(), StatusCode::kInvalidArgument) << info.status();
+    EXPECT_THAT(info.status().message(), HasSubstr(fragment));
+  };
+  kls::v1::ConstraintProtocol p;
+  p.set_name("nope");
+  expect(*iris, {}, p, "header.protocol.name = 'nope' is not one of admm, bcd, simplenpkl");
+  p.set_name("bcd");
+  p.set_fraction(0);
+  expect(*iris, {}, p, "header.protocol.fraction = 0");
+  p.clear_fraction();
+  p.set_component_ratio(0.5);
+  expect(*iris, {}, p, "header.protocol.component_ratio does not apply to protocol 'bcd'");
+  p.clear_component_ratio();
+  Dataset unlabelled = *iris;
+  unlabelled.labels.clear();
+  expect(unlabelled, {}, p, "needs has_labels");
+  PairwiseConstraints one;
+  one.pairs.push_back({0, 1, PairKind::kMustLink});
+  expect(*iris, one, p, "send constraints or a protocol, not both");
+  // More chunklets than must-links can make: an error, not an endless draw.
+  kls::v1::ConstraintProtocol tiny;
+  tiny.set_name("simplenpkl");
+  tiny.set_component_ratio(0.01);
+  expect(*iris, {}, tiny, "cannot join fewer");
+  const auto list = client_->ListDatasets();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+}
+
+}  // namespace
+}  // namespace kls::server

@@ -417,7 +417,8 @@ TEST_F(QueriesServiceTest, ConcurrentQueriesAgreeWithTheKernel) {
 TEST_F(QueriesServiceTest, KernelCacheEvictsLeastRecentlyUsedBeyondItsBudget) {
   ASSERT_TRUE(Put("a", RandomKernel(100, 10, 1)).ok());  // 8000 bytes of values each
   ASSERT_TRUE(Put("b", RandomKernel(100, 10, 2)).ok());
-  KernelCache cache(server_->store(), /*budget_bytes=*/12000);
+  // Each entry: 8,000 bytes of values plus its top-k index (codes, bounds, 1/‖v_i‖): one fits, two do not.
+  KernelCache cache(server_->store(), /*budget_bytes=*/16000);
   auto a = cache.Get({"a", 1, ""});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(cache.entry_count(), 1);

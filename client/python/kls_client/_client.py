@@ -398,7 +398,8 @@ class Client:
     # ---- Datasets -----------------------------------------------------------
 
     def upload(self, features, labels=None, keys=None, constraints=None, protocol=None, name=None,
-               encoding="auto", chunk_bytes=_MIB, social=None, attributes=None):
+               encoding="auto", chunk_bytes=_MIB, social=None, attributes=None, protocol_seed=1,
+               protocol_options=None):
         """Datasets.Upload; returns the stored DatasetInfo (its `id` names the
         data set in submit).
 
@@ -409,11 +410,14 @@ class Client:
         keys:        n unique non-empty item keys, or None.
         constraints: m × 3 (i, j, kind) with kind +1 must-link / -1
                      cannot-link, or the path of a constraints file (i,j,kind lines).
-        protocol:    not supported here: the papers' constraint protocols
-                     (admm, bcd, simplenpkl) are seeded generators in core C++
-                     that the `kls upload --protocol` CLI runs client-side; the
-                     server has no such option. Pass `constraints` instead (or
-                     upload with the CLI). Giving a protocol raises ValueError.
+        protocol:    instead of constraints, one of the papers' constraint
+                     protocols ("admm", "bcd", "simplenpkl"; docs/PROTOCOLS.md)
+                     drawn by the server from the labels with `protocol_seed`
+                     — the same pairs `kls upload --protocol NAME --seed S`
+                     gets; `protocol_options` sets the protocol's own
+                     parameters (ConstraintProtocol fields, e.g.
+                     {"fraction": 0.1} for bcd). The returned DatasetInfo's
+                     `generated` says what was drawn.
         encoding:    "auto" (sparse rows when fewer than half the values are
                      non-zero), "dense" or "sparse".
         social:      makes it a social data set (the rows are the photos'
@@ -430,11 +434,8 @@ class Client:
                      --attributes`), or CSV text (first line a header).
         """
         attributes_csv = _attributes_csv(attributes)
-        if protocol is not None:
-            raise ValueError(
-                "protocol=%r: constraint protocols are generated client-side by core C++ "
-                "(`kls upload --protocol`); the server has no protocol option, so the Python "
-                "client takes explicit constraints=[(i, j, kind), ...]" % (protocol,))
+        if protocol is not None and constraints is not None:
+            raise ValueError("give constraints or a protocol, not both")
         if isinstance(features, (str, os.PathLike)):
             path = os.fspath(features)
             features, file_labels, file_keys = _files.read_dataset(path)
@@ -472,6 +473,9 @@ class Client:
             header = datasets_pb2.DatasetHeader(
                 name=name or "", num_points=n, dim=d, has_labels=labels is not None,
                 has_item_keys=keys is not None, num_constraints=pairs.shape[0])
+            if protocol is not None:
+                header.protocol.CopyFrom(datasets_pb2.ConstraintProtocol(
+                    name=str(protocol), seed=int(protocol_seed), **(protocol_options or {})))
             if community is not None:
                 header.social.CopyFrom(community.header)
             yield datasets_pb2.UploadDatasetRequest(header=header)
