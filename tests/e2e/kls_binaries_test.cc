@@ -425,6 +425,21 @@ TEST_F(E2eTest, RankingQueriesWithAttributesThroughTheCli) {
   EXPECT_THAT(table.out, HasSubstr("in_stock:bool"));
   const nlohmann::json stocked = KlsJson({"topk", "--kernel", "shop", "--item", "9", "--k", "10", "--filter", "in_stock"});
   ASSERT_EQ(stocked.at("items").size(), 2u) << stocked;
+
+  // The kernel and data-set commands a README walk-through needs: alias, embed, delete.
+  KlsJson({"alias", "shop", "prod", "1"});
+  const nlohmann::json via_alias = KlsJson({"topk", "--kernel", "shop@prod", "--item", "0", "--k", "3"});
+  EXPECT_EQ(via_alias.at("items").size(), 3u) << via_alias;
+  const nlohmann::json embedded = KlsJson({"embed", "--kernel", "shop", "--rows", "0,7"});
+  ASSERT_EQ(embedded.at("rows").size(), 2u) << embedded;
+  for (int c = 0; c < v->dim(); ++c) EXPECT_EQ(embedded.at("rows")[1][c].get<double>(), v->features(7, c)) << c;
+  KlsJson({"delete-kernel", "shop"});
+  EXPECT_TRUE(KlsJson({"kernels"}).at("kernels").empty());
+  KlsJson({"delete-dataset", "shop"});
+  EXPECT_TRUE(KlsJson({"datasets"}).at("datasets").empty());
+  const RunResult gone = Kls({"delete-dataset", "shop"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
 }
 
 TEST_F(E2eTest, TwentyThousandPointsUploadLearnKillRestartQuery) {
