@@ -447,7 +447,6 @@ Status QueriesService::AnswerTopK(const kls::v1::TopKRequest& request, const Sol
         selected = &own.back();
       } else {  // only exclusions: keep sharing the request's bitmap
         mine.exclude.insert(mine.exclude.end(), shared.exclude.begin(), shared.exclude.end());
-        mine.allowed.reset();
         own.push_back(std::move(mine));
         q.exclude = &own.back().exclude;
         if (shared.allowed) q.allowed = &*shared.allowed;

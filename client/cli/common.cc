@@ -57,6 +57,25 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return parts;
 }
 
+std::vector<std::string> SplitNonEmpty(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& part : Split(text, ',')) {
+    const std::string t = Trim(part);
+    if (!t.empty()) out.push_back(t);
+  }
+  return out;
+}
+
+kls::StatusOr<std::vector<int>> ParseIndices(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  for (const std::string& part : SplitNonEmpty(text)) {
+    int v = 0;
+    if (!ParseInt(part, &v) || v < 0) return kls::InvalidArgumentError(flag + ": '" + part + "' is not an item index");
+    out.push_back(v);
+  }
+  return out;
+}
+
 bool ParseInt(const std::string& text, int* out) {
   const std::string t = Trim(text);
   const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);

@@ -68,6 +68,10 @@ std::string Table(const std::vector<std::vector<std::string>>& rows);
 std::string Fixed(double v, int digits = 6);
 /// "0,1;2,3" (also newlines as separators) → pairs; `source` names the input.
 kls::StatusOr<std::vector<std::pair<int, int>>> ParsePairs(const std::string& text, const std::string& source);
+/// "a,b,c" → the non-empty entries, trimmed.
+std::vector<std::string> SplitNonEmpty(const std::string& text);
+/// "1,5,9" → item indices (≥ 0); INVALID_ARGUMENT naming `flag` and the entry.
+kls::StatusOr<std::vector<int>> ParseIndices(const std::string& text, const std::string& flag);
 /// "x,y,..." → numbers; `flag` names the input in errors.
 kls::StatusOr<std::vector<double>> ParseNumbers(const std::string& text, const std::string& flag);
 

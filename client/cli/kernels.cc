@@ -88,15 +88,11 @@ Runner SetupEmbed(CLI::App& app) {
     }
     std::vector<std::string> labels;
     if (!rows->empty()) {
-      std::stringstream in(*rows);
-      std::string part;
-      while (std::getline(in, part, ',')) {
-        const auto v = ParseNumbers(part, "--rows");
-        if (!v.ok() || v->size() != 1 || (*v)[0] < 0 || (*v)[0] != static_cast<int>((*v)[0])) {
-          return out.Failure(kls::InvalidArgumentError("--rows: '" + part + "' is not an item index"));
-        }
-        request.add_rows(static_cast<int>((*v)[0]));
-        labels.push_back(part);
+      const auto indices = ParseIndices(*rows, "--rows");
+      if (!indices.ok()) return out.Failure(indices.status());
+      for (int i : *indices) {
+        request.add_rows(i);
+        labels.push_back(std::to_string(i));
       }
     } else {
       std::stringstream in(*features);

@@ -1,7 +1,5 @@
 // Queries on learned kernels: kls similarity | topk | rerank | strength |
 // recommend | classify.
-#include <climits>
-#include <stdexcept>
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -55,33 +53,6 @@ struct TopKArgs {
   CLI::Option* keys_file_opt = nullptr;
   CLI::Option* min_score_opt = nullptr;
 };
-
-// "a,b,c" → strings (empty entries dropped).
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    if (!part.empty()) out.push_back(part);
-  }
-  return out;
-}
-
-// "1,5,9" → indices; INVALID_ARGUMENT naming the flag.
-kls::StatusOr<std::vector<int>> ParseIndices(const std::string& text, const std::string& flag) {
-  std::vector<int> out;
-  for (const std::string& part : SplitList(text)) {
-    try {
-      size_t used = 0;
-      const long v = std::stol(part, &used);
-      if (used != part.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(part);
-      out.push_back(static_cast<int>(v));
-    } catch (const std::exception&) {
-      return kls::InvalidArgumentError(flag + ": '" + part + "' is not an item index");
-    }
-  }
-  return out;
-}
 
 // One key per line (blank lines skipped).
 kls::StatusOr<std::vector<std::string>> ReadKeysFile(const std::string& path) {
@@ -137,8 +108,8 @@ int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
   const auto allow = ParseIndices(a.allow, "--allow");
   if (!allow.ok()) return out.Failure(allow.status());
   *select->mutable_allow() = {allow->begin(), allow->end()};
-  for (const std::string& k : SplitList(a.exclude_keys)) select->add_exclude_keys(k);
-  for (const std::string& k : SplitList(a.allow_keys)) select->add_allow_keys(k);
+  for (const std::string& k : SplitNonEmpty(a.exclude_keys)) select->add_exclude_keys(k);
+  for (const std::string& k : SplitNonEmpty(a.allow_keys)) select->add_allow_keys(k);
 
   json query;
   std::vector<std::string> labels;  // batch: one label per query
@@ -175,7 +146,7 @@ int RunTopK(kls::Client& client, const Output& out, const TopKArgs& a) {
       if (!read.ok()) return out.Failure(read.status());
       keys = *read;
     } else {
-      keys = SplitList(a.keys);
+      keys = SplitNonEmpty(a.keys);
     }
     if (keys.empty()) return out.Failure(kls::InvalidArgumentError("no keys given"));
     for (const std::string& k : keys) {
