@@ -31,14 +31,19 @@ struct Client::Stubs {
 
 namespace {
 
-void SetDeadlineSeconds(double seconds, grpc::ClientContext* context) {
-  const auto timeout = std::chrono::duration_cast<std::chrono::system_clock::duration>(
-      std::chrono::duration<double>(seconds));
-  context->set_deadline(std::chrono::system_clock::now() + timeout);
+// Every call's context: its deadline (none when seconds ≤ 0) and the
+// client's request id (x-request-id metadata) when one is set.
+void SetCallOptions(const ClientOptions& options, double seconds, grpc::ClientContext* context) {
+  if (seconds > 0) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::duration<double>(seconds));
+    context->set_deadline(std::chrono::system_clock::now() + timeout);
+  }
+  if (!options.request_id.empty()) context->AddMetadata("x-request-id", options.request_id);
 }
 
 void SetDeadline(const ClientOptions& options, grpc::ClientContext* context) {
-  SetDeadlineSeconds(options.timeout_seconds, context);
+  SetCallOptions(options, options.timeout_seconds, context);
 }
 
 // Bulk transfers get the per-call timeout once per 16 MiB moved.
@@ -151,6 +156,21 @@ const char* ServingStatusName(ServingStatus status) {
   return "UNKNOWN";
 }
 
+Client::Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : options_(std::move(options)), stubs_(std::make_unique<Stubs>()) {
+  MakeStubs(std::move(channel));
+}
+
+void Client::MakeStubs(std::shared_ptr<grpc::Channel> channel) {
+  channel_ = std::move(channel);
+  stubs_->admin = kls::v1::Admin::NewStub(channel_);
+  stubs_->health = grpc::health::v1::Health::NewStub(channel_);
+  stubs_->datasets = kls::v1::Datasets::NewStub(channel_);
+  stubs_->jobs = kls::v1::Jobs::NewStub(channel_);
+  stubs_->kernels = kls::v1::Kernels::NewStub(channel_);
+  stubs_->queries = kls::v1::Queries::NewStub(channel_);
+}
+
 Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(std::make_unique<Stubs>()) {
   grpc::ChannelArguments args;
   // gRPC sizes are int; clamp so a careless option cannot overflow.
@@ -168,14 +188,8 @@ Client::Client(ClientOptions options) : options_(std::move(options)), stubs_(std
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   if (!options_.token.empty()) interceptors.push_back(std::make_unique<TokenInterceptorFactory>(options_.token));
-  channel_ = grpc::experimental::CreateCustomChannelWithInterceptors(options_.target, credentials, args,
-                                                                     std::move(interceptors));
-  stubs_->admin = kls::v1::Admin::NewStub(channel_);
-  stubs_->health = grpc::health::v1::Health::NewStub(channel_);
-  stubs_->datasets = kls::v1::Datasets::NewStub(channel_);
-  stubs_->jobs = kls::v1::Jobs::NewStub(channel_);
-  stubs_->kernels = kls::v1::Kernels::NewStub(channel_);
-  stubs_->queries = kls::v1::Queries::NewStub(channel_);
+  MakeStubs(grpc::experimental::CreateCustomChannelWithInterceptors(options_.target, credentials, args,
+                                                                     std::move(interceptors)));
 }
 
 Client::~Client() = default;
@@ -330,7 +344,7 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
     d = base.dim();
   }
   grpc::ClientContext context;
-  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * n * d + 12.0 * constraints.size()), &context);
+  SetCallOptions(options_, BulkTimeoutSeconds(options_, 8.0 * n * d + 12.0 * constraints.size()), &context);
   kls::v1::DatasetInfo info;
   std::unique_ptr<grpc::ClientWriter<kls::v1::UploadDatasetRequest>> writer(
       stubs_->datasets->Upload(&context, &info));
@@ -494,7 +508,7 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
 
 StatusOr<kls::v1::DatasetInfo> Client::SetAttributes(const std::string& dataset, const std::string& csv) {
   grpc::ClientContext context;
-  SetDeadlineSeconds(BulkTimeoutSeconds(options_, static_cast<double>(csv.size())), &context);
+  SetCallOptions(options_, BulkTimeoutSeconds(options_, static_cast<double>(csv.size())), &context);
   kls::v1::DatasetInfo info;
   std::unique_ptr<grpc::ClientWriter<kls::v1::SetAttributesRequest>> writer(
       stubs_->datasets->SetAttributes(&context, &info));
@@ -573,7 +587,7 @@ StatusOr<kls::v1::Job> Client::WatchJob(const std::string& id,
                                         const std::function<void(const kls::v1::Job&)>& on_event,
                                         double timeout_seconds) {
   grpc::ClientContext context;
-  if (timeout_seconds > 0) SetDeadlineSeconds(timeout_seconds, &context);
+  SetCallOptions(options_, timeout_seconds, &context);
   kls::v1::WatchJobRequest request;
   request.set_id(id);
   std::unique_ptr<grpc::ClientReader<kls::v1::JobEvent>> reader(stubs_->jobs->Watch(&context, request));
@@ -636,7 +650,7 @@ StatusOr<ExportedKernel> Client::ExportKernel(const kls::v1::KernelRef& kernel) 
   // The size is unknown until the first chunk: look it up for the deadline.
   KLS_ASSIGN_OR_RETURN(kls::v1::KernelInfo info, GetKernel(kernel));
   grpc::ClientContext context;
-  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * info.num_points() * info.rank()), &context);
+  SetCallOptions(options_, BulkTimeoutSeconds(options_, 8.0 * info.num_points() * info.rank()), &context);
   kls::v1::ExportKernelRequest request;
   *request.mutable_kernel() = kernel;
   std::unique_ptr<grpc::ClientReader<kls::v1::ExportKernelChunk>> reader(stubs_->kernels->Export(&context, request));
@@ -684,7 +698,7 @@ StatusOr<kls::v1::KernelInfo> Client::ImportKernel(const std::string& name, cons
   }
   if (chunk_bytes < 1) return InvalidArgumentError("chunk_bytes = " + std::to_string(chunk_bytes) + " must be >= 1");
   grpc::ClientContext context;
-  SetDeadlineSeconds(BulkTimeoutSeconds(options_, 8.0 * double(n) * double(dim)), &context);
+  SetCallOptions(options_, BulkTimeoutSeconds(options_, 8.0 * double(n) * double(dim)), &context);
   kls::v1::KernelInfo info;
   std::unique_ptr<grpc::ClientWriter<kls::v1::ImportKernelChunk>> writer(stubs_->kernels->Import(&context, &info));
 

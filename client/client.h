@@ -57,6 +57,11 @@ struct ClientOptions {
   /// Host name to verify the server certificate against instead of the
   /// target's host (e.g. the certificate says "kls.internal" but you dial an IP).
   std::string tls_server_name;
+
+  /// Request id sent with every call (x-request-id metadata): the server logs
+  /// it with the call and returns it; empty = the server makes one per call.
+  /// 1..128 printable ASCII characters without spaces.
+  std::string request_id;
 };
 
 /// Reads PEM files into `options` and turns TLS on. `ca_file` may be empty
@@ -153,6 +158,9 @@ class Client {
   /// Creates the channel; connecting happens lazily on the first call, so a
   /// server that is down shows up as UNAVAILABLE from that call.
   explicit Client(ClientOptions options);
+  /// A client on an existing channel (e.g. a server's in-process channel);
+  /// `options`' target, TLS and token are then unused.
+  Client(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -241,6 +249,7 @@ class Client {
   const ClientOptions& options() const { return options_; }
 
  private:
+  void MakeStubs(std::shared_ptr<grpc::Channel> channel);
   struct Stubs;
   // The Upload stream behind UploadDataset / UploadRows / UploadDataFile.
   StatusOr<kls::v1::DatasetInfo> Upload(const UploadShape& shape, FeatureRowSource* rows,

@@ -12,6 +12,7 @@
 #include "server/jobs/job_manager.h"
 #include "server/jobs_service.h"
 #include "server/kernel_cache.h"
+#include "server/http/http_gateway.h"
 #include "server/kernels_service.h"
 #include "server/metrics.h"
 #include "server/queries_service.h"
@@ -32,6 +33,22 @@ const char* const kServiceNames[] = {
 };
 
 std::string HostOf(const std::string& listen) { return listen.substr(0, listen.rfind(':')); }
+
+// "a, b,c" → {"a", "b", "c"}.
+std::vector<std::string> SplitOrigins(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -181,6 +198,26 @@ Status KlsServer::Start() {
   port_ = selected_port;
   SetServing(false);  // the default health service starts "" as SERVING
 
+  if (!config_.http_listen.empty()) {
+    http::HttpGatewayOptions http_options;
+    http_options.listen = config_.http_listen;
+    http_options.security = security;
+    http_options.tokens = tokens;
+    http_options.cors_origins = SplitOrigins(config_.http_cors_origins);
+    http_options.max_body_bytes = config_.max_message_bytes();
+    http_options.threads = config_.http_threads;
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
+    args.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));
+    StatusOr<std::unique_ptr<http::HttpGateway>> gateway =
+        http::HttpGateway::Start(std::move(http_options), server_->InProcessChannel(args));
+    if (!gateway.ok()) {
+      Stop(std::chrono::milliseconds(0));
+      return gateway.status();
+    }
+    http_ = std::move(gateway).value();
+  }
+
   if (data_dir_) {
     const Status recorded = data_dir_->RecordListenAddress(target());
     if (!recorded.ok()) {
@@ -215,6 +252,10 @@ Status KlsServer::Start() {
   if (metrics_) {
     spdlog::info("metrics: http://{}:{}/metrics", HostOf(config_.metrics_listen), metrics_->port());
   }
+  if (http_) {
+    spdlog::info("http: {}://{}:{}/ (API under /v1/, /openapi.json, web console at /)",
+                 config_.tls_cert_file.empty() ? "http" : "https", HostOf(config_.http_listen), http_->port());
+  }
   return OkStatus();
 }
 
@@ -227,6 +268,7 @@ void KlsServer::Stop(std::chrono::milliseconds grace) {
   readiness_cv_.notify_all();
   if (readiness_.joinable()) readiness_.join();
   SetServing(false);
+  if (http_) http_->Stop();  // its open streams end before the calls they wrap
   // Stop taking jobs and stop the solvers first (running jobs return to the
   // queue for the next start), then let in-flight calls finish within `grace`.
   job_manager_->Shutdown();
@@ -241,6 +283,7 @@ void KlsServer::ReleaseState() {
   // The store's listener captures the job manager and the kernel cache: no
   // event may reach them once they are destroyed below (a shared store
   // delivers on its own thread).
+  http_.reset();  // before the services its requests call
   if (store_) store_->SetListener(nullptr);
   if (metrics_) {
     metrics_->StopServing();
@@ -299,6 +342,8 @@ std::string KlsServer::target() const {
   if (host == "[::]") host = "[::1]";
   return host + ":" + std::to_string(port_);
 }
+
+int KlsServer::http_port() const { return http_ ? http_->port() : 0; }
 
 int KlsServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 

@@ -17,11 +17,14 @@
 //      (server/rpc_observer.h: request ids, log context, RPC metrics) and its
 //      services: Admin, Datasets, Jobs, Kernels, Queries, grpc.health.v1,
 //      reflection; health NOT_SERVING;
-//   6. record the listen address in the lock file, health → SERVING.
+//   6. start the HTTP/JSON gateway when http_listen is set
+//      (server/http/http_gateway.h: an in-process channel to these services);
+//   7. record the listen address in the lock file, health → SERVING.
 // Steps 3–4 run before the port is bound so that no RPC can reach a store or
 // job queue that is still recovering (a Submit racing recovery could queue a
 // job twice); until then clients see UNAVAILABLE.
-// Stop() reverses it: health NOT_SERVING, stop accepting calls (Shutdown with
+// Stop() reverses it: health NOT_SERVING, the HTTP gateway stops (its open
+// SSE watches end), stop accepting calls (Shutdown with
 // a grace deadline: in-flight calls finish or are cancelled; Watch streams
 // end), JobManager::Shutdown (running solvers are cancelled and their jobs go
 // back to queued), then the store is closed and the lock released.
@@ -54,6 +57,9 @@ class KernelCache;
 class KernelsService;
 class Metrics;
 class QueriesService;
+namespace http {
+class HttpGateway;
+}
 
 /// Release string of this build, e.g. "0.1.0".
 const char* KlsVersion();
@@ -97,6 +103,8 @@ class KlsServer {
   Metrics* metrics() const { return metrics_.get(); }
   /// Bound port of the metrics endpoint; 0 when off or before Start().
   int metrics_port() const;
+  /// The bound port of the HTTP/JSON API (http_listen), or 0 when off.
+  int http_port() const;
 
  private:
   ServerConfig config_;
@@ -112,6 +120,7 @@ class KlsServer {
   // Destroyed in reverse order: services before the manager, cache and store
   // they point into, the lock, then the metrics they all report to.
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<http::HttpGateway> http_;
   std::unique_ptr<DataDir> data_dir_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<KernelCache> kernel_cache_;

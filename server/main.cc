@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file,
                  "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
                  "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
-                 "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format); "
+                 "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format, http_listen, "
+                 "http_cors_origins, http_threads); "
                  "flags override it");
   auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
                          ->default_str(defaults.listen);
@@ -149,6 +150,16 @@ int main(int argc, char** argv) {
   auto* log_format_opt = app.add_option("--log-format", log_format,
                                         "text, or json (one JSON object a line, with request ids)")
                              ->default_str(defaults.log_format);
+  std::string http_listen, http_cors_origins;
+  int http_threads = 0;
+  auto* http_opt = app.add_option("--http-listen", http_listen,
+                                  "HOST:PORT of the HTTP/JSON API, /openapi.json and the web console; port 0 picks a "
+                                  "free port; unset = off");
+  auto* cors_opt = app.add_option("--http-cors-origins", http_cors_origins,
+                                  "Comma-separated origins (scheme://host[:port], * = any) whose browser requests the "
+                                  "HTTP API answers besides the server's own");
+  auto* http_threads_opt = app.add_option("--http-threads", http_threads, "HTTP worker threads (an open SSE watch holds one)")
+                               ->default_str(std::to_string(defaults.http_threads));
   std::string migrate_from;
   app.add_option("--migrate-from", migrate_from,
                  "Copy every data set, job and kernel of this data directory into --store, then exit");
@@ -176,6 +187,9 @@ int main(int argc, char** argv) {
   if (attempts_opt->count() > 0) overrides.max_attempts = max_attempts;
   if (metrics_opt->count() > 0) overrides.metrics_listen = metrics_listen;
   if (log_format_opt->count() > 0) overrides.log_format = log_format;
+  if (http_opt->count() > 0) overrides.http_listen = http_listen;
+  if (cors_opt->count() > 0) overrides.http_cors_origins = http_cors_origins;
+  if (http_threads_opt->count() > 0) overrides.http_threads = http_threads;
   const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
   if (!loaded.ok()) {
     std::cerr << "kls-server: " << loaded.status() << "\n";

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
     "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
-    "max_attempts, metrics_listen, log_format";
+    "max_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -124,6 +124,14 @@ Status ServerConfig::Validate() const {
       return InvalidArgumentError("metrics_listen = '" + metrics_listen + "' is not a valid address: " + s.message());
     }
   }
+  if (!http_listen.empty()) {
+    if (const Status s = ValidateListenAddress(http_listen); !s.ok()) {
+      return InvalidArgumentError("http_listen = '" + http_listen + "' is not a valid address: " + s.message());
+    }
+  }
+  if (http_threads < 2 || http_threads > 1024) {
+    return InvalidArgumentError("http_threads must be in 2..1024, got " + std::to_string(http_threads));
+  }
   if (log_format != "text" && log_format != "json") {
     return InvalidArgumentError("log_format = '" + log_format + "' is not one of text, json");
   }
@@ -207,6 +215,12 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->metrics_listen = value;
     } else if (key == "log_format") {
       config->log_format = value;
+    } else if (key == "http_listen") {
+      config->http_listen = value;
+    } else if (key == "http_cors_origins") {
+      config->http_cors_origins = value;
+    } else if (key == "http_threads") {
+      KLS_RETURN_IF_ERROR(int_value(&config->http_threads));
     } else if (key == "max_attempts") {
       KLS_RETURN_IF_ERROR(int_value(&config->max_attempts));
     } else if (key == "lease_seconds" || key == "checkpoint_seconds") {
@@ -251,6 +265,9 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.max_attempts) config.max_attempts = *overrides.max_attempts;
   if (overrides.metrics_listen) config.metrics_listen = *overrides.metrics_listen;
   if (overrides.log_format) config.log_format = *overrides.log_format;
+  if (overrides.http_listen) config.http_listen = *overrides.http_listen;
+  if (overrides.http_cors_origins) config.http_cors_origins = *overrides.http_cors_origins;
+  if (overrides.http_threads) config.http_threads = *overrides.http_threads;
   KLS_RETURN_IF_ERROR(config.Validate());
   return config;
 }

@@ -23,6 +23,9 @@
 //   max_attempts = 5                          # counted failed attempts before a job fails
 //   metrics_listen = 127.0.0.1:9464           # Prometheus endpoint (GET /metrics); unset = off
 //   log_format = text                         # text | json (one JSON object a line)
+//   http_listen = 127.0.0.1:8080              # HTTP/JSON API + web console; unset = off
+//   http_cors_origins = https://app.example   # other origins the HTTP API answers (comma-separated, * = any)
+//   http_threads = 16                         # HTTP worker threads (an open SSE watch holds one)
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -87,6 +90,16 @@ struct ServerConfig {
   /// Log line format: "text" (default) or "json" (one JSON object a line with
   /// time, level, message and, when known, request_id, method, peer, job_id).
   std::string log_format = "text";
+  /// HOST:PORT of the HTTP/JSON API, OpenAPI document and web console
+  /// (server/http/http_gateway.h); empty = off. Port 0 picks a free port
+  /// (KlsServer::http_port()). TLS and tokens are the gRPC port's.
+  std::string http_listen;
+  /// Origins (scheme://host[:port]) other than the server itself whose
+  /// browser requests the HTTP API answers; "*" = any. Comma-separated in the
+  /// config file.
+  std::string http_cors_origins;
+  /// HTTP worker threads, 2..1024.
+  int http_threads = 16;
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
@@ -135,6 +148,9 @@ struct ConfigOverrides {
   std::optional<int> max_attempts;
   std::optional<std::string> metrics_listen;
   std::optional<std::string> log_format;
+  std::optional<std::string> http_listen;
+  std::optional<std::string> http_cors_origins;
+  std::optional<int> http_threads;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the
