@@ -185,6 +185,7 @@ Scope RequiredScope(const std::string& method) {
       {"/kls.v1.Kernels/Get", Scope::kRead},
       {"/kls.v1.Kernels/List", Scope::kRead},
       {"/kls.v1.Kernels/Export", Scope::kRead},
+      {"/kls.v1.Kernels/Inspect", Scope::kRead},
       {"/kls.v1.Kernels/Delete", Scope::kWrite},
       {"/kls.v1.Kernels/SetAlias", Scope::kWrite},
       {"/kls.v1.Kernels/Import", Scope::kWrite},

@@ -19,7 +19,7 @@ int64_t KeyBytes(const ItemKeys& keys) {
   int64_t bytes = 0;
   // Each key lives twice (vector and map) plus node and bucket overhead.
   for (const std::string& k : keys.keys) bytes += 2 * static_cast<int64_t>(k.size()) + 96;
-  return bytes;
+  return bytes + static_cast<int64_t>(keys.labels.size() * sizeof(int));
 }
 
 }  // namespace
@@ -170,6 +170,7 @@ StatusOr<std::shared_ptr<const ItemKeys>> KernelCache::GetItemKeys(const store::
         keys->keys = std::move(data.data.item_keys);
         keys->index.reserve(keys->keys.size());
         for (size_t i = 0; i < keys->keys.size(); ++i) keys->index.emplace(keys->keys[i], static_cast<int>(i));
+        keys->labels = std::move(data.data.labels);
         return keys;
       },
       KeyBytes);

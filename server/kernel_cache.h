@@ -15,8 +15,9 @@
 // returned as that error and never cached or served.
 //
 // Item keys: the data set's item keys (for TopK by key and for naming the
-// results) are loaded lazily, once per cached kernel, on the first call that
-// needs them; data sets are immutable, so the copy never goes stale.
+// results) and labels (Kernels.Inspect) are loaded lazily, once per cached
+// kernel, on the first call that needs them; data sets are immutable, so the
+// copy never goes stale.
 //
 // Top-k index: every loaded kernel gets its TopKIndex (core/model/topk_index.h,
 // an int8 screening copy, exact answers identical to LearnedKernel::TopK),
@@ -24,7 +25,8 @@
 //
 // Memory: a kernel is charged n·r·8 bytes for the embedding, the index's
 // memory_bytes() (about 14 % more at rank 128), its attachments, and its keys
-// once loaded. A kernel larger than the whole budget is still served, but not kept.
+// and labels once loaded. A kernel larger than the whole budget is still
+// served, but not kept.
 //
 // Thread safety: all methods are safe to call concurrently. The mutex is held
 // only for map and list updates; loading from the store and all query
@@ -54,10 +56,12 @@
 
 namespace kls::server {
 
-/// The item keys of a data set and the inverse map key → point index.
+/// The item keys of a data set and the inverse map key → point index, and
+/// its labels (Kernels.Inspect), loaded together.
 struct ItemKeys {
   std::vector<std::string> keys;  ///< empty when the data set has no keys
   std::unordered_map<std::string, int> index;
+  std::vector<int> labels;        ///< empty when the data set has no labels
   bool empty() const { return keys.empty(); }
 };
 
@@ -106,9 +110,9 @@ class KernelCache {
   /// handlers that run on gRPC's callback threads use it.
   std::optional<Handle> GetCached(const KernelKey& key);
 
-  /// The item keys of the data set `record` was learned on (empty ItemKeys
-  /// when it has none). NOT_FOUND when that data set was deleted. Cached with
-  /// the kernel entry when the kernel is cached.
+  /// The item keys (and labels) of the data set `record` was learned on
+  /// (empty ItemKeys when it has none). NOT_FOUND when that data set was
+  /// deleted. Cached with the kernel entry when the kernel is cached.
   StatusOr<std::shared_ptr<const ItemKeys>> GetItemKeys(const store::KernelRecord& record);
 
   /// The feature rows of that data set (n × d) as the solver saw them (with

@@ -8,6 +8,7 @@
 
 #include "core/common/names.h"
 #include "core/common/solve_control.h"
+#include "core/serving/kernel_inspection.h"
 #include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
 
@@ -26,6 +27,20 @@ void ToProto(const store::KernelRecord& r, kls::v1::KernelInfo* info) {
   if (auto c = CertificateFromSummary(r.summary_json)) *info->mutable_certificate() = *c;
   info->set_created_unix_ms(r.created_unix_ms);
 }
+
+namespace {
+
+// A request count whose 0 means `fallback`: INVALID_ARGUMENT naming `field`
+// outside [0, max].
+StatusOr<int> CountOrDefault(int32_t value, const char* field, int fallback, int max) {
+  if (value < 0 || value > max) {
+    return InvalidArgumentError(std::string(field) + " = " + std::to_string(value) + " must be in [0, " +
+                                std::to_string(max) + "] (0 = " + std::to_string(fallback) + ")");
+  }
+  return value == 0 ? fallback : value;
+}
+
+}  // namespace
 
 grpc::Status KernelsService::Get(grpc::ServerContext*, const kls::v1::GetKernelRequest* request,
                                  kls::v1::KernelInfo* response) {
@@ -141,6 +156,71 @@ grpc::Status KernelsService::Import(grpc::ServerContext* context,
   spdlog::info("kernel {} v{} imported ({} x {}{})", stored->name, stored->version, stored->num_points,
                stored->rank, stored->dataset_id.empty() ? "" : ", keys in data set " + stored->dataset_id);
   ToProto(*stored, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernelsService::Inspect(grpc::ServerContext* context, const kls::v1::InspectKernelRequest* request,
+                                     kls::v1::KernelInspection* response) {
+  const KernelKey key = FromProto(request->kernel());
+  if (const Status s = ValidateKernelKey(key, "kernel"); !s.ok()) return ToGrpcStatus(s);
+  InspectionOptions options;
+  const StatusOr<int> sample = CountOrDefault(request->sample(), "sample", kInspectSampleDefault, kInspectSampleMax);
+  if (!sample.ok()) return ToGrpcStatus(sample.status());
+  const StatusOr<int> heatmap =
+      CountOrDefault(request->heatmap(), "heatmap", kInspectHeatmapDefault, kInspectHeatmapMax);
+  if (!heatmap.ok()) return ToGrpcStatus(heatmap.status());
+  if (request->spectrum() < 0) {
+    return ToGrpcStatus(InvalidArgumentError("spectrum = " + std::to_string(request->spectrum()) +
+                                             " must be >= 0 (0 = " + std::to_string(kInspectSpectrumDefault) + ")"));
+  }
+  options.sample = *sample;
+  options.heatmap = *heatmap;
+  options.spectrum = request->spectrum() == 0 ? kInspectSpectrumDefault : request->spectrum();
+  options.seed = request->seed() == 0 ? 1 : request->seed();
+
+  const StatusOr<KernelCache::Handle> handle = cache_->Get(key);
+  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  const LearnedKernel& kernel = *handle->kernel;
+  // Labels and keys of the data set, when it is still there and its rows are
+  // the kernel's items.
+  std::shared_ptr<const ItemKeys> items;
+  if (!handle->record.dataset_id.empty()) {
+    StatusOr<std::shared_ptr<const ItemKeys>> loaded = cache_->GetItemKeys(handle->record);
+    if (loaded.ok()) {
+      items = *std::move(loaded);
+    } else if (loaded.status().code() != StatusCode::kNotFound) {
+      return ToGrpcStatus(loaded.status());
+    }
+  }
+  const size_t n = static_cast<size_t>(kernel.num_points());
+  static const std::vector<int> kNone;
+  const std::vector<int>& labels = items && items->labels.size() == n ? items->labels : kNone;
+  const bool has_keys = items && items->keys.size() == n;
+
+  const StatusOr<KernelInspection> inspected = GuardExceptions("inspect", [&]() -> StatusOr<KernelInspection> {
+    return InspectKernel(kernel.embedding(), labels, options, CallControl(context));
+  });
+  if (!inspected.ok()) return ToGrpcStatus(inspected.status());
+
+  ToProto(handle->record, response->mutable_info());
+  response->mutable_eigenvalues()->Add(inspected->eigenvalues.begin(), inspected->eigenvalues.end());
+  response->set_trace(inspected->trace);
+  response->set_has_labels(!labels.empty());
+  for (int i : inspected->items) {
+    response->add_items(i);
+    if (has_keys) response->add_keys(items->keys[static_cast<size_t>(i)]);
+    if (!labels.empty()) response->add_labels(labels[static_cast<size_t>(i)]);
+  }
+  response->mutable_x()->Add(inspected->x.begin(), inspected->x.end());
+  response->mutable_y()->Add(inspected->y.begin(), inspected->y.end());
+  for (int i : inspected->heatmap_items) {
+    response->add_heatmap_items(i);
+    if (!labels.empty()) response->add_heatmap_labels(labels[static_cast<size_t>(i)]);
+  }
+  const Eigen::MatrixXd& heat = inspected->heatmap;
+  response->mutable_heatmap()->Reserve(static_cast<int>(heat.size()));
+  for (Eigen::Index a = 0; a < heat.rows(); ++a)
+    for (Eigen::Index b = 0; b < heat.cols(); ++b) response->add_heatmap(heat(a, b));
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,5 @@
 // kls.v1.Kernels: Get, List, Delete, SetAlias, Export (server stream),
-// Import (client stream).
+// Import (client stream), Inspect.
 //
 // Export reads the kernel through the KernelCache (so a corrupted artifact is
 // DATA_LOSS, never streamed) and sends V row-major in chunks of at most
@@ -15,6 +15,13 @@
 // stores nothing. Keys go to a data set written first (Store::PutDataset);
 // a crash between the two writes leaves that data set unreferenced, never a
 // kernel without its keys.
+//
+// Inspect resolves the kernel through the KernelCache and hands its factor to
+// core (InspectKernel, core/serving/kernel_inspection.h) with the labels and
+// item keys of its data set, which the cache loads once per cached kernel: a
+// kernel whose data set was deleted, an imported kernel without keys, or a
+// kernel over other items than the data set's rows (social strength: users)
+// is inspected without them.
 //
 // Thread safety: handlers run concurrently; the service holds no mutable state
 // of its own (the cache is thread-safe).
@@ -33,6 +40,10 @@ class KernelsService final : public kls::v1::Kernels::Service {
  public:
   /// Upper bound on one Export chunk's values, in bytes (1 MiB).
   static constexpr int64_t kExportChunkBytes = int64_t{1} << 20;
+  /// Inspect's defaults (a request's 0) and limits: scatter sample and heat map items.
+  static constexpr int kInspectSampleDefault = 1000, kInspectSampleMax = 5000;
+  static constexpr int kInspectHeatmapDefault = 200, kInspectHeatmapMax = 500;
+  static constexpr int kInspectSpectrumDefault = 64;
 
   /// `store` and `cache` must outlive the grpc::Server the service is registered on.
   KernelsService(store::Store* store, KernelCache* cache, ImportLimits limits = {})
@@ -50,6 +61,8 @@ class KernelsService final : public kls::v1::Kernels::Service {
                       grpc::ServerWriter<kls::v1::ExportKernelChunk>* writer) override;
   grpc::Status Import(grpc::ServerContext* context, grpc::ServerReader<kls::v1::ImportKernelChunk>* reader,
                       kls::v1::KernelInfo* response) override;
+  grpc::Status Inspect(grpc::ServerContext* context, const kls::v1::InspectKernelRequest* request,
+                       kls::v1::KernelInspection* response) override;
 
  private:
   store::Store* const store_;

@@ -53,23 +53,6 @@ Status MissingModel(const store::KernelRecord& r, const char* query, const char*
                                  FamilyRegistry::Global().NamesStoring(needs));
 }
 
-// The call's deadline and cancellation as a SolveControl for core: the
-// deadline moved to the steady clock, and the call's IsCancelled() (client
-// cancellation, or the deadline as gRPC sees it) polled by ShouldStop. The
-// long computations behind queries check it every few milliseconds, so a
-// call stops within 100 ms of its deadline or cancellation.
-SolveControl CallControl(grpc::ServerContext* context) {
-  SolveControl control;
-  const auto deadline = context->deadline();
-  const auto remaining = deadline - std::chrono::system_clock::now();
-  if (remaining < std::chrono::hours(24 * 365)) {  // gRPC's "no deadline" is the far future
-    control.deadline = SolveControl::Clock::now() +
-                       std::chrono::duration_cast<SolveControl::Clock::duration>(remaining);
-  }
-  control.stop_requested = [context] { return context->IsCancelled(); };
-  return control;
-}
-
 // `values` (rows × dim, row-major) as a matrix; INVALID_ARGUMENT naming
 // "field[i][j]" for a non-finite value.
 StatusOr<Eigen::MatrixXd> FeatureRows(const google::protobuf::RepeatedField<double>& values, int rows, int dim,

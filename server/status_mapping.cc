@@ -1,5 +1,7 @@
 #include "server/status_mapping.h"
 
+#include <chrono>
+
 namespace kls::server {
 
 grpc::StatusCode ToGrpcCode(kls::StatusCode code) {
@@ -30,6 +32,18 @@ grpc::StatusCode ToGrpcCode(kls::StatusCode code) {
 grpc::Status ToGrpcStatus(const kls::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(ToGrpcCode(status.code()), status.message());
+}
+
+SolveControl CallControl(grpc::ServerContext* context) {
+  SolveControl control;
+  const auto deadline = context->deadline();
+  const auto remaining = deadline - std::chrono::system_clock::now();
+  if (remaining < std::chrono::hours(24 * 365)) {  // gRPC's "no deadline" is the far future
+    control.deadline = SolveControl::Clock::now() +
+                       std::chrono::duration_cast<SolveControl::Clock::duration>(remaining);
+  }
+  control.stop_requested = [context] { return context->IsCancelled(); };
+  return control;
 }
 
 }  // namespace kls::server
