@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -20,6 +21,53 @@ void ToProto(const store::DatasetRecord& r, kls::v1::DatasetInfo* info) {
   info->set_created_unix_ms(r.created_unix_ms);
   info->set_attributes(r.attributes_summary);
   info->set_attributes_version(r.attributes_version);
+}
+
+void ToProto(const DatasetCounts& counts, kls::v1::DatasetInfo* info) {
+  info->mutable_class_sizes()->Assign(counts.class_sizes.begin(), counts.class_sizes.end());
+  info->set_must_link(counts.must_link);
+  info->set_cannot_link(counts.cannot_link);
+}
+
+DatasetCounts CountDataset(const store::StoredDataset& data) {
+  DatasetCounts counts;
+  const std::vector<int>& labels = data.data.labels;
+  if (!labels.empty()) {
+    const int64_t classes = int64_t{*std::max_element(labels.begin(), labels.end())} + 1;
+    if (classes <= DatasetCounts::kMaxClassSizes) {
+      counts.class_sizes.assign(static_cast<size_t>(classes), 0);
+      for (int label : labels) ++counts.class_sizes[static_cast<size_t>(label)];
+    }
+  }
+  for (const Pair& p : data.constraints.pairs) {
+    if (p.kind == PairKind::kMustLink) {
+      ++counts.must_link;
+    } else {
+      ++counts.cannot_link;
+    }
+  }
+  return counts;
+}
+
+void DatasetsService::Remember(const std::string& id, std::shared_ptr<const DatasetCounts> counts) {
+  std::lock_guard<std::mutex> lock(counts_mu_);
+  if (!counts_.emplace(id, std::move(counts)).second) return;
+  counts_order_.push_back(id);
+  while (counts_order_.size() > kCountsMemo) {
+    counts_.erase(counts_order_.front());
+    counts_order_.pop_front();
+  }
+}
+
+StatusOr<std::shared_ptr<const DatasetCounts>> DatasetsService::Counts(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(counts_mu_);
+    if (auto it = counts_.find(id); it != counts_.end()) return it->second;
+  }
+  KLS_ASSIGN_OR_RETURN(store::StoredDataset data, store_->LoadDataset(id));
+  auto counts = std::make_shared<const DatasetCounts>(CountDataset(data));
+  Remember(id, counts);
+  return std::shared_ptr<const DatasetCounts>(counts);
 }
 
 namespace {
@@ -101,6 +149,9 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
   spdlog::info("data set {} '{}' stored: {} points × {} features, {} constraints", stored->id, stored->name,
                stored->num_points, stored->dim, stored->num_constraints);
   ToProto(*stored, response);
+  auto counts = std::make_shared<const DatasetCounts>(CountDataset(*data));
+  ToProto(*counts, response);
+  Remember(stored->id, std::move(counts));
   if (upload.header().has_protocol()) *response->mutable_generated() = generated;
   return grpc::Status::OK;
 }
@@ -148,6 +199,16 @@ grpc::Status DatasetsService::Get(grpc::ServerContext*, const kls::v1::GetDatase
   const StatusOr<store::DatasetRecord> record = store_->GetDatasetRecord(request->id());
   if (!record.ok()) return ToGrpcStatus(record.status());
   ToProto(*record, response);
+  const StatusOr<std::shared_ptr<const DatasetCounts>> counts = Counts(record->id);
+  if (counts.ok()) {
+    ToProto(**counts, response);
+  } else if (counts.status().code() == StatusCode::kNotFound) {
+    return ToGrpcStatus(counts.status());  // deleted meanwhile
+  } else {
+    // The record is still worth answering (a damaged artifact is reported by
+    // the queries and `kls-server --check`); the counts stay empty.
+    spdlog::warn("data set {}: counting classes and pairs: {}", record->id, counts.status().ToString());
+  }
   return grpc::Status::OK;
 }
 
@@ -164,6 +225,10 @@ grpc::Status DatasetsService::Delete(grpc::ServerContext*, const kls::v1::Delete
   if (request->id().empty()) return ToGrpcStatus(InvalidArgumentError("id must not be empty"));
   const Status deleted = store_->DeleteDataset(request->id());
   if (deleted.ok()) spdlog::info("data set {} deleted", request->id());
+  {
+    std::lock_guard<std::mutex> lock(counts_mu_);
+    counts_.erase(request->id());  // its id stays in counts_order_ until it ages out
+  }
   return ToGrpcStatus(deleted);
 }
 
