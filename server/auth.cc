@@ -180,6 +180,7 @@ Scope RequiredScope(const std::string& method) {
       {"/kls.v1.Jobs/Get", Scope::kRead},
       {"/kls.v1.Jobs/List", Scope::kRead},
       {"/kls.v1.Jobs/Watch", Scope::kRead},
+      {"/kls.v1.Jobs/History", Scope::kRead},
       {"/kls.v1.Jobs/Submit", Scope::kWrite},
       {"/kls.v1.Jobs/Cancel", Scope::kWrite},
       {"/kls.v1.Kernels/Get", Scope::kRead},

@@ -57,6 +57,17 @@ grpc::Status JobsService::Get(grpc::ServerContext* /*context*/, const kls::v1::G
   return grpc::Status::OK;
 }
 
+grpc::Status JobsService::History(grpc::ServerContext* /*context*/, const kls::v1::GetJobRequest* request,
+                                  kls::v1::JobHistory* response) {
+  if (request->id().empty()) return MissingId();
+  StatusOr<JobConvergence> history = manager_->History(request->id());
+  if (!history.ok()) return ToGrpcStatus(history.status());
+  response->set_id(request->id());
+  for (const ProgressEvent& e : history->points) ToProto(e, response->add_points());
+  response->set_complete(history->complete);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobsService::List(grpc::ServerContext* /*context*/, const kls::v1::ListJobsRequest* request,
                                kls::v1::ListJobsResponse* response) {
   StatusOr<store::JobFilter> filter = ToJobFilter(*request);

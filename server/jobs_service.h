@@ -1,4 +1,4 @@
-// kls.v1.Jobs: Submit, Get, List, Cancel, Watch over a JobManager.
+// kls.v1.Jobs: Submit, Get, List, Cancel, Watch, History over a JobManager.
 //
 // Synchronous gRPC API: every handler is short (validate → manager/store →
 // status_mapping) except Watch, which holds its RPC thread while it streams;
@@ -36,6 +36,8 @@ class JobsService final : public kls::v1::Jobs::Service {
                       kls::v1::Job* response) override;
   grpc::Status Watch(grpc::ServerContext* context, const kls::v1::WatchJobRequest* request,
                      grpc::ServerWriter<kls::v1::JobEvent>* writer) override;
+  grpc::Status History(grpc::ServerContext* context, const kls::v1::GetJobRequest* request,
+                       kls::v1::JobHistory* response) override;
 
  private:
   JobManager* manager_;

@@ -9,6 +9,7 @@
 #include "core/common/names.h"
 #include "core/common/solve_control.h"
 #include "core/serving/kernel_inspection.h"
+#include "server/jobs/convergence_history.h"
 #include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
 
@@ -23,8 +24,8 @@ void ToProto(const store::KernelRecord& r, kls::v1::KernelInfo* info) {
   info->set_method(r.method);
   info->set_num_points(r.num_points);
   info->set_rank(static_cast<int32_t>(r.rank));
-  info->set_summary_json(r.summary_json);
-  if (auto c = CertificateFromSummary(r.summary_json)) *info->mutable_certificate() = *c;
+  info->set_summary_json(WithoutConvergence(r.summary_json));  // Jobs.History serves the convergence
+  if (auto c = CertificateFromSummary(info->summary_json())) *info->mutable_certificate() = *c;
   info->set_created_unix_ms(r.created_unix_ms);
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <new>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -220,6 +221,29 @@ StatusOr<store::JobRecord> JobManager::Get(const std::string& id) {
     if (it != live_.end() && it->second->has_progress) job.progress_json = ProgressJson(it->second->progress, "");
   }
   return job;
+}
+
+StatusOr<JobConvergence> JobManager::History(const std::string& id) {
+  // The in-memory history first: a job that finishes between the two reads
+  // is then answered from its stored summary, never from neither.
+  std::optional<std::vector<ProgressEvent>> here;
+  int here_attempt = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = live_.find(id); it != live_.end()) {
+      here = it->second->history.Points();
+      here_attempt = it->second->attempt;
+    }
+  }
+  KLS_ASSIGN_OR_RETURN(store::JobRecord job, store_->GetJob(id));
+  JobConvergence out;
+  out.complete = store::IsTerminal(job.state);
+  if (!out.complete && here && job.state == store::JobState::kRunning && job.attempts == here_attempt) {
+    out.points = std::move(*here);
+  } else {
+    out.points = StoredHistory(job);
+  }
+  return out;
 }
 
 StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
@@ -552,6 +576,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       std::lock_guard<std::mutex> lock(mu_);
       live->progress = e;
       live->has_progress = true;
+      live->history.Add(e);
       BumpLocked(live.get());
     }
     const auto now = std::chrono::steady_clock::now();
@@ -584,10 +609,12 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   if (!result.ok() && result.status().code() == StatusCode::kResourceExhausted) counted_failure = true;
 
   ProgressEvent last;
+  std::vector<ProgressEvent> history;
   bool lost, user_cancelled, stopping;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last = live->progress;
+    history = live->history.Points();
     live->finishing = true;  // from here the fenced write, not the heartbeat, tells a lost lease
     lost = live->lost;
     user_cancelled = live->user_cancelled;
@@ -649,8 +676,11 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       kernel.method = job.method;
       kernel.num_points = result->kernel.num_points();
       kernel.rank = result->kernel.rank();
-      kernel.summary_json = KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual,
-                                              watch.Seconds(), result->summary_notes, result->certificate.gap);
+      // The convergence history goes last (WithoutConvergence cuts it out of the API's summaries).
+      kernel.summary_json = WithConvergence(
+          KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual, watch.Seconds(),
+                            result->summary_notes, result->certificate.gap),
+          history);
       job.progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
       job.finished_unix_ms = NowUnixMs();
       job.error.clear();

@@ -63,6 +63,7 @@
 
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
+#include "server/jobs/convergence_history.h"
 #include "server/store/store.h"
 
 namespace kls::server {
@@ -117,6 +118,12 @@ struct JobManagerOptions {
   JobMetricsSink* metrics = nullptr;
 };
 
+/// A job's convergence history as JobManager::History reports it.
+struct JobConvergence {
+  std::vector<ProgressEvent> points;  ///< oldest first
+  bool complete = false;              ///< the job is finished: the history is final
+};
+
 class JobManager {
  public:
   /// `store` must outlive the manager.
@@ -149,6 +156,14 @@ class JobManager {
   /// worker marks the job cancelled (the returned snapshot may still say
   /// running). FAILED_PRECONDITION for a job already in a terminal state.
   StatusOr<store::JobRecord> Cancel(const std::string& id);
+
+  /// The job's convergence history (Jobs.History): running on this replica,
+  /// the in-memory ConvergenceHistory of its attempt (complete = false);
+  /// finished (on any replica), the history stored in its summary when it
+  /// succeeded, else its last progress (complete = true); queued or running
+  /// elsewhere, its last persisted progress (complete = false). At most
+  /// ConvergenceHistory::kDefaultMaxPoints points. NOT_FOUND for unknown ids.
+  StatusOr<JobConvergence> History(const std::string& id);
 
   /// Blocks until the job changes (state or progress) after `*version`, or
   /// `timeout` passes; returns the current snapshot and stores its version in
@@ -185,6 +200,7 @@ class JobManager {
     int checkpoints_written = 0;
     bool has_progress = false;
     ProgressEvent progress;      ///< latest, every iteration
+    ConvergenceHistory history;  ///< this attempt's reports, bounded
   };
 
   void WorkerLoop();

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/common/names.h"
+#include "server/jobs/convergence_history.h"
 #include "server/jobs/families/family_util.h"
 
 namespace kls::server {
@@ -327,18 +328,26 @@ StatusOr<store::JobState> ToStore(kls::v1::JobState s) {
   }
 }
 
+namespace {
+
+// progress_json → the kls.v1.Job it encodes (progress, termination,
+// summary_json); false when it is empty or malformed.
+bool ParseProgressJson(const std::string& progress_json, kls::v1::Job* partial) {
+  if (progress_json.empty()) return false;
+  pbu::JsonParseOptions po;
+  po.ignore_unknown_fields = true;
+  return pbu::JsonStringToMessage(progress_json, partial, po).ok();
+}
+
+}  // namespace
+
 kls::v1::Job ToProtoJob(const store::JobRecord& r) {
   kls::v1::Job job;
-  if (!r.progress_json.empty()) {
-    pbu::JsonParseOptions po;
-    po.ignore_unknown_fields = true;
-    kls::v1::Job partial;
-    if (pbu::JsonStringToMessage(r.progress_json, &partial, po).ok()) {
-      *job.mutable_progress() = partial.progress();
-      job.set_termination(partial.termination());
-      job.set_summary_json(partial.summary_json());
-      if (auto c = CertificateFromSummary(partial.summary_json())) *job.mutable_certificate() = *c;
-    }
+  if (kls::v1::Job partial; ParseProgressJson(r.progress_json, &partial)) {
+    *job.mutable_progress() = partial.progress();
+    job.set_termination(partial.termination());
+    job.set_summary_json(WithoutConvergence(partial.summary_json()));
+    if (auto c = CertificateFromSummary(job.summary_json())) *job.mutable_certificate() = *c;
   }
   job.set_id(r.id);
   job.set_dataset_id(r.dataset_id);
@@ -358,18 +367,39 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
   return job;
 }
 
-std::string ProgressJson(const ProgressEvent& e, const std::string& termination, const std::string& summary_json) {
+std::vector<ProgressEvent> StoredHistory(const store::JobRecord& record) {
   kls::v1::Job partial;
-  kls::v1::Progress* p = partial.mutable_progress();
+  if (!ParseProgressJson(record.progress_json, &partial)) return {};
+  if (std::optional<std::vector<ProgressEvent>> stored = ConvergenceFromSummary(partial.summary_json())) {
+    return *std::move(stored);
+  }
+  if (!partial.has_progress()) return {};
+  const kls::v1::Progress& p = partial.progress();
+  ProgressEvent e;
+  e.iteration = p.iteration();
+  e.max_iterations = p.max_iterations();
+  e.objective = p.objective();
+  e.primal_residual = p.primal_residual();
+  e.dual_residual = p.dual_residual();
+  e.elapsed_seconds = p.elapsed_seconds();
+  return {e};
+}
+
+void ToProto(const ProgressEvent& e, kls::v1::Progress* p) {
+  auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
   p->set_iteration(e.iteration);
   p->set_max_iterations(e.max_iterations);
-  // JSON has no NaN/Inf; a non-finite value (e.g. a residual a solver does not
-  // define) is reported as 0.
-  auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
   p->set_objective(finite(e.objective));
   p->set_primal_residual(finite(e.primal_residual));
   p->set_dual_residual(finite(e.dual_residual));
   p->set_elapsed_seconds(finite(e.elapsed_seconds));
+}
+
+std::string ProgressJson(const ProgressEvent& e, const std::string& termination, const std::string& summary_json) {
+  kls::v1::Job partial;
+  // JSON has no NaN/Inf; a non-finite value (e.g. a residual a solver does not
+  // define) is reported as 0.
+  ToProto(e, partial.mutable_progress());
   partial.set_termination(termination);
   partial.set_summary_json(summary_json);
   std::string out;

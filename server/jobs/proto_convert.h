@@ -12,6 +12,8 @@
 //                  termination, as the JSON of a kls.v1.Job with only
 //                  `progress` and `termination` set, e.g.
 //                    {"progress":{"iteration":12,"objective":3.5},"termination":"converged"}
+//                  and, once the kernel is stored, `summary_json` (the
+//                  kernel's, with its "convergence" history: convergence_history.h)
 //
 // Validation errors are INVALID_ARGUMENT and name the field and its value the
 // way the client spelled it: "<family>.<field> = -1 must be positive and finite",
@@ -69,8 +71,17 @@ kls::v1::JobState ToProto(store::JobState s);
 /// UNSPECIFIED → nullopt-equivalent handled by ToJobFilter; others map 1:1.
 StatusOr<store::JobState> ToStore(kls::v1::JobState s);
 /// Copies every field; progress and termination come from progress_json
-/// (a malformed progress_json is ignored: progress is advisory).
+/// (a malformed progress_json is ignored: progress is advisory). The
+/// summary's "convergence" member is left out (Jobs.History serves it).
 kls::v1::Job ToProtoJob(const store::JobRecord& record);
+
+/// What a stored job record tells of its convergence: the history stored in
+/// its summary (a job that succeeded; convergence_history.h), else its last
+/// progress (one point), else nothing (a queued job).
+std::vector<ProgressEvent> StoredHistory(const store::JobRecord& record);
+
+/// ProgressEvent → kls.v1.Progress (non-finite values as 0, as in progress_json).
+void ToProto(const ProgressEvent& event, kls::v1::Progress* progress);
 
 /// JSON for JobRecord::progress_json (see the file comment). `termination`
 /// empty = not finished yet; `summary_json` (the kernel's, once stored) is

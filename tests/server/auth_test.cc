@@ -116,7 +116,7 @@ const std::map<std::string, Scope>& ExpectedScopes() {
       {"/kls.v1.Queries/RecommendFriends", Scope::kRead},
       {"/kls.v1.Queries/RecommendGroups", Scope::kRead},
       {"/kls.v1.Queries/Classify", Scope::kRead},    {"/kls.v1.Queries/ClassifyUsers", Scope::kRead},
-      {"/kls.v1.Kernels/Inspect", Scope::kRead},
+      {"/kls.v1.Kernels/Inspect", Scope::kRead},     {"/kls.v1.Jobs/History", Scope::kRead},
   };
   return kExpected;
 }
