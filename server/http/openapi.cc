@@ -292,9 +292,9 @@ json Operation(Schemas& schemas, const HttpRoute& r, bool get, const json& error
       body["content"]["application/json"]["schema"] = input;
     }
     if (r.grpc_method == "/kls.v1.Datasets/Upload") {
-      body["description"] = "A JSON array of request messages (a DatasetHeader first), or the data set as "
-                            "a CSV file (text/csv: a header row, then the features, the last column `label` when labelled) or "
-                            "LIBSVM file (application/x-libsvm), described by the query parameters.";
+      body["description"] = "A JSON array of request messages (a DatasetHeader first), or the data set as a "
+                            "CSV file (text/csv: a header row, then the features, the last column `label` when "
+                            "labelled) or LIBSVM file (application/x-libsvm), described by the query parameters.";
       body["content"]["text/csv"]["schema"] = {{"type", "string"}};
       body["content"]["application/x-libsvm"]["schema"] = {{"type", "string"}};
       json& params = op["parameters"];
@@ -328,7 +328,8 @@ json Operation(Schemas& schemas, const HttpRoute& r, bool get, const json& error
     ok["content"]["text/event-stream"]["schema"] = {{"type", "string"}};
     if (r.grpc_method == "/kls.v1.Kernels/Export") {
       ok["description"] = ok["description"].get<std::string>() +
-                          " With `Accept: text/csv`: the embedding as CSV, a header `row,v0,...` then one line per item.";
+                          " With `Accept: text/csv`: the embedding as CSV, a header `row,v0,...` then one line "
+                          "per item.";
       ok["content"]["text/csv"]["schema"] = {{"type", "string"}};
     }
   } else {
