@@ -16,6 +16,13 @@
 // an explicit version, as a ranking backend pinning a version would do, so
 // every call is answered from the server's kernel cache.
 //
+// With --http HOST:PORT (kls-server --http-listen), every RPC of --rpc also
+// runs over the HTTP/JSON API as "http_<rpc>" (POST /v1/admin/echo,
+// /v1/queries/similarity, /v1/queries/top-k with the same requests as JSON,
+// one keep-alive HTTP/1.1 connection per client, each response parsed as
+// JSON), right after its gRPC phase in every round, and the output adds
+// "http_<rpc>_over_<rpc>" throughput ratios.
+//
 // A comma-separated --rpc runs the RPCs back to back in one invocation, in
 // --rounds alternating rounds (echo, similarity, echo, similarity, ...) so a
 // load change on a shared machine hits both alike, and prints each one's
@@ -32,6 +39,12 @@
 #include <memory>
 #include <random>
 #include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "bench/bench_util.h"
 #include "client/client.h"
@@ -72,6 +85,7 @@ struct Args {
   uint64_t seed = 1;
   double call_timeout_seconds = 5.0;
   bool keep_kernel = false;
+  std::string http;  ///< --http HOST:PORT: also over the HTTP/JSON API
 };
 
 struct Tally {
@@ -82,12 +96,106 @@ struct Tally {
   std::string first_error;
 };
 
-// One call of `rpc` from a client thread; returns its status.
+// A keep-alive HTTP/1.1 connection that POSTs JSON and reads
+// Content-Length-framed answers (all the gateway's unary answers are).
+class HttpConnection {
+ public:
+  explicit HttpConnection(std::string target) : target_(std::move(target)) {}
+  ~HttpConnection() { Close(); }
+
+  // POSTs `body` to `path`; the answer's body into *response. An HTTP status
+  // other than 200 is an error carrying the answer.
+  Status Post(const std::string& path, const std::string& body, std::string* response) {
+    if (fd_ < 0) KLS_RETURN_IF_ERROR(Connect());
+    std::string request = "POST " + path + " HTTP/1.1\r\nHost: " + target_ +
+                          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body;
+    if (!SendAll(request)) {
+      Close();  // the server closed an idle connection: once more on a new one
+      KLS_RETURN_IF_ERROR(Connect());
+      if (!SendAll(request)) return Status(StatusCode::kUnavailable, "http: cannot send to " + target_);
+    }
+    // Headers.
+    size_t header_end;
+    while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Receive()) return Status(StatusCode::kUnavailable, "http: connection closed by " + target_);
+    }
+    const std::string head = buffer_.substr(0, header_end);
+    const int status = head.size() > 12 ? std::atoi(head.c_str() + 9) : 0;
+    size_t length = 0;
+    std::string lower = head;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const size_t cl = lower.find("content-length:");
+    if (cl == std::string::npos) return InternalError("http: answer without Content-Length");
+    length = static_cast<size_t>(std::strtoull(head.c_str() + cl + 15, nullptr, 10));
+    while (buffer_.size() < header_end + 4 + length) {
+      if (!Receive()) return Status(StatusCode::kUnavailable, "http: connection closed mid-answer");
+    }
+    response->assign(buffer_, header_end + 4, length);
+    buffer_.erase(0, header_end + 4 + length);
+    if (lower.find("connection: close") != std::string::npos) Close();
+    if (status != 200) return InternalError("http " + std::to_string(status) + ": " + *response);
+    return OkStatus();
+  }
+
+ private:
+  Status Connect() {
+    const size_t colon = target_.rfind(':');
+    std::string host = target_.substr(0, colon);
+    if (host == "localhost") host = "127.0.0.1";
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::atoi(target_.c_str() + colon + 1)));
+    if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+      return InvalidArgumentError("--http = '" + target_ + "': not an IPv4 HOST:PORT");
+    }
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      Close();
+      return Status(StatusCode::kUnavailable, "http: cannot connect to " + target_);
+    }
+    buffer_.clear();
+    return OkStatus();
+  }
+  bool SendAll(const std::string& data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t w = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      sent += static_cast<size_t>(w);
+    }
+    return true;
+  }
+  bool Receive() {
+    char chunk[65536];
+    const ssize_t r = recv(fd_, chunk, sizeof(chunk), 0);
+    if (r <= 0) return false;
+    buffer_.append(chunk, static_cast<size_t>(r));
+    return true;
+  }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    buffer_.clear();
+  }
+  std::string target_;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// One call of `rpc` from a client thread; returns its status. "http_<rpc>"
+// makes the same call over the HTTP/JSON API.
 class Caller {
  public:
   Caller(const Args& a, const std::string& target, const std::string& rpc, const kls::v1::KernelRef& kernel, int n,
          uint64_t seed)
       : a_(a), rpc_(rpc), kernel_(kernel), n_(n), rng_(seed), payload_(a.payload_bytes, 'x') {
+    if (rpc_.rfind("http_", 0) == 0) {
+      http_ = std::make_unique<HttpConnection>(a.http);
+      kernel_json_ = {{"name", kernel.name()}, {"version", std::to_string(kernel.version())}};
+    }
     ClientOptions options;
     options.target = target;
     options.timeout_seconds = a.call_timeout_seconds;
@@ -98,6 +206,7 @@ class Caller {
   }
 
   Status Call() {
+    if (http_) return HttpCall();
     if (rpc_ == "echo") return client_->Echo(payload_).status();
     std::uniform_int_distribution<int> item(0, n_ - 1);
     if (rpc_ == "similarity") {
@@ -107,6 +216,51 @@ class Caller {
     }
     topk_.set_item(item(rng_));
     return client_->TopK(topk_).status();
+  }
+
+  Status HttpCall() {
+    std::uniform_int_distribution<int> item(0, n_ - 1);
+    nlohmann::json body;
+    std::string path;
+    if (rpc_ == "http_echo") {
+      path = "/v1/admin/echo";
+      body = {{"payload", Base64(payload_)}};
+    } else if (rpc_ == "http_similarity") {
+      path = "/v1/queries/similarity";
+      nlohmann::json is = nlohmann::json::array(), js = nlohmann::json::array();
+      for (int t = 0; t < a_.batch; ++t) {
+        is.push_back(item(rng_));
+        js.push_back(item(rng_));
+      }
+      body = {{"kernel", kernel_json_}, {"i", is}, {"j", js}};
+    } else {
+      path = "/v1/queries/top-k";
+      body = {{"kernel", kernel_json_}, {"item", item(rng_)}, {"k", a_.k}, {"excludeSelf", true}};
+    }
+    std::string answer;
+    KLS_RETURN_IF_ERROR(http_->Post(path, body.dump(), &answer));
+    const nlohmann::json parsed = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) return InternalError("http: the answer is not JSON");
+    return OkStatus();
+  }
+
+  static std::string Base64(const std::string& in) {
+    static const char* kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+      const unsigned v = (unsigned(uint8_t(in[i])) << 16) | (unsigned(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
+      for (int s = 18; s >= 0; s -= 6) out += kTable[(v >> s) & 63];
+    }
+    if (i < in.size()) {
+      unsigned v = unsigned(uint8_t(in[i])) << 16;
+      if (i + 1 < in.size()) v |= unsigned(uint8_t(in[i + 1])) << 8;
+      out += kTable[(v >> 18) & 63];
+      out += kTable[(v >> 12) & 63];
+      out += i + 1 < in.size() ? kTable[(v >> 6) & 63] : '=';
+      out += '=';
+    }
+    return out;
   }
 
  private:
@@ -119,6 +273,8 @@ class Caller {
   std::vector<std::pair<int, int>> pairs_;
   kls::v1::TopKRequest topk_;
   std::unique_ptr<Client> client_;
+  std::unique_ptr<HttpConnection> http_;
+  nlohmann::json kernel_json_;
 };
 
 /// The comma-separated --target list (several replicas: clients are spread
@@ -208,8 +364,18 @@ int Run(const Args& a, bool json) {
     rpcs.push_back(a.rpc.substr(at, comma - at));
     at = comma + 1;
   }
+  if (!a.http.empty()) {
+    if (const Status s = CheckLoopback(a.http); !s.ok()) return Fail(s);
+    std::vector<std::string> both;
+    for (const std::string& r : rpcs) {
+      both.push_back(r);
+      both.push_back("http_" + r);
+    }
+    rpcs = both;
+  }
   bool needs_kernel = false;
-  for (const std::string& r : rpcs) {
+  for (std::string r : rpcs) {
+    if (r.rfind("http_", 0) == 0) r = r.substr(5);
     if (r != "echo" && r != "similarity" && r != "topk") {
       return Fail(InvalidArgumentError("--rpc: '" + r + "' is not one of echo, similarity, topk"));
     }
@@ -303,7 +469,13 @@ int Run(const Args& a, bool json) {
     out["results"] = results;
     const double base = results[rpcs[0]]["qps"].get<double>();
     for (size_t t = 1; t < rpcs.size(); ++t) {
-      out[rpcs[t] + "_over_" + rpcs[0]] = base > 0 ? results[rpcs[t]]["qps"].get<double>() / base : 0.0;
+      if (rpcs[t].rfind("http_", 0) == 0) {  // over its own gRPC phase
+        const std::string grpc = rpcs[t].substr(5);
+        const double g = results[grpc]["qps"].get<double>();
+        out[rpcs[t] + "_over_" + grpc] = g > 0 ? results[rpcs[t]]["qps"].get<double>() / g : 0.0;
+      } else if (a.http.empty()) {
+        out[rpcs[t] + "_over_" + rpcs[0]] = base > 0 ? results[rpcs[t]]["qps"].get<double>() / base : 0.0;
+      }
     }
   }
   out["machine"] = MachineInfo();
@@ -332,6 +504,9 @@ Runner RegisterLoad(CLI::App& app, bool* json) {
   app.add_option("--payload-bytes", a->payload_bytes, "Echo payload size")->capture_default_str();
   app.add_option("--seed", a->seed, "seed of the embedding and the query stream")->capture_default_str();
   app.add_option("--call-timeout-seconds", a->call_timeout_seconds, "deadline of each call")->capture_default_str();
+  app.add_option("--http", a->http,
+                 "kls-server's --http-listen HOST:PORT (loopback): also run every RPC over the HTTP/JSON API and "
+                 "report http_<rpc>_over_<rpc>");
   app.add_flag("--keep-kernel", a->keep_kernel, "do not delete the imported kernel afterwards");
   return [a, json]() -> int { return Run(*a, *json); };
 }
