@@ -80,19 +80,6 @@ StatusOr<ItemAttributes> ParseAttributes(const std::string& csv, const Dataset& 
   return ParseAttributesCsv(csv, data.num_points(), data.item_keys.empty() ? nullptr : &index, "attributes");
 }
 
-// The data set named by `ref`: an id, or else the newest data set of that name.
-StatusOr<store::DatasetRecord> ResolveDataset(store::Store* store, const std::string& ref, const char* field) {
-  if (ref.empty()) return InvalidArgumentError(std::string(field) + " must not be empty");
-  StatusOr<store::DatasetRecord> by_id = store->GetDatasetRecord(ref);
-  if (by_id.ok() || by_id.status().code() != StatusCode::kNotFound) return by_id;
-  KLS_ASSIGN_OR_RETURN(std::vector<store::DatasetRecord> all, store->ListDatasets());
-  const store::DatasetRecord* newest = nullptr;
-  for (const store::DatasetRecord& r : all) {
-    if (r.name == ref && (!newest || r.created_unix_ms >= newest->created_unix_ms)) newest = &r;
-  }
-  if (!newest) return NotFoundError(std::string(field) + " = \"" + ref + "\": no data set has that id or name");
-  return *newest;
-}
 
 }  // namespace
 
@@ -118,7 +105,13 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
       return ToGrpcStatus(Status(loaded.status().code(),
                                  "header.base_dataset_id = \"" + base + "\": " + loaded.status().message()));
     }
-    merged = MergeAppend(upload.header(), *std::move(loaded), upload.data().constraints);
+    PairwiseConstraints appended = upload.data().constraints;
+    if (upload.header().has_protocol()) {
+      StatusOr<PairwiseConstraints> drawn = AppendProtocolPairs(upload.header(), *loaded, &generated);
+      if (!drawn.ok()) return ToGrpcStatus(drawn.status());
+      appended = std::move(drawn).value();
+    }
+    merged = MergeAppend(upload.header(), *std::move(loaded), appended);
     if (!merged.ok()) return ToGrpcStatus(merged.status());
     data = &*merged;
   }
@@ -172,7 +165,7 @@ grpc::Status DatasetsService::SetAttributes(grpc::ServerContext* context,
     if (const Status s = AppendAttributesCsv(message.attributes(), &csv); !s.ok()) return ToGrpcStatus(s);
   }
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled; nothing was changed");
-  const StatusOr<store::DatasetRecord> record = ResolveDataset(store_, dataset_ref, "dataset_id");
+  const StatusOr<store::DatasetRecord> record = store::ResolveDataset(store_, dataset_ref, "dataset_id");
   if (!record.ok()) return ToGrpcStatus(record.status());
   std::string bytes, summary;
   if (!csv.empty()) {
@@ -196,7 +189,8 @@ grpc::Status DatasetsService::SetAttributes(grpc::ServerContext* context,
 grpc::Status DatasetsService::Get(grpc::ServerContext*, const kls::v1::GetDatasetRequest* request,
                                   kls::v1::DatasetInfo* response) {
   if (request->id().empty()) return ToGrpcStatus(InvalidArgumentError("id must not be empty"));
-  const StatusOr<store::DatasetRecord> record = store_->GetDatasetRecord(request->id());
+  // An id, or a name (the newest data set of that name).
+  const StatusOr<store::DatasetRecord> record = store::ResolveDataset(store_, request->id(), "id");
   if (!record.ok()) return ToGrpcStatus(record.status());
   ToProto(*record, response);
   const StatusOr<std::shared_ptr<const DatasetCounts>> counts = Counts(record->id);

@@ -1,5 +1,7 @@
 #include "server/upload_assembler.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <new>
@@ -112,10 +114,10 @@ Status UploadAssembler::Header(const kls::v1::DatasetHeader& h) {
   }
   if (h.has_protocol()) {
     KLS_RETURN_IF_ERROR(ProtocolFromProto(h.protocol()).Validate("header.protocol"));
-    if (!h.has_labels() || h.has_social() || !h.base_dataset_id().empty()) {
+    if (h.has_social() || (!h.has_labels() && h.base_dataset_id().empty())) {
       return InvalidArgumentError("header.protocol.name = '" + h.protocol().name() +
-                                  "' draws pairs from the labels: it needs has_labels and no social header or "
-                                  "base_dataset_id");
+                                  "' draws pairs from the labels: it needs has_labels (or a labelled "
+                                  "base_dataset_id) and no social header");
     }
     if (h.num_constraints() != 0) {
       return InvalidArgumentError("header.protocol and header.num_constraints = " +
@@ -141,18 +143,50 @@ ConstraintProtocol ProtocolFromProto(const kls::v1::ConstraintProtocol& p) {
   return out;
 }
 
-Status UploadAssembler::GenerateProtocolPairs(kls::v1::GeneratedConstraints* report) {
-  if (!header_.has_protocol()) return OkStatus();
-  const ConstraintProtocol protocol = ProtocolFromProto(header_.protocol());
-  KLS_ASSIGN_OR_RETURN(data_.constraints, GenerateProtocol(protocol, data_.data.labels, "header.protocol"));
+namespace {
+
+// What was generated: counts by kind and the must-link graph's components.
+void ReportGenerated(const ConstraintProtocol& protocol, const PairwiseConstraints& pairs, int n,
+                     kls::v1::GeneratedConstraints* report) {
   int64_t must = 0;
-  for (const Pair& p : data_.constraints.pairs) must += p.kind == PairKind::kMustLink ? 1 : 0;
+  for (const Pair& p : pairs.pairs) must += p.kind == PairKind::kMustLink ? 1 : 0;
   report->set_protocol(protocol.name);
   report->set_seed(protocol.seed);
   report->set_must_link(must);
-  report->set_cannot_link(static_cast<int64_t>(data_.constraints.pairs.size()) - must);
-  report->set_components(CountConstraintComponents(data_.constraints, data_.data.num_points()));
+  report->set_cannot_link(static_cast<int64_t>(pairs.pairs.size()) - must);
+  report->set_components(CountConstraintComponents(pairs, n));
+}
+
+}  // namespace
+
+Status UploadAssembler::GenerateProtocolPairs(kls::v1::GeneratedConstraints* report) {
+  // An append draws from the base's labels (AppendProtocolPairs).
+  if (!header_.has_protocol() || !header_.base_dataset_id().empty()) return OkStatus();
+  const ConstraintProtocol protocol = ProtocolFromProto(header_.protocol());
+  KLS_ASSIGN_OR_RETURN(data_.constraints, GenerateProtocol(protocol, data_.data.labels, "header.protocol"));
+  ReportGenerated(protocol, data_.constraints, data_.data.num_points(), report);
   return OkStatus();
+}
+
+StatusOr<PairwiseConstraints> AppendProtocolPairs(const kls::v1::DatasetHeader& header,
+                                                  const store::StoredDataset& base,
+                                                  kls::v1::GeneratedConstraints* report) {
+  if (base.data.labels.empty()) {
+    return InvalidArgumentError("header.protocol.name = '" + header.protocol().name() +
+                                "' draws pairs from the labels, but header.base_dataset_id = \"" +
+                                header.base_dataset_id() + "\" has none");
+  }
+  const ConstraintProtocol protocol = ProtocolFromProto(header.protocol());
+  KLS_ASSIGN_OR_RETURN(PairwiseConstraints drawn, GenerateProtocol(protocol, base.data.labels, "header.protocol"));
+  // Pairs the base already has are not repeated (either order).
+  std::set<std::pair<int, int>> present;
+  for (const Pair& p : base.constraints.pairs) present.insert({std::min(p.i, p.j), std::max(p.i, p.j)});
+  PairwiseConstraints fresh;
+  for (const Pair& p : drawn.pairs) {
+    if (present.insert({std::min(p.i, p.j), std::max(p.i, p.j)}).second) fresh.pairs.push_back(p);
+  }
+  ReportGenerated(protocol, fresh, base.data.num_points(), report);
+  return fresh;
 }
 
 Status UploadAssembler::SocialHeader(const kls::v1::SocialHeader& s) {

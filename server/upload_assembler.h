@@ -119,6 +119,14 @@ Status AppendAttributesCsv(const kls::v1::AttributesChunk& chunk, std::string* c
 /// followed by `appended`'s. INVALID_ARGUMENT naming the field when
 /// header.num_points / dim differ from the base's, the base is a social data
 /// set, or a pair repeats (either order) or contradicts a base pair.
+/// The pairs a protocol draws for an append (header.protocol with
+/// header.base_dataset_id): from the base's labels, without the pairs the base
+/// already has; `report` says what was added. INVALID_ARGUMENT when the base
+/// has no labels.
+StatusOr<PairwiseConstraints> AppendProtocolPairs(const kls::v1::DatasetHeader& header,
+                                                  const store::StoredDataset& base,
+                                                  kls::v1::GeneratedConstraints* report);
+
 StatusOr<store::StoredDataset> MergeAppend(const kls::v1::DatasetHeader& header, store::StoredDataset base,
                                            const PairwiseConstraints& appended);
 

@@ -59,33 +59,57 @@ int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a)
 
 // `kls upload --append-constraints BASE pairs.csv`: a new data set with BASE's
 // features and its pairs followed by the file's (the server merges them).
+// `kls upload --append-constraints BASE --protocol P [--seed S]`: the pairs
+// protocol P draws from BASE's labels instead (those BASE has are skipped).
 int RunAppendConstraints(kls::Client& client, const Output& out, const UploadArgs& a) {
-  if (a.social || !a.constraints_file.empty() || !a.protocol.empty()) {
-    return out.Failure(
-        kls::InvalidArgumentError("--append-constraints takes the constraints file as FILE; --social, --constraints "
-                                  "and --protocol do not apply"));
+  if (a.social || !a.constraints_file.empty()) {
+    return out.Failure(kls::InvalidArgumentError(
+        "--append-constraints takes the constraints file as FILE (or --protocol); --social and --constraints do "
+        "not apply"));
   }
-  auto read = kls::ReadConstraintsFile(a.file);
-  if (!read.ok()) return out.Failure(read.status());
+  if (a.file.empty() == a.protocol.empty()) {
+    return out.Failure(kls::InvalidArgumentError(
+        "--append-constraints BASE needs either FILE (a constraints file) or --protocol, not both"));
+  }
+  kls::PairwiseConstraints pairs;
+  if (!a.file.empty()) {
+    auto read = kls::ReadConstraintsFile(a.file);
+    if (!read.ok()) return out.Failure(read.status());
+    pairs = std::move(read).value();
+  }
   kls::UploadOptions options;
-  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  options.name = !a.name.empty() ? a.name
+                 : !a.file.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1))
+                                   : kls::SanitizeName(a.append_to + "-" + a.protocol);
+  if (!a.protocol.empty()) {
+    options.protocol.set_name(a.protocol);
+    options.protocol.set_seed(a.seed);
+  }
   const auto base = ResolveDataset(client, a.append_to, "--append-constraints");
   if (!base.ok()) return out.Failure(base.status());
   options.base_dataset_id = *base;
-  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(kls::Dataset(), *read, options);
+  const kls::StatusOr<kls::v1::DatasetInfo> info = client.UploadDataset(kls::Dataset(), pairs, options);
   if (!info.ok()) return out.Failure(info.status());
+  const int64_t appended = info->has_generated() ? info->generated().must_link() + info->generated().cannot_link()
+                                                 : static_cast<int64_t>(pairs.size());
   std::ostringstream text;
   text << info->id() << "  '" << info->name() << "': " << info->num_points() << " points × " << info->dim()
-       << " features (shared with " << *base << "), " << info->num_constraints() << " constraints ("
-       << read->size() << " appended)";
+       << " features (shared with " << *base << "), " << info->num_constraints() << " constraints (" << appended
+       << " appended";
+  if (info->has_generated()) {
+    text << " by protocol " << info->generated().protocol() << ", seed " << info->generated().seed() << ": "
+         << info->generated().must_link() << " must-link, " << info->generated().cannot_link() << " cannot-link";
+  }
+  text << ")";
   json j = DatasetJson(*info);
   j["base_dataset_id"] = *base;
-  j["appended_constraints"] = read->size();
+  j["appended_constraints"] = appended;
   return out.Success(j, text.str());
 }
 
 int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
   if (!a.append_to.empty()) return RunAppendConstraints(client, out, a);
+  if (a.file.empty()) return out.Failure(kls::InvalidArgumentError("FILE is required: the data set to upload"));
   if (a.social) {
     if (!a.constraints_file.empty() || !a.protocol.empty()) {
       return out.Failure(kls::InvalidArgumentError("--social data sets take no --constraints or --protocol"));
@@ -205,8 +229,8 @@ int RunDatasets(kls::Client& client, const Output& out) {
 Runner SetupUpload(CLI::App& app) {
   auto a = std::make_shared<UploadArgs>();
   app.add_option("file", a->file,
-                 "CSV (header; last column 'label') or LIBSVM file; with --append-constraints the pairs file")
-      ->required();
+                 "CSV (header; last column 'label') or LIBSVM file; with --append-constraints the pairs file "
+                 "(or none, with --protocol)");
   app.add_option("--name", a->name, "Data-set name (default: the file name)");
   app.add_option("--format", a->format, "auto (by extension: .csv → csv), csv or libsvm")
       ->check(CLI::IsMember({"auto", "csv", "libsvm"}))
@@ -217,8 +241,9 @@ Runner SetupUpload(CLI::App& app) {
       ->check(CLI::IsMember({"admm", "bcd", "simplenpkl"}));
   app.add_option("--seed", a->seed, "Seed of the constraint protocol")->capture_default_str();
   app.add_option("--append-constraints", a->append_to,
-                 "BASE (data-set id or name): FILE is a constraints file ('i,j,kind' lines); store a new data "
-                 "set sharing BASE's features with BASE's pairs plus FILE's");
+                 "BASE (data-set id or name): FILE is a constraints file ('i,j,kind' lines), or --protocol draws "
+                 "pairs from BASE's labels; store a new data set sharing BASE's features with BASE's pairs plus "
+                 "the new ones");
   app.add_option("--attributes", a->attributes,
                  "Item attributes CSV: first column 'key' (item keys) or 'row' (0-based index), then one column per "
                  "attribute, optionally typed 'name:string|int|float|bool'");

@@ -559,7 +559,9 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
 // POST /v1/datasets/upload with a CSV or LIBSVM body: the rows as the C++
 // client would send them (client/client.h UploadDataset), over the in-process
 // channel. Query parameters: name, format (csv | libsvm; default from the
-// Content-Type), num_features (LIBSVM), protocol, seed.
+// Content-Type), num_features (LIBSVM), protocol, seed, and the protocol's own
+// parameters as protocol.FIELD (kls.v1.ConstraintProtocol: protocol.fraction,
+// protocol.must_fraction, protocol.self_pairs, ...).
 int HttpGateway::Impl::UploadTabular(mg_connection* conn, const mg_request_info* info, const Reply& reply,
                                      const std::string& type) {
   const std::string query = info->query_string != nullptr ? info->query_string : "";
@@ -594,6 +596,7 @@ int HttpGateway::Impl::UploadTabular(mg_connection* conn, const mg_request_info*
   UploadOptions upload;
   upload.name = name;
   const std::string protocol = QueryValue(query, "protocol");
+  if (const Status s = QueryToMessage(query, "protocol.", &upload.protocol); !s.ok()) return reply.Error(s);
   if (!protocol.empty()) {
     upload.protocol.set_name(protocol);
     const std::string seed = QueryValue(query, "seed");
@@ -673,6 +676,10 @@ StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(HttpGatewayOptions opt
                               "request_timeout_ms", "30000",
                               "tcp_nodelay", "1",
                               "ssl_protocol_version", "4",
+                              // CORS is OriginAllowed's alone: civetweb would otherwise answer every
+                              // preflight itself, for any origin ("*" by default), without the gateway.
+                              "access_control_allow_origin", "",
+                              "access_control_allow_methods", "",
                               nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = OnLog;

@@ -72,9 +72,10 @@ StatusOr<json> ScalarJson(const FieldDescriptor* field, const std::string& value
   }
 }
 
-StatusOr<std::string> QueryToJson(const Descriptor* type, std::string_view query) {
+StatusOr<std::string> QueryToJson(const Descriptor* type,
+                                  const std::vector<std::pair<std::string, std::string>>& params) {
   json root = json::object();
-  for (const auto& [key, value] : ParseQuery(query)) {
+  for (const auto& [key, value] : params) {
     if (key.empty()) continue;
     const Descriptor* at = type;
     json* node = &root;
@@ -160,6 +161,17 @@ std::string QueryValue(std::string_view query, std::string_view name) {
   return "";
 }
 
+Status QueryToMessage(std::string_view query, const std::string& prefix, Message* message) {
+  std::vector<std::pair<std::string, std::string>> params;
+  for (auto& [k, v] : ParseQuery(query)) {
+    if (k.size() > prefix.size() && k.compare(0, prefix.size(), prefix) == 0) params.emplace_back(k.substr(prefix.size()), v);
+  }
+  KLS_ASSIGN_OR_RETURN(std::string text, QueryToJson(message->GetDescriptor(), params));
+  const Status s = ParseInto(text, message, "query");
+  if (!s.ok()) return Status(s.code(), prefix + "*: " + s.message());
+  return OkStatus();
+}
+
 std::string AllowedVerbs(const HttpRoute& route) { return route.allows_get ? "GET, POST" : "POST"; }
 
 StatusOr<const HttpRoute*> MatchRoute(const std::vector<HttpRoute>& routes, std::string_view verb,
@@ -181,7 +193,7 @@ StatusOr<std::vector<std::unique_ptr<Message>>> RequestMessages(const HttpRoute&
   if (prototype == nullptr) return InternalError("no message type " + type->full_name() + " in this build");
   std::vector<std::unique_ptr<Message>> messages;
   if (verb == "GET") {
-    KLS_ASSIGN_OR_RETURN(std::string text, QueryToJson(type, query));
+    KLS_ASSIGN_OR_RETURN(std::string text, QueryToJson(type, ParseQuery(query)));
     std::unique_ptr<Message> m(prototype->New());
     KLS_RETURN_IF_ERROR(ParseInto(text, m.get(), "query"));
     messages.push_back(std::move(m));

@@ -50,6 +50,11 @@ std::string ErrorJson(const Status& status, const std::string& request_id = "");
 /// Query-string pairs, percent-decoded ('+' is a space), in order.
 std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view query);
 
+/// Sets the fields of `message` from the query parameters named
+/// `prefix` + FIELD (e.g. prefix "protocol." and "protocol.fraction=0.5"),
+/// by the same rules as a GET request; INVALID_ARGUMENT naming the parameter.
+Status QueryToMessage(std::string_view query, const std::string& prefix, google::protobuf::Message* message);
+
 /// The value of the first query parameter `name`, or "".
 std::string QueryValue(std::string_view query, std::string_view name);
 

@@ -335,4 +335,9 @@ struct IntegrityReport {
 /// exist. Run it while no server owns the directory.
 StatusOr<IntegrityReport> CheckDataDirectory(const std::string& data_dir);
 
+/// The data set `ref` names: an id, or else the newest data set of that name
+/// (the rule every RPC and client that takes a data set follows).
+/// INVALID_ARGUMENT when empty, NOT_FOUND naming `field` and `ref` when none.
+StatusOr<DatasetRecord> ResolveDataset(Store* store, const std::string& ref, const char* field);
+
 }  // namespace kls::store

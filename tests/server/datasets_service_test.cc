@@ -7,6 +7,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -490,6 +492,59 @@ TEST_F(DatasetsServiceTest, BadProtocolRequestsNameTheField) {
   const auto list = client_->ListDatasets();
   ASSERT_TRUE(list.ok());
   EXPECT_TRUE(list->empty());
+}
+
+// `kls upload --append-constraints BASE --protocol P`: the protocol's pairs
+// drawn from BASE's labels, those BASE already has skipped, appended to BASE's.
+TEST_F(DatasetsServiceTest, AppendDrawsAProtocolsPairsFromTheBaseLabels) {
+  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
+  ASSERT_TRUE(iris.ok()) << iris.status();
+  UploadOptions first;
+  first.name = "iris";
+  first.protocol.set_name("admm");
+  first.protocol.set_seed(1);
+  const auto base = client_->UploadDataset(*iris, {}, first);
+  ASSERT_TRUE(base.ok()) << base.status();
+  UploadOptions append;
+  append.base_dataset_id = base->id();
+  append.protocol.set_name("bcd");
+  append.protocol.set_seed(2);
+  const auto more = client_->UploadDataset(Dataset(), {}, append);
+  ASSERT_TRUE(more.ok()) << more.status();
+  ConstraintProtocol bcd;
+  bcd.name = "bcd";
+  bcd.seed = 2;
+  const auto drawn = GenerateProtocol(bcd, iris->labels, "protocol");
+  ASSERT_TRUE(drawn.ok());
+  const auto stored_base = server_->store()->LoadDataset(base->id());
+  const auto stored = server_->store()->LoadDataset(more->id());
+  ASSERT_TRUE(stored_base.ok() && stored.ok());
+  std::set<std::pair<int, int>> seen;
+  for (const Pair& p : stored_base->constraints.pairs) seen.insert({std::min(p.i, p.j), std::max(p.i, p.j)});
+  std::vector<Pair> expected = stored_base->constraints.pairs;
+  for (const Pair& p : drawn->pairs) {
+    if (seen.insert({std::min(p.i, p.j), std::max(p.i, p.j)}).second) expected.push_back(p);
+  }
+  ASSERT_EQ(stored->constraints.size(), static_cast<int>(expected.size()));
+  EXPECT_LT(expected.size(), stored_base->constraints.pairs.size() + drawn->pairs.size());  // a repeat was skipped
+  for (size_t t = 0; t < expected.size(); ++t) {
+    EXPECT_EQ(stored->constraints.pairs[t].i, expected[t].i) << t;
+    EXPECT_EQ(stored->constraints.pairs[t].j, expected[t].j) << t;
+    EXPECT_EQ(stored->constraints.pairs[t].kind, expected[t].kind) << t;
+  }
+  ASSERT_TRUE(more->has_generated());
+  EXPECT_EQ(more->generated().must_link() + more->generated().cannot_link(),
+            static_cast<int64_t>(expected.size() - stored_base->constraints.pairs.size()));
+  // An unlabelled base has nothing to draw from.
+  Dataset unlabelled = *iris;
+  unlabelled.labels.clear();
+  const auto plain = client_->UploadDataset(unlabelled, {}, UploadOptions());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  append.base_dataset_id = plain->id();
+  const auto refused = client_->UploadDataset(Dataset(), {}, append);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("has none"));
 }
 
 }  // namespace
