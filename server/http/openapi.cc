@@ -278,6 +278,7 @@ json Operation(Schemas& schemas, const HttpRoute& r, bool get, const json& error
              {"tags", {r.service}},
              {"parameters", json::array({Ref("parameters", "X-Request-Id")})}};
   if (r.scope != Scope::kNone) op["security"] = json::array({{{"bearer", json::array()}}});
+  op["x-kls-scope"] = ScopeName(r.scope);  // the token scope the call needs (server/auth.h)
 
   if (get) {
     description = Join(description, "The request's fields are query parameters (nested ones dotted).");
