@@ -47,6 +47,15 @@ BUILD_PACKAGES+=(prometheus-cpp-dev prometheus)
 if ! command -v kubectl >/dev/null 2>&1; then
   BUILD_PACKAGES+=(kubernetes-client)
 fi
+# tests/http validates the OpenAPI document with Node.js (npm ci of a pinned
+# swagger-parser into the build tree; skipped without node or npm). A node
+# already on PATH is kept: NodeSource's nodejs bundles npm and conflicts with
+# Debian's npm package, so Debian's npm is added only next to Debian's nodejs.
+if ! command -v node >/dev/null 2>&1; then
+  BUILD_PACKAGES+=(nodejs npm)
+elif ! command -v npm >/dev/null 2>&1; then
+  dpkg-query -W -f='${Conflicts}' nodejs 2>/dev/null | grep -qw npm || BUILD_PACKAGES+=(npm)
+fi
 # The image's builder stage: kls-server and kls (core, proto, server, client;
 # protobuf-compiler-grpc also provides grpc_python_plugin, which configuring
 # client/python needs).
