@@ -66,8 +66,8 @@ def missing_prerequisites():
 if __name__ == "__main__":
     missing = missing_prerequisites()
     if missing:
-        print("SKIPPED: the browser tests need " + "; ".join(missing) +
-              " — bash deploy/install-deps.sh installs them", file=sys.stderr)
+        print("SKIPPED: tests/browser cannot run: " + "; ".join(missing) +
+              " (bash deploy/install-deps.sh installs the packages)", file=sys.stderr)
         sys.exit(SKIP)
     import pytest
     sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-rs", __file__, *sys.argv[1:]]))
@@ -156,12 +156,14 @@ class Server:
             self.process.wait()
 
 
-def labelled_csv(n, classes, seed, keys=True):
+def labelled_csv(sizes, seed, keys=True):
+    """Points in len(sizes) Gaussian clusters (sizes[c] of class c), 3 features."""
     rng = random.Random(seed)
     lines = ["key,f1,f2,f3,label" if keys else "f1,f2,f3,label"]
-    for i in range(n):
-        c = i % classes
-        row = [f"{2.0 * c + rng.gauss(0, 0.7):.4f}", f"{-1.0 * c + rng.gauss(0, 0.7):.4f}", f"{rng.gauss(0, 1):.4f}", str(c)]
+    labels = [c for c, size in enumerate(sizes) for _ in range(size)]
+    rng.shuffle(labels)
+    for i, c in enumerate(labels):
+        row = [f"{2.0 * c + rng.gauss(0, 0.7):.4f}", f"{-1.0 * (c % 2) + rng.gauss(0, 0.7):.4f}", f"{rng.gauss(0, 1):.4f}", str(c)]
         lines.append(",".join(([f"item{i}"] if keys else []) + row))
     return "\n".join(lines) + "\n"
 
@@ -188,14 +190,17 @@ def world(server):
     """The data the pages show: a slow running job first (it must still be
     running, with fewer than the history's 2000 points, in the jobs tests),
     then a labelled data set with a learned kernel."""
-    slow_set = server.upload_csv("slow", labelled_csv(30000, 3, seed=3, keys=False))
+    slow_set = server.upload_csv("slow", labelled_csv([10000] * 3, seed=3, keys=False))
     # KL-ADMM on 30,000 points: tens of iterations a second, 100,000 of them.
     slow = server.submit(slow_set["id"], "slow", options={"tolerance": 0, "maxIterations": 100000, "rank": 8})
-    demo_set = server.upload_csv("demo", labelled_csv(150, 3, seed=1))
+    demo_set = server.upload_csv("demo", labelled_csv([60, 45, 30, 15], seed=1))
     demo = server.wait_job(server.submit(demo_set["id"], "demo")["id"])
     assert demo["state"] == "SUCCEEDED", demo
+    # A class the data set does not have: a job that fails when it starts.
+    failed = server.wait_job(server.submit(demo_set["id"], "broken", "onk", {"positiveClass": 99})["id"])
+    assert failed["state"] == "FAILED" and failed["error"], failed
     server.wait_job(slow["id"], ("RUNNING",) + TERMINAL)
-    return {"slow_job": slow["id"], "slow_set": slow_set, "demo_set": demo_set, "demo_job": demo}
+    return {"slow_job": slow["id"], "slow_set": slow_set, "demo_set": demo_set, "demo_job": demo, "failed_job": failed}
 
 
 def make_driver():
@@ -359,6 +364,14 @@ def test_finished_job_page_shows_history_certificate_summary(driver, server, wor
     assert "SUCCEEDED" in text(driver, "#job-fields [data-field='state']")
     assert "demo v1" in text(driver, "#job-fields [data-field='kernel']")
     assert attr(driver, "#job-error-card", "class").split().count("hidden") == 1  # no error
+    assert attr(driver, "#job-live", "data-live") == "0"
+    # A failed job: its error, shown as text, and no cancel button.
+    failed = world["failed_job"]
+    open_page(driver, server, f"/jobs/{failed['id']}")
+    assert driver.find_element(By.ID, "job-error").is_displayed()
+    assert text(driver, "#job-error") == failed["error"]
+    assert "FAILED" in text(driver, "#job-state")
+    assert not driver.find_element(By.ID, "job-cancel").is_displayed()
     assert_clean_log(driver)
 
 
@@ -434,7 +447,7 @@ def test_datasets_pages(driver, server, world):
 
     open_page(driver, server, f"/datasets/{demo_id}")
     info = server.call("/v1/datasets/get", query={"id": demo_id})
-    assert count(driver, "svg#class-sizes rect.bar") == info["numClasses"] == len(info["classSizes"]) == 3
+    assert count(driver, "svg#class-sizes rect.bar") == info["numClasses"] == len(info["classSizes"]) == 4
     heights = driver.execute_script("return [...document.querySelectorAll('svg#class-sizes rect.bar')].map(r => Number(r.dataset.value))")
     assert heights == [int(c) for c in info["classSizes"]]
     assert attr(driver, "#constraints", "data-must-link") == info["mustLink"]
@@ -558,7 +571,7 @@ def test_token_prompt_read_token_and_missing_scope(workdir, driver):
     s = Server(workdir / "auth", "--tokens-file", str(tokens))
     try:
         s.token = ADMIN_TOKEN
-        ds = s.upload_csv("authset", labelled_csv(60, 2, seed=9))
+        ds = s.upload_csv("authset", labelled_csv([30, 30], seed=9))
         job = s.wait_job(s.submit(ds["id"], "authk")["id"])
         assert job["state"] == "SUCCEEDED", job
         s.token = None

@@ -259,8 +259,9 @@ function drawLegend(svg, series, x, y) {
 
 /**
  * Bars, one per value, on a linear or log y axis (log: values <= 0 get no
- * bar). Each rect.bar has data-index and data-value and a <title>.
- *   labels: the x label of each bar (shown when few enough), names: titles.
+ * bar). Each rect has data-index and data-value and a <title>.
+ *   labels: the x label of each bar (shown when few enough), titles: tooltips,
+ *   barClass: the rects' class, or a function of the bar's index giving it.
  */
 export function drawBarChart(svg, { width = 760, height = 260, values, labels = null, titles = null, xLabel = '', yLabel = '', yScale = 'linear', barClass = 'bar' }) {
   prepare(svg, width, height);
@@ -297,7 +298,7 @@ export function drawBarChart(svg, { width = 760, height = 260, values, labels = 
   const gap = band > 6 ? Math.min(band * 0.2, 6) : 0;
   for (let i = 0; i < n; ++i) {
     const v = values[i];
-    const attrs = { class: barClass, 'data-index': i, 'data-value': v };
+    const attrs = { class: typeof barClass === 'function' ? barClass(i) : barClass, 'data-index': i, 'data-value': v };
     const x = box.l + band * i + gap / 2;
     let y = base, h = 0;
     if (usable(v, yScale)) {

@@ -1042,7 +1042,7 @@ async function datasetsPage(ctx) {
       h('td', { class: 'num' }, count(d.dim)),
       h('td', { class: 'num' }, d.numClasses ? count(d.numClasses) : '—'),
       h('td', { class: 'num' }, count(d.numConstraints)),
-      h('td', { class: 'mono clip', title: d.attributes || '' }, d.attributes || '—'),
+      h('td', { class: 'mono' }, h('span', { class: 'clip', title: d.attributes || '' }, d.attributes || '—')),
       h('td', { class: 'num', title: timeText(d.createdUnixMs) }, age(d.createdUnixMs))))));
   view.replaceChildren(
     pageHeader('Data sets', h('span', { id: 'datasets-count', class: 'muted' }, `${sets.length} data set${sets.length === 1 ? '' : 's'}`)),
@@ -1070,7 +1070,7 @@ async function datasetPage(ctx, id) {
   if (sizes.length) {
     drawBarChart(classes, {
       values: sizes, labels: sizes.map((_, i) => i), titles: sizes.map((_, i) => `label ${i}`),
-      xLabel: 'label', yLabel: 'items', barClass: 'bar class-bar', width: 600, height: 260,
+      xLabel: 'label', yLabel: 'items', barClass: (i) => `bar class-bar c${i % 10}`, width: 600, height: 260,
     });
     const total = sizes.reduce((a, b) => a + b, 0);
     classNote.textContent = `${sizes.length} classes, ${count(total)} labelled items; largest ${count(Math.max(...sizes))}, smallest ${count(Math.min(...sizes))}.`;
