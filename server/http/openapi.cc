@@ -309,6 +309,14 @@ json Operation(Schemas& schemas, const HttpRoute& r, bool get, const json& error
                                       "protocol (ConstraintProtocol.name)."));
       params.push_back(QueryParameter("seed", {{"type", "integer"}, {"minimum", 0}},
                                       "With `protocol`: the generator's seed (ConstraintProtocol.seed)."));
+      // The protocol's own parameters as protocol.FIELD (name and seed have the short forms above).
+      if (const Descriptor* protocol = method->file()->pool()->FindMessageTypeByName("kls.v1.ConstraintProtocol")) {
+        json fields = json::array();
+        QueryParameters(schemas, protocol, "protocol.", "protocol.", 1, &fields);
+        for (json& p : fields) {
+          if (p["name"] != "protocol.name" && p["name"] != "protocol.seed") params.push_back(std::move(p));
+        }
+      }
     } else if (r.grpc_method == "/kls.v1.Datasets/SetAttributes") {
       body["description"] = "A JSON array of request messages, or the attributes CSV itself (text/csv, "
                             "see AttributesChunk) with the data set in the `dataset_id` query parameter.";

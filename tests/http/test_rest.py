@@ -742,6 +742,16 @@ def test_openapi_document_matches_the_routes(server):
             assert r.status == 200 or not r.message.startswith("query"), (path, parameter["name"], value, r)
             if parameter["schema"].get("type") in ("integer", "number"):
                 expect_error(server.get(path, query={parameter["name"]: "abc"}), 400, "INVALID_ARGUMENT", "query")
+    # So is every documented query parameter of a CSV upload.
+    iris = (DATA / "iris.csv").read_bytes()
+    for parameter in doc["paths"]["/v1/datasets/upload"]["post"]["parameters"]:
+        if "$ref" not in parameter:
+            query = {"protocol": "admm", parameter["name"]: sample_query_value(doc, parameter["schema"])}
+            r = server.post("/v1/datasets/upload", iris, query=query, content_type="text/csv")
+            assert r.status == 200 or not r.message.startswith(("query", "protocol.")), (query, r)
+    generated = server.ok("POST", "/v1/datasets/upload", iris, content_type="text/csv",
+                          query={"protocol": "admm", "protocol.mustFraction": "0.2"})["generated"]
+    assert generated["mustLink"] == str(30 + 150)  # round(0.2 n) + the n self pairs
 
 
 def test_unknown_paths_and_wrong_verbs(server):
