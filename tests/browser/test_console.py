@@ -481,6 +481,21 @@ def test_server_page(driver, server, world):
     assert_clean_log(driver)
 
 
+# ---- errors ----------------------------------------------------------------------------------
+
+def test_unknown_things_show_errors(driver, server, world):
+    for route, needle in (("/kernels/no-such-kernel/1", "NOT_FOUND"), ("/jobs/job-none", "NOT_FOUND"),
+                          ("/datasets/ds-none", "NOT_FOUND")):
+        open_page(driver, server, route, state="error")
+        assert "404" in text(driver, "#error-card .error-code") and needle in text(driver, "#error-card .error-code")
+        assert text(driver, "#error-card .error-message")
+        assert driver.find_element(By.ID, "banner").is_displayed()
+    driver.get(f"{server.base}/#/no/such/page")
+    wait_for(driver, "document.getElementById('view').dataset.state === 'error'", what="the not-found page")
+    assert "No page" in text(driver, "#error-card")
+    assert_clean_log(driver, allowed=[r"status of 404"])
+
+
 # ---- text from the data stays text -------------------------------------------------------------
 
 def test_keys_with_html_and_script_are_text(driver, server, world):

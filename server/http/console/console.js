@@ -226,11 +226,16 @@ async function watchJob(id, onJob, signal) {
   }
 }
 
-/** Every job (following pages, at most 10 × 1000), optionally filtered. */
+const MAX_JOB_PAGES = 10;
+
+/**
+ * Every job, oldest first (following pages, at most 10 × 1000), optionally
+ * filtered; `jobs.truncated` is set when there were more.
+ */
 async function listJobs(signal, { state = '', datasetId = '' } = {}) {
   const jobs = [];
   let pageToken = '';
-  for (let page = 0; page < 10; ++page) {
+  for (let page = 0; page < MAX_JOB_PAGES; ++page) {
     const q = new URLSearchParams({ pageSize: '1000' });
     if (state) q.set('state', state);
     if (datasetId) q.set('datasetId', datasetId);
@@ -240,6 +245,7 @@ async function listJobs(signal, { state = '', datasetId = '' } = {}) {
     pageToken = r.nextPageToken || '';
     if (!pageToken) break;
   }
+  jobs.truncated = Boolean(pageToken);
   return jobs;
 }
 
@@ -393,6 +399,7 @@ function route() {
     },
   };
   current = ctx;
+  hideBanner();  // a message belongs to the page it came from
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle('active', name.startsWith(a.dataset.route));
   }
@@ -472,6 +479,7 @@ async function jobsPage(ctx) {
   const refresh = async () => {
     const jobs = await listJobs(ctx.signal, { state: filter.value });
     if (!ctx.alive) return;
+    const truncated = jobs.truncated;
     jobs.reverse();  // newest first
     const shown = jobs.slice(0, 500);
     tbody.replaceChildren(...shown.map(jobRow));
@@ -479,7 +487,8 @@ async function jobsPage(ctx) {
     for (const j of jobs) byState[j.state] = (byState[j.state] || 0) + 1;
     summary.textContent = `${jobs.length} job${jobs.length === 1 ? '' : 's'}` +
       (Object.keys(byState).length ? ` — ${JOB_STATES.filter((s) => byState[s]).map((s) => `${byState[s]} ${s.toLowerCase()}`).join(', ')}` : '') +
-      (jobs.length > shown.length ? ` (newest ${shown.length} shown)` : '');
+      (jobs.length > shown.length ? ` (newest ${shown.length} shown)` : '') +
+      (truncated ? ` — only the oldest ${count(jobs.length)} were read; filter by state to see others` : '');
     empty.classList.toggle('hidden', jobs.length > 0);
     table.dataset.updated = String(Date.now());
   };
