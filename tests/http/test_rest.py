@@ -441,8 +441,8 @@ def probe(method, message):
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
 def test_body_that_is_not_json(server, path):
-    expect_error(server.post(path, b"{not json"), 400, "INVALID_ARGUMENT", "not valid JSON"
-                 if ROUTES[path].client_streaming else "body")
+    said = "not valid JSON" if ROUTES[path].client_streaming else "body: "
+    expect_error(server.post(path, b"{not json"), 400, "INVALID_ARGUMENT", said)
 
 
 def wrong_type(descriptor):
@@ -451,12 +451,8 @@ def wrong_type(descriptor):
     if not fields:
         return "not an object", None
     f = fields[0]
-    if f.message_type is not None or f.type == f.TYPE_BOOL:
-        value = "abc"
-    elif f.type in (f.TYPE_STRING, f.TYPE_BYTES, f.TYPE_ENUM):
-        value = {"an": "object"}
-    else:
-        value = "abc"  # numbers
+    # A string for messages, numbers and bools; an object for strings, bytes and enums.
+    value = {"an": "object"} if f.type in (f.TYPE_STRING, f.TYPE_BYTES, f.TYPE_ENUM) else "abc"
     return {f.json_name: value}, f
 
 
