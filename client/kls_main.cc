@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", tls_ca, "CA certificate (PEM) that signed the server's certificate");
   app.add_option("--tls-cert", tls_cert, "Client certificate (PEM) for servers that require mutual TLS");
   app.add_option("--tls-key", tls_key, "Private key (PEM) of --tls-cert");
+  app.add_option("--request-id", options.request_id,
+                 "Request id sent with every call (x-request-id): the server logs it, so a call can be found in "
+                 "its logs; default: the server makes one per call")
+      ->envname("KLS_REQUEST_ID");
   app.add_option("--tls-server-name", options.tls_server_name,
                  "Name to verify the server certificate against (default: the --target host)");
 
@@ -84,6 +88,11 @@ int main(int argc, char** argv) {
   // gRPC metadata values must be printable ASCII; say so instead of failing every call.
   if (!std::all_of(options.token.begin(), options.token.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
     return out.Failure(kls::InvalidArgumentError("--token (or KLS_TOKEN) has a space or a non-printable character"));
+  }
+  if (options.request_id.size() > 128 ||
+      !std::all_of(options.request_id.begin(), options.request_id.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return out.Failure(kls::InvalidArgumentError("--request-id = '" + options.request_id +
+                                                 "': 1..128 printable ASCII characters without spaces"));
   }
   if (options.tls || !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty()) {
     if (const kls::Status s = kls::LoadTlsFiles(tls_ca, tls_cert, tls_key, &options); !s.ok()) {

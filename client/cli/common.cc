@@ -1,6 +1,8 @@
 // Shared pieces of the `kls` subcommands (common.h).
 #include "client/cli/common.h"
 
+#include <chrono>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,6 +208,12 @@ json CertificateJson(bool present, const kls::v1::Certificate& c) {
   return out;
 }
 
+std::string ProgressText(const kls::v1::Progress& p) {
+  if (p.max_iterations() > 0) return std::to_string(p.iteration()) + "/" + std::to_string(p.max_iterations());
+  // Families without an iteration budget (mkl, social, ...) report only a count.
+  return p.iteration() > 0 ? std::to_string(p.iteration()) : std::string("-");
+}
+
 json JobJson(const kls::v1::Job& j) {
   const kls::v1::Progress& p = j.progress();
   return {{"id", j.id()},
@@ -228,6 +236,9 @@ json JobJson(const kls::v1::Job& j) {
           {"created_unix_ms", j.created_unix_ms()},
           {"started_unix_ms", j.started_unix_ms()},
           {"finished_unix_ms", j.finished_unix_ms()},
+          {"owner", j.owner()},
+          {"lease_expires_unix_ms", j.lease_expires_unix_ms()},
+          {"counted_failures", j.counted_failures()},
           {"certificate", CertificateJson(j.has_certificate(), j.certificate())},
           {"summary", SummaryJson(j.summary_json())}};
 }
@@ -291,7 +302,7 @@ void ProgressBar::Update(const kls::v1::Job& job) {
   line << job.id() << " " << StateName(job.state());
   if (p.max_iterations() > 0 || p.iteration() > 0) {
     const double fraction = p.max_iterations() > 0 ? double(p.iteration()) / p.max_iterations() : 0.0;
-    line << " " << Bar(fraction) << " " << p.iteration() << "/" << p.max_iterations() << "  objective "
+    line << " " << Bar(fraction) << " " << ProgressText(p) << "  objective "
          << std::setprecision(4) << std::scientific << p.objective() << std::defaultfloat;
     if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
       line << "  " << Eta(p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration()));
@@ -316,9 +327,15 @@ std::string JobText(const kls::v1::Job& j) {
        << "kernel          " << j.kernel_name()
        << (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : std::string()) << "\n"
        << "priority        " << j.priority() << "\n"
-       << "attempts        " << j.attempts() << "\n"
-       << "progress        " << j.progress().iteration() << "/" << j.progress().max_iterations() << "  objective "
-       << Fixed(j.progress().objective()) << "  " << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
+       << "attempts        " << j.attempts() << " (" << j.counted_failures() << " counted failures)\n"
+       << "progress        " << ProgressText(j.progress()) << "  objective " << Fixed(j.progress().objective())
+       << "  " << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
+  if (!j.owner().empty()) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    text << "owner           " << j.owner() << "  lease expires in "
+         << Fixed(static_cast<double>(j.lease_expires_unix_ms() - now_ms) / 1000.0, 1) << " s\n";
+  }
   if (!j.termination().empty()) text << "termination     " << j.termination() << "\n";
   if (!j.error().empty()) text << "error           " << j.error() << "\n";
   if (!j.summary_json().empty()) text << "summary         " << j.summary_json() << "\n";

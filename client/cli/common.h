@@ -82,6 +82,8 @@ bool IsTerminal(kls::v1::JobState s);
 json DatasetJson(const kls::v1::DatasetInfo& d);
 /// A summary_json string as a JSON value: {} when empty, the raw string when it does not parse.
 json SummaryJson(const std::string& text);
+/// "12/1000"; "1" for families without an iteration budget; "-" before any.
+std::string ProgressText(const kls::v1::Progress& p);
 json JobJson(const kls::v1::Job& j);
 std::string JobText(const kls::v1::Job& j);
 json KernelJson(const kls::v1::KernelInfo& k);

@@ -75,12 +75,12 @@ int RunList(kls::Client& client, const Output& out, const ListArgs& a) {
   const auto response = client.ListJobs(request);
   if (!response.ok()) return out.Failure(response.status());
   json jobs = json::array();
-  std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "METHOD", "DATASET", "KERNEL", "PROGRESS"}};
+  std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "METHOD", "DATASET", "KERNEL", "PROGRESS", "OWNER"}};
   for (const kls::v1::Job& j : response->jobs()) {
     jobs.push_back(JobJson(j));
     rows.push_back({j.id(), StateName(j.state()), j.method(), j.dataset_id(),
                     j.kernel_name() + (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : ""),
-                    std::to_string(j.progress().iteration()) + "/" + std::to_string(j.progress().max_iterations())});
+                    ProgressText(j.progress()), j.owner().empty() ? "-" : j.owner()});
   }
   std::string text = Table(rows);
   if (!response->next_page_token().empty()) text += "next page: --page-token " + response->next_page_token() + "\n";

@@ -563,3 +563,18 @@ def test_tls_with_a_ca_file(tmp_path):
             expect(grpc.StatusCode.UNAVAILABLE, plain.health)
     finally:
         s.stop()
+
+
+def test_request_id_is_sent_and_reported(server):
+    """Client(request_id=...) tags every call; a failure carries the id the server used."""
+    with kls_client.Client(server.target, timeout=20, request_id="readme-check-42") as c:
+        with pytest.raises(kls_client.KlsError) as raised:
+            c.kernel("no-such-kernel")
+        assert raised.value.code == grpc.StatusCode.NOT_FOUND
+        assert raised.value.request_id == "readme-check-42"
+    with kls_client.Client(server.target, timeout=20) as c:
+        with pytest.raises(kls_client.KlsError) as raised:
+            c.export("no-such-kernel")
+        assert raised.value.request_id and len(raised.value.request_id) == 16  # the server's own
+    with pytest.raises(ValueError):
+        kls_client.Client(server.target, request_id="has space")

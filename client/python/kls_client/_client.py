@@ -38,16 +38,25 @@ class KlsError(Exception):
     CANCELLED (code CANCELLED), as `kls watch` exits.
     """
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, request_id=None):
         super().__init__("%s: %s" % (code.name, message))
         self.code = code
         self.message = message
+        # The server's id of the failed call (its logs name it), when it sent one.
+        self.request_id = request_id
 
     @classmethod
     def from_rpc_error(cls, error):
         code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
         details = error.details() if hasattr(error, "details") else str(error)
-        return cls(code or grpc.StatusCode.UNKNOWN, details or "")
+        request_id = None
+        try:
+            for key, value in (error.trailing_metadata() or ()):
+                if key == "x-request-id":
+                    request_id = value
+        except Exception:  # not a call error (e.g. raised before the call started)
+            pass
+        return cls(code or grpc.StatusCode.UNKNOWN, details or "", request_id)
 
 
 class _Translated:
@@ -326,13 +335,17 @@ class Client:
     timeout: deadline of each call, seconds.
     max_message_mb: largest message sent or received; keep it at least the
              server's (ServerInfo.max_message_bytes).
+    request_id: sent with every call as x-request-id; the server logs it with
+             each call (default: the server makes one per call). A failed
+             call's KlsError.request_id is the id the server used.
 
     Connecting is lazy: a server that is down shows up as KlsError(UNAVAILABLE)
     from the first call. Use as a context manager or call close().
     """
 
     def __init__(self, target="127.0.0.1:50051", token=None, tls_ca=None, timeout=10.0, *,
-                 tls=False, tls_cert=None, tls_key=None, tls_server_name=None, max_message_mb=64):
+                 tls=False, tls_cert=None, tls_key=None, tls_server_name=None, max_message_mb=64,
+                 request_id=None):
         self.target = target
         self.timeout = float(timeout)
         max_bytes = min(max(int(max_message_mb), 1), 2047) * _MIB
@@ -350,6 +363,10 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=options)
         self._metadata = (("authorization", "Bearer " + token),) if token else ()
+        if request_id is not None:
+            if not (1 <= len(request_id) <= 128) or any(not (0x20 < ord(c) < 0x7f) for c in request_id):
+                raise ValueError("request_id: 1..128 printable ASCII characters without spaces")
+            self._metadata += (("x-request-id", request_id),)
         self._admin = service_pb2_grpc.AdminStub(self._channel)
         self._datasets = datasets_pb2_grpc.DatasetsStub(self._channel)
         self._jobs = jobs_pb2_grpc.JobsStub(self._channel)

@@ -3,6 +3,8 @@
 #include "server/jobs/families/npkl_options.h"
 #include "server/jobs/families/pairwise_family.h"
 
+#include <spdlog/spdlog.h>
+
 namespace kls::server {
 
 namespace {
@@ -54,9 +56,22 @@ class BcdNpklFamily : public families::PairwiseFamily<kls::v1::BcdNpklOptions, B
     return ToCore(p);
   }
   void SetWeight(BcdNpklOptions* o, double weight) const override { o->c = weight; }
+  // Self pairs (i, i) — the admm protocol's n must-links K_ii ≥ 1 — have no
+  // place in BCDNPKL's column-block subproblem (eq. (6) needs j ≠ i): they are
+  // left out, and the log says how many, so one data set serves every family.
   StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& o,
                              const SolveControl& control) const override {
-    return SolveBcdNpkl(problem, o, control);
+    int self_pairs = 0;
+    for (const Pair& p : problem.constraints.pairs) self_pairs += p.i == p.j ? 1 : 0;
+    if (self_pairs == 0) return SolveBcdNpkl(problem, o, control);
+    NpklProblem without = problem;
+    without.constraints.pairs.clear();
+    for (const Pair& p : problem.constraints.pairs) {
+      if (p.i != p.j) without.constraints.pairs.push_back(p);
+    }
+    spdlog::info("bcd_npkl: {} self pairs (i, i) left out of {} constraints (BCDNPKL's block subproblem needs i != j)",
+                 self_pairs, problem.constraints.size());
+    return SolveBcdNpkl(without, o, control);
   }
 };
 
