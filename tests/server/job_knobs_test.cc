@@ -322,6 +322,26 @@ TEST_F(JobKnobsTest, CrossValidationChoosesCAndReportsFoldScores) {
   }
 }
 
+// The admm protocol's pairs include the n self pairs (i, i); BCDNPKL's block
+// subproblem has no place for them, so the family leaves them out instead of
+// failing the job (one data set serves every family).
+TEST_F(JobKnobsTest, BcdNpklLearnsOnTheAdmmProtocolsPairsWithTheirSelfPairs) {
+  const Dataset iris = Iris();
+  ConstraintProtocol admm;
+  admm.name = "admm";
+  auto constraints = GenerateProtocol(admm, iris.labels, "protocol");
+  ASSERT_TRUE(constraints.ok()) << constraints.status();
+  int self_pairs = 0;
+  for (const Pair& p : constraints->pairs) self_pairs += p.i == p.j ? 1 : 0;
+  ASSERT_GT(self_pairs, 0);
+  const std::string id = Upload(iris, *constraints);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_bcd_npkl();
+  const kls::v1::Job job = Run(r, "bcd-self-pairs");
+  EXPECT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
+}
+
 TEST_F(JobKnobsTest, CrossValidationAndWarmStartRejectBadValuesNamingTheField) {
   const Dataset iris = Iris();
   auto constraints = GenerateBcdProtocol(iris.labels, 0.3, 1);
