@@ -132,11 +132,12 @@ struct HttpGateway::Impl {
   int Handle(mg_connection* conn);
   int Api(mg_connection* conn, const mg_request_info* info, const Reply& reply);
   Status ReadBody(mg_connection* conn, const mg_request_info* info, int64_t limit, std::string* body);
-  // Runs one call of `method`: writes `requests`, then hands each response to
+  // Runs one call of `method` (`unary`: one request and one response):
+  // writes `requests`, then hands each response to
   // `on_response` (false = stop: the call is cancelled). While no response
   // arrives for `heartbeat_every`, calls `heartbeat` (false = the client is
   // gone: cancel). Returns the call's status.
-  Status Call(const std::string& method, const std::string& request_id, double timeout_seconds,
+  Status Call(const std::string& method, bool unary, const std::string& request_id, double timeout_seconds,
               const std::vector<std::unique_ptr<Message>>& requests,
               const std::function<bool(const grpc::ByteBuffer&)>& on_response,
               const std::function<bool()>& heartbeat = nullptr);
@@ -260,8 +261,8 @@ Status HttpGateway::Impl::ReadBody(mg_connection* conn, const mg_request_info* i
   return OkStatus();
 }
 
-Status HttpGateway::Impl::Call(const std::string& method, const std::string& request_id, double timeout_seconds,
-                               const std::vector<std::unique_ptr<Message>>& requests,
+Status HttpGateway::Impl::Call(const std::string& method, bool unary, const std::string& request_id,
+                               double timeout_seconds, const std::vector<std::unique_ptr<Message>>& requests,
                                const std::function<bool(const grpc::ByteBuffer&)>& on_response,
                                const std::function<bool()>& heartbeat) {
   grpc::ClientContext context;
@@ -275,6 +276,33 @@ Status HttpGateway::Impl::Call(const std::string& method, const std::string& req
     std::lock_guard<std::mutex> lock(mu);
     if (stopping) return Status(StatusCode::kUnavailable, "the server is shutting down");
     active.insert(&context);
+  }
+  if (unary) {
+    // One request, one response: the callback API (no completion queue to
+    // create per call; measurably faster than the streaming path below).
+    grpc::ByteBuffer request = Serialize(*requests.front());
+    grpc::ByteBuffer response;
+    std::mutex done_mu;
+    std::condition_variable done_cv;
+    bool done = false;
+    grpc::Status status;
+    stub->UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(done_mu);
+      status = std::move(s);
+      done = true;
+      done_cv.notify_one();
+    });
+    {
+      std::unique_lock<std::mutex> lock(done_mu);
+      done_cv.wait(lock, [&] { return done; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      active.erase(&context);
+    }
+    if (!status.ok()) return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
+    if (!on_response(response)) return InternalError("the response does not parse");
+    return OkStatus();
   }
   grpc::CompletionQueue cq;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub->PrepareCall(&context, method, &cq);
@@ -480,7 +508,7 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
     reply.BeginChunked(200, "text/event-stream", {{"X-Accel-Buffering", "no"}});
     bool client_gone = !reply.Chunk(": " + route.grpc_method + "\n\n");
     const Status s = Call(
-        route.grpc_method, reply.request_id, 0, *requests,
+        route.grpc_method, false, reply.request_id, 0, *requests,
         [&](const grpc::ByteBuffer& buffer) {
           std::unique_ptr<Message> m(response_type->New());
           if (!ParseBuffer(buffer, m.get())) return false;
@@ -506,7 +534,7 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
     bool started = false;
     bool client_gone = false;
     int rank = 0;
-    const Status s = Call(route.grpc_method, reply.request_id, 0, *requests, [&](const grpc::ByteBuffer& buffer) {
+    const Status s = Call(route.grpc_method, false, reply.request_id, 0, *requests, [&](const grpc::ByteBuffer& buffer) {
       kls::v1::ExportKernelChunk chunk;
       if (!ParseBuffer(buffer, &chunk)) return false;
       std::ostringstream out;
@@ -535,7 +563,8 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
     return 200;
   }
   std::vector<std::string> responses;
-  const Status s = Call(route.grpc_method, reply.request_id, route.server_streaming ? 0 : options.call_timeout_seconds,
+  const bool unary = !route.client_streaming && !route.server_streaming;
+  const Status s = Call(route.grpc_method, unary, reply.request_id, route.server_streaming ? 0 : options.call_timeout_seconds,
                         *requests, [&](const grpc::ByteBuffer& buffer) {
                           std::unique_ptr<Message> m(response_type->New());
                           if (!ParseBuffer(buffer, m.get())) return false;
