@@ -1,9 +1,7 @@
 #include "server/http/http_gateway.h"
 
-#include <civetweb.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -27,6 +25,9 @@
 #include "server/http/http_translate.h"
 #include "server/rpc_observer.h"
 
+// Last: it pulls in <resolv.h>, whose `_res` macro breaks Eigen's headers.
+#include <httplib.h>
+
 namespace kls::server::http {
 namespace {
 
@@ -35,11 +36,6 @@ using google::protobuf::Message;
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string Header(mg_connection* conn, const char* name) {
-  const char* v = mg_get_header(conn, name);
-  return v == nullptr ? std::string() : std::string(v);
 }
 
 // The media type without parameters, lower case: "text/csv; charset=utf-8" → "text/csv".
@@ -65,200 +61,86 @@ bool ParseBuffer(const grpc::ByteBuffer& buffer, Message* m) {
   return m->ParseFromString(bytes);
 }
 
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
 // One response being written: headers common to every answer of the gateway.
 struct Reply {
-  mg_connection* conn;
+  httplib::Response& res;
   std::string request_id;
   std::string cors_origin;  // set: echo it (a listed cross-origin request)
 
-  void Start(int status, const std::string& content_type, long long length) const {
-    mg_response_header_start(conn, status);
-    mg_response_header_add(conn, "Content-Type", content_type.c_str(), -1);
-    if (length >= 0) {
-      mg_response_header_add(conn, "Content-Length", std::to_string(length).c_str(), -1);
-    } else {
-      mg_response_header_add(conn, "Transfer-Encoding", "chunked", -1);
-    }
-    if (!request_id.empty()) mg_response_header_add(conn, "X-Request-Id", request_id.c_str(), -1);
-    mg_response_header_add(conn, "X-Content-Type-Options", "nosniff", -1);
-    mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  void Common(int status, const Headers& extra) const {
+    res.status = status;
+    if (!request_id.empty()) res.set_header("X-Request-Id", request_id);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Cache-Control", "no-store");
     if (!cors_origin.empty()) {
-      mg_response_header_add(conn, "Access-Control-Allow-Origin", cors_origin.c_str(), -1);
-      mg_response_header_add(conn, "Access-Control-Expose-Headers", "X-Request-Id", -1);
-      mg_response_header_add(conn, "Vary", "Origin", -1);
+      res.set_header("Access-Control-Allow-Origin", cors_origin);
+      res.set_header("Access-Control-Expose-Headers", "X-Request-Id");
+      res.set_header("Vary", "Origin");
     }
+    for (const auto& [k, v] : extra) res.set_header(k, v);
   }
-  int Send(int status, const std::string& content_type, const std::string& body,
-           const std::vector<std::pair<std::string, std::string>>& extra = {}) const {
-    Start(status, content_type, static_cast<long long>(body.size()));
-    for (const auto& [k, v] : extra) mg_response_header_add(conn, k.c_str(), v.c_str(), -1);
-    mg_response_header_send(conn);
-    if (!body.empty()) mg_write(conn, body.data(), body.size());
+  int Send(int status, const std::string& content_type, const std::string& body, const Headers& extra = {}) const {
+    Common(status, extra);
+    res.set_content(body, content_type);
     return status;
   }
-  int Error(const Status& status, const std::vector<std::pair<std::string, std::string>>& extra = {}) const {
+  int Error(const Status& status, const Headers& extra = {}) const {
     return Send(HttpStatusOf(status.code()), "application/json", ErrorJson(status, request_id), extra);
   }
-  // Chunked streaming.
-  void BeginChunked(int status, const std::string& content_type,
-                    const std::vector<std::pair<std::string, std::string>>& extra = {}) const {
-    Start(status, content_type, -1);
-    for (const auto& [k, v] : extra) mg_response_header_add(conn, k.c_str(), v.c_str(), -1);
-    mg_response_header_send(conn);
+  // A chunked response whose body `provider` writes after the handler returned.
+  int Stream(int status, const std::string& content_type, const Headers& extra,
+             std::function<bool(size_t, httplib::DataSink&)> provider) const {
+    Common(status, extra);
+    res.set_chunked_content_provider(content_type, std::move(provider));
+    return status;
   }
-  bool Chunk(const std::string& data) const {
-    return data.empty() || mg_send_chunk(conn, data.data(), static_cast<unsigned int>(data.size())) > 0;
-  }
-  void EndChunked() const { mg_send_chunk(conn, "", 0); }
 };
 
-}  // namespace
+// The query string as sent (the library's parsed params drop repeated
+// identical pairs, e.g. items=3&items=3).
+std::string RawQuery(const httplib::Request& req) {
+  const size_t q = req.target.find('?');
+  return q == std::string::npos ? std::string() : req.target.substr(q + 1);
+}
 
-namespace {
-class RequestThreads;
 }  // namespace
 
 struct HttpGateway::Impl {
   HttpGatewayOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<grpc::GenericStub> stub;
-  mg_context* ctx = nullptr;
+  std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer with TLS
+  std::thread listener;
   int port = 0;
   std::mutex mu;
   std::set<grpc::ClientContext*> active;  // open calls, cancelled by Stop()
   bool stopping = false;
-  std::unique_ptr<RequestThreads> threads;
 
-  int Handle(mg_connection* conn);
-  int Api(mg_connection* conn, const mg_request_info* info, const Reply& reply);
-  Status ReadBody(mg_connection* conn, const mg_request_info* info, int64_t limit, std::string* body);
+  void Handle(const httplib::Request& req, httplib::Response& res);
+  int Api(const httplib::Request& req, const Reply& reply);
   // Runs one call of `method` (`unary`: one request and one response):
-  // writes `requests`, then hands each response to
-  // `on_response` (false = stop: the call is cancelled). While no response
-  // arrives for `heartbeat_every`, calls `heartbeat` (false = the client is
-  // gone: cancel). Returns the call's status.
+  // writes `requests`, then hands each response to `on_response` (false =
+  // stop: the call is cancelled). While no response arrives for 15 s, calls
+  // `heartbeat` (false = the client is gone: cancel). Returns the status.
   Status Call(const std::string& method, bool unary, const std::string& request_id, double timeout_seconds,
               const std::vector<std::unique_ptr<Message>>& requests,
               const std::function<bool(const grpc::ByteBuffer&)>& on_response,
               const std::function<bool()>& heartbeat = nullptr);
-  int UploadTabular(mg_connection* conn, const mg_request_info* info, const Reply& reply, const std::string& type);
-  int SetAttributesCsv(mg_connection* conn, const mg_request_info* info, const Reply& reply);
+  int UploadTabular(const httplib::Request& req, const Reply& reply, const std::string& type);
+  int SetAttributesCsv(const httplib::Request& req, const Reply& reply);
   int ServeAsset(const std::string& path, const std::string& verb, const Reply& reply);
-  bool OriginAllowed(const std::string& origin, const std::string& host, bool tls) const;
+  bool OriginAllowed(const std::string& origin, const std::string& host) const;
 };
 
-namespace {
-
-// civetweb's request threads have 100 KiB stacks, too small for parsing,
-// protobuf's JSON and gRPC calls; each request runs on one of these threads
-// (default 8 MiB stacks) while its civetweb thread waits.
-class RequestThreads {
- public:
-  explicit RequestThreads(int count) {
-    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  ~RequestThreads() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  int Run(const std::function<int()>& work) {
-    std::packaged_task<int()> task(work);
-    std::future<int> result = task.get_future();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-    return result.get();
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      std::packaged_task<int()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::packaged_task<int()>> queue_;
-  std::vector<std::thread> threads_;
-  bool stop_ = false;
-};
-
-int OnLog(const mg_connection* conn, const char* message) {
-  (void)conn;
-  spdlog::info("http: {}", message);
-  return 1;
-}
-
-// TLS with the server's own certificate files (civetweb's ssl_certificate
-// wants key and chain in one file; the config has them apart).
-int OnInitSsl(void* ssl_ctx, void* user_data) {
-  auto* options = static_cast<const HttpGatewayOptions*>(user_data);
-  SSL_CTX* ctx = static_cast<SSL_CTX*>(ssl_ctx);
-  if (SSL_CTX_use_certificate_chain_file(ctx, options->security.cert_file.c_str()) != 1 ||
-      SSL_CTX_use_PrivateKey_file(ctx, options->security.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
-      SSL_CTX_check_private_key(ctx) != 1) {
-    spdlog::error("http: cannot load the TLS certificate {} / key {}", options->security.cert_file,
-                  options->security.key_file);
-    return -1;
-  }
-  if (!options->security.client_ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(ctx, options->security.client_ca_file.c_str(), nullptr) != 1) {
-      spdlog::error("http: cannot load the client CA {}", options->security.client_ca_file);
-      return -1;
-    }
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  }
-  return 1;  // initialized here: civetweb loads no files
-}
-
-}  // namespace
-
-int OnRequest(mg_connection* conn, void* cbdata) {
-  auto* impl = static_cast<HttpGateway::Impl*>(cbdata);
-  return impl->threads->Run([impl, conn] { return impl->Handle(conn); });
-}
-
-bool HttpGateway::Impl::OriginAllowed(const std::string& origin, const std::string& host, bool tls) const {
+bool HttpGateway::Impl::OriginAllowed(const std::string& origin, const std::string& host) const {
+  const bool tls = !options.security.cert_file.empty();
   if (origin == std::string(tls ? "https://" : "http://") + host) return true;  // the console itself
   for (const std::string& o : options.cors_origins) {
     if (o == "*" || o == origin) return true;
   }
   return false;
-}
-
-Status HttpGateway::Impl::ReadBody(mg_connection* conn, const mg_request_info* info, int64_t limit,
-                                   std::string* body) {
-  body->clear();
-  if (info->content_length > limit) {
-    return ResourceExhaustedError("request body of " + std::to_string(info->content_length) +
-                                  " bytes is over the limit of " + std::to_string(limit) + " bytes");
-  }
-  if (info->content_length > 0) body->reserve(static_cast<size_t>(info->content_length));
-  // On the heap: civetweb's worker threads have small stacks.
-  std::vector<char> buf(64 * 1024);
-  while (true) {
-    const int got = mg_read(conn, buf.data(), buf.size());
-    if (got <= 0) break;
-    body->append(buf.data(), static_cast<size_t>(got));
-    if (static_cast<int64_t>(body->size()) > limit) {
-      return ResourceExhaustedError("request body is over the limit of " + std::to_string(limit) + " bytes");
-    }
-  }
-  return OkStatus();
 }
 
 Status HttpGateway::Impl::Call(const std::string& method, bool unary, const std::string& request_id,
@@ -359,39 +241,35 @@ Status HttpGateway::Impl::Call(const std::string& method, bool unary, const std:
   return Status(static_cast<StatusCode>(status.error_code()), status.error_message());
 }
 
-int HttpGateway::Impl::Handle(mg_connection* conn) {
-  const mg_request_info* info = mg_get_request_info(conn);
-  const std::string verb = info->request_method != nullptr ? info->request_method : "";
-  const std::string path = info->local_uri != nullptr ? info->local_uri : "/";
-  Reply reply{conn, RequestIdFrom(Header(conn, "X-Request-Id")), ""};
+void HttpGateway::Impl::Handle(const httplib::Request& req, httplib::Response& res) {
+  const std::string& verb = req.method;
+  const std::string& path = req.path;
+  Reply reply{res, RequestIdFrom(req.get_header_value("X-Request-Id")), ""};
   const auto start = std::chrono::steady_clock::now();
-
-  const std::string origin = Header(conn, "Origin");
-  if (!origin.empty()) {
-    if (!OriginAllowed(origin, Header(conn, "Host"), info->is_ssl != 0)) {
-      return reply.Error(Status(StatusCode::kPermissionDenied,
+  int status = 0;
+  const std::string origin = req.get_header_value("Origin");
+  if (!origin.empty() && !OriginAllowed(origin, req.get_header_value("Host"))) {
+    status = reply.Error(Status(StatusCode::kPermissionDenied,
                                 "cross-origin request from " + origin +
                                     " refused: list the origin in the server's http_cors_origins"));
-    }
-    reply.cors_origin = origin;
-  }
-  if (verb == "OPTIONS") {  // CORS preflight (or a plain OPTIONS)
-    return reply.Send(204, "text/plain", "",
-                      {{"Allow", "GET, POST, OPTIONS"},
-                       {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
-                       {"Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, X-Request-Id"},
-                       {"Access-Control-Max-Age", "600"}});
-  }
-  int status;
-  if (path.rfind("/v1/", 0) == 0) {
-    status = Api(conn, info, reply);
   } else {
-    status = ServeAsset(path, verb, reply);
+    if (!origin.empty()) reply.cors_origin = origin;
+    if (verb == "OPTIONS") {  // CORS preflight (or a plain OPTIONS)
+      status = reply.Send(204, "text/plain", "",
+                          {{"Allow", "GET, POST, OPTIONS"},
+                           {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                           {"Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, X-Request-Id"},
+                           {"Access-Control-Max-Age", "600"}});
+    } else if (path.rfind("/v1/", 0) == 0) {
+      status = Api(req, reply);
+    } else {
+      status = ServeAsset(path, verb, reply);
+    }
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  spdlog::log(status < 400 ? spdlog::level::debug : spdlog::level::info, "http {} {} {} in {:.1f} ms, request {}, peer {}",
-              verb, path, status, ms, reply.request_id, info->remote_addr);
-  return status;
+  spdlog::log(status < 400 ? spdlog::level::debug : spdlog::level::info,
+              "http {} {} {} in {:.1f} ms, request {}, peer {}", verb, path, status, ms, reply.request_id,
+              req.remote_addr);
 }
 
 // KLS_HTTP_CONSOLE_DIR (developers of the console): serve the console's files
@@ -426,30 +304,26 @@ int HttpGateway::Impl::ServeAsset(const std::string& path, const std::string& ve
                                      "description at /openapi.json)"));
   }
   if (verb != "GET" && verb != "HEAD") {
-    return reply.Error(UnimplementedError("method " + verb + " is not allowed on " + path + " (allowed: GET)"),
-                       {{"Allow", "GET"}});
+    return reply.Send(405, "application/json",
+                      ErrorJson(UnimplementedError("method " + verb + " is not allowed on " + path + " (allowed: GET)"),
+                                reply.request_id),
+                      {{"Allow", "GET"}});
   }
   // The console's pages run only their own scripts and talk only to this
   // server: text from the data (item keys, names) can never become code.
-  std::vector<std::pair<std::string, std::string>> headers = {
-      {"Content-Security-Policy",
-       "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"},
-      {"X-Frame-Options", "DENY"},
-      {"Referrer-Policy", "no-referrer"}};
-  if (verb == "HEAD") {
-    reply.Start(200, std::string(asset->content_type), static_cast<long long>(asset->body.size()));
-    for (const auto& [k, v] : headers) mg_response_header_add(reply.conn, k.c_str(), v.c_str(), -1);
-    mg_response_header_send(reply.conn);
-    return 200;
-  }
-  return reply.Send(200, std::string(asset->content_type), std::string(asset->body), headers);
+  // (HEAD: the same headers; the library leaves the body out.)
+  return reply.Send(200, std::string(asset->content_type), std::string(asset->body),
+                    {{"Content-Security-Policy",
+                      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                      "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"},
+                     {"X-Frame-Options", "DENY"},
+                     {"Referrer-Policy", "no-referrer"}});
 }
 
-int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, const Reply& reply) {
-  const std::string verb = info->request_method;
-  const std::string path = info->local_uri;
-  const std::string query = info->query_string != nullptr ? info->query_string : "";
+int HttpGateway::Impl::Api(const httplib::Request& req, const Reply& reply) {
+  const std::string& verb = req.method;
+  const std::string& path = req.path;
+  const std::string query = RawQuery(req);
   StatusOr<const HttpRoute*> matched = MatchRoute(KlsHttpRoutes(), verb, path);
   if (!matched.ok()) {
     if (matched.status().code() == StatusCode::kUnimplemented) {
@@ -463,20 +337,20 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
     return reply.Error(matched.status());
   }
   const HttpRoute& route = **matched;
-  if (const Status auth = Authorize(options.tokens.get(), route.grpc_method, Header(conn, "Authorization"));
+  if (const Status auth = Authorize(options.tokens.get(), route.grpc_method, req.get_header_value("Authorization"));
       !auth.ok()) {
     std::vector<std::pair<std::string, std::string>> extra;
     if (auth.code() == StatusCode::kUnauthenticated) extra.emplace_back("WWW-Authenticate", "Bearer");
     return reply.Error(auth, extra);
   }
-  const std::string type = MediaType(Header(conn, "Content-Type"));
-  const std::string accept = Header(conn, "Accept");
+  const std::string type = MediaType(req.get_header_value("Content-Type"));
+  const std::string accept = req.get_header_value("Accept");
   if (verb == "POST" && route.grpc_method == "/kls.v1.Datasets/Upload" &&
       (type == "text/csv" || type == "application/x-libsvm" || type == "text/x-libsvm" || type == "text/plain")) {
-    return UploadTabular(conn, info, reply, type);
+    return UploadTabular(req, reply, type);
   }
   if (verb == "POST" && route.grpc_method == "/kls.v1.Datasets/SetAttributes" && type == "text/csv") {
-    return SetAttributesCsv(conn, info, reply);
+    return SetAttributesCsv(req, reply);
   }
   // JSON bodies: application/json, no type, or curl -d's default
   // (application/x-www-form-urlencoded) — the body is read as JSON either way.
@@ -491,81 +365,102 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
                                                        ? " (an array of SetAttributesRequest) or text/csv"
                                                        : "")));
   }
-  std::string body;
-  if (verb == "POST") {
-    if (const Status s = ReadBody(conn, info, options.max_body_bytes, &body); !s.ok()) {
-      return reply.Send(413, "application/json", ErrorJson(s, reply.request_id));
-    }
+  if (static_cast<int64_t>(req.body.size()) > options.max_body_bytes) {
+    return reply.Send(413, "application/json",
+                      ErrorJson(ResourceExhaustedError("request body of " + std::to_string(req.body.size()) +
+                                                       " bytes is over the limit of " +
+                                                       std::to_string(options.max_body_bytes) + " bytes"),
+                                reply.request_id));
   }
-  StatusOr<std::vector<std::unique_ptr<Message>>> requests = RequestMessages(route, verb, query, body);
+  StatusOr<std::vector<std::unique_ptr<Message>>> requests =
+      RequestMessages(route, verb, query, verb == "POST" ? std::string_view(req.body) : std::string_view());
   if (!requests.ok()) return reply.Error(requests.status());
   const Message* response_type =
       google::protobuf::MessageFactory::generated_factory()->GetPrototype(route.method->output_type());
 
   // Server streams as Server-Sent Events: one "message" event per response,
   // then "end" (or "error" with the status as JSON).
+  // The stream runs in the response's content provider, after this returns.
+  auto shared = std::make_shared<std::vector<std::unique_ptr<Message>>>(std::move(requests).value());
   if (route.server_streaming && Accepts(accept, "text/event-stream")) {
-    reply.BeginChunked(200, "text/event-stream", {{"X-Accel-Buffering", "no"}});
-    bool client_gone = !reply.Chunk(": " + route.grpc_method + "\n\n");
-    const Status s = Call(
-        route.grpc_method, false, reply.request_id, 0, *requests,
-        [&](const grpc::ByteBuffer& buffer) {
-          std::unique_ptr<Message> m(response_type->New());
-          if (!ParseBuffer(buffer, m.get())) return false;
-          client_gone = !reply.Chunk("event: message\ndata: " + MessageToJson(*m) + "\n\n");
-          return !client_gone;
-        },
-        [&] {
-          client_gone = client_gone || !reply.Chunk(": keep-alive\n\n");
-          return !client_gone;
+    const std::string method = route.grpc_method;
+    const std::string request_id = reply.request_id;
+    return reply.Stream(
+        200, "text/event-stream", {{"X-Accel-Buffering", "no"}},
+        [this, method, request_id, shared, response_type](size_t, httplib::DataSink& sink) {
+          const auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
+          bool client_gone = !write(": " + method + "\n\n");
+          const Status s = Call(
+              method, false, request_id, 0, *shared,
+              [&](const grpc::ByteBuffer& buffer) {
+                std::unique_ptr<Message> m(response_type->New());
+                if (!ParseBuffer(buffer, m.get())) return false;
+                client_gone = !write("event: message\ndata: " + MessageToJson(*m) + "\n\n");
+                return !client_gone;
+              },
+              [&] {
+                client_gone = client_gone || !write(": keep-alive\n\n");
+                return !client_gone;
+              });
+          if (client_gone) return false;
+          write(s.ok() ? std::string("event: end\ndata: {}\n\n")
+                       : "event: error\ndata: " + ErrorJson(s, request_id) + "\n\n");
+          sink.done();
+          return true;
         });
-    if (!client_gone) {
-      if (s.ok()) {
-        reply.Chunk("event: end\ndata: {}\n\n");
-      } else {
-        reply.Chunk("event: error\ndata: " + ErrorJson(s, reply.request_id) + "\n\n");
-      }
-      reply.EndChunked();
-    }
-    return 200;
   }
-  // Kernels.Export as CSV: "row,v0,...,v{r-1}", one line per item.
+  // Kernels.Export as CSV: "row,v0,...,v{r-1}", one line per item. The
+  // kernel is looked up first, so a bad reference is an HTTP error, not a
+  // cut-off download.
   if (route.grpc_method == "/kls.v1.Kernels/Export" && Accepts(accept, "text/csv")) {
-    bool started = false;
-    bool client_gone = false;
-    int rank = 0;
-    const Status s = Call(route.grpc_method, false, reply.request_id, 0, *requests, [&](const grpc::ByteBuffer& buffer) {
-      kls::v1::ExportKernelChunk chunk;
-      if (!ParseBuffer(buffer, &chunk)) return false;
-      std::ostringstream out;
-      out.precision(17);
-      if (chunk.has_info()) {
-        rank = std::max(1, chunk.info().rank());
-        const std::string file = chunk.info().name() + "-v" + std::to_string(chunk.info().version()) + ".csv";
-        reply.BeginChunked(200, "text/csv", {{"Content-Disposition", "attachment; filename=\"" + file + "\""}});
-        started = true;
-        out << "row";
-        for (int c = 0; c < rank; ++c) out << ",v" << c;
-        out << "\n";
-      }
-      if (!started) return false;
-      const int64_t rows = chunk.values_size() / rank;
-      for (int64_t r = 0; r < rows; ++r) {
-        out << chunk.first_row() + r;
-        for (int c = 0; c < rank; ++c) out << "," << chunk.values(static_cast<int>(r * rank + c));
-        out << "\n";
-      }
-      client_gone = !reply.Chunk(out.str());
-      return !client_gone;
-    });
-    if (!started) return reply.Error(s.ok() ? InternalError("the export sent no kernel header") : s);
-    if (!client_gone) reply.EndChunked();  // an error after the header can only cut the download short
-    return 200;
+    std::vector<std::unique_ptr<Message>> get;
+    get.push_back(std::make_unique<kls::v1::GetKernelRequest>());
+    *static_cast<kls::v1::GetKernelRequest&>(*get[0]).mutable_kernel() =
+        static_cast<const kls::v1::ExportKernelRequest&>(*(*shared)[0]).kernel();
+    kls::v1::KernelInfo info;
+    const Status found = Call("/kls.v1.Kernels/Get", true, reply.request_id, options.call_timeout_seconds, get,
+                              [&](const grpc::ByteBuffer& buffer) { return ParseBuffer(buffer, &info); });
+    if (!found.ok()) return reply.Error(found);
+    const std::string method = route.grpc_method;
+    const std::string request_id = reply.request_id;
+    const std::string file = info.name() + "-v" + std::to_string(info.version()) + ".csv";
+    return reply.Stream(
+        200, "text/csv", {{"Content-Disposition", "attachment; filename=\"" + file + "\""}},
+        [this, method, request_id, shared](size_t, httplib::DataSink& sink) {
+          int rank = 0;
+          bool client_gone = false;
+          const Status s = Call(method, false, request_id, 0, *shared, [&](const grpc::ByteBuffer& buffer) {
+            kls::v1::ExportKernelChunk chunk;
+            if (!ParseBuffer(buffer, &chunk)) return false;
+            std::ostringstream out;
+            out.precision(17);
+            if (chunk.has_info()) {
+              rank = std::max(1, chunk.info().rank());
+              out << "row";
+              for (int c = 0; c < rank; ++c) out << ",v" << c;
+              out << "\n";
+            }
+            if (rank == 0) return false;
+            const int64_t rows = chunk.values_size() / rank;
+            for (int64_t r = 0; r < rows; ++r) {
+              out << chunk.first_row() + r;
+              for (int c = 0; c < rank; ++c) out << "," << chunk.values(static_cast<int>(r * rank + c));
+              out << "\n";
+            }
+            const std::string text = out.str();
+            client_gone = !sink.write(text.data(), text.size());
+            return !client_gone;
+          });
+          // An error after the header can only cut the download short.
+          if (client_gone || !s.ok()) return false;
+          sink.done();
+          return true;
+        });
   }
   std::vector<std::string> responses;
   const bool unary = !route.client_streaming && !route.server_streaming;
   const Status s = Call(route.grpc_method, unary, reply.request_id, route.server_streaming ? 0 : options.call_timeout_seconds,
-                        *requests, [&](const grpc::ByteBuffer& buffer) {
+                        *shared, [&](const grpc::ByteBuffer& buffer) {
                           std::unique_ptr<Message> m(response_type->New());
                           if (!ParseBuffer(buffer, m.get())) return false;
                           responses.push_back(MessageToJson(*m));
@@ -591,13 +486,9 @@ int HttpGateway::Impl::Api(mg_connection* conn, const mg_request_info* info, con
 // Content-Type), num_features (LIBSVM), protocol, seed, and the protocol's own
 // parameters as protocol.FIELD (kls.v1.ConstraintProtocol: protocol.fraction,
 // protocol.must_fraction, protocol.self_pairs, ...).
-int HttpGateway::Impl::UploadTabular(mg_connection* conn, const mg_request_info* info, const Reply& reply,
-                                     const std::string& type) {
-  const std::string query = info->query_string != nullptr ? info->query_string : "";
-  std::string body;
-  if (const Status s = ReadBody(conn, info, options.max_upload_bytes, &body); !s.ok()) {
-    return reply.Send(413, "application/json", ErrorJson(s, reply.request_id));
-  }
+int HttpGateway::Impl::UploadTabular(const httplib::Request& req, const Reply& reply, const std::string& type) {
+  const std::string query = RawQuery(req);
+  const std::string& body = req.body;
   std::string format = QueryValue(query, "format");
   if (format.empty()) format = type == "text/csv" ? "csv" : "libsvm";
   int num_features = 0;
@@ -620,8 +511,6 @@ int HttpGateway::Impl::UploadTabular(mg_connection* conn, const mg_request_info*
                                                       "query parameter 'format': '" + format +
                                                       "' is not csv or libsvm"));
   if (!data.ok()) return reply.Error(data.status());
-  body.clear();
-  body.shrink_to_fit();
   UploadOptions upload;
   upload.name = name;
   const std::string protocol = QueryValue(query, "protocol");
@@ -648,17 +537,14 @@ int HttpGateway::Impl::UploadTabular(mg_connection* conn, const mg_request_info*
 }
 
 // POST /v1/datasets/set-attributes?dataset_id=ID with a CSV body.
-int HttpGateway::Impl::SetAttributesCsv(mg_connection* conn, const mg_request_info* info, const Reply& reply) {
-  const std::string query = info->query_string != nullptr ? info->query_string : "";
+int HttpGateway::Impl::SetAttributesCsv(const httplib::Request& req, const Reply& reply) {
+  const std::string query = RawQuery(req);
   const std::string dataset = QueryValue(query, "dataset_id");
   if (dataset.empty()) {
     return reply.Error(InvalidArgumentError("query parameter 'dataset_id' is missing: the data set (id or name) "
                                             "whose attributes the CSV body replaces"));
   }
-  std::string body;
-  if (const Status s = ReadBody(conn, info, options.max_upload_bytes, &body); !s.ok()) {
-    return reply.Send(413, "application/json", ErrorJson(s, reply.request_id));
-  }
+  const std::string& body = req.body;
   ClientOptions client_options;
   client_options.request_id = reply.request_id;
   client_options.timeout_seconds = options.call_timeout_seconds;
@@ -675,53 +561,76 @@ HttpGateway::~HttpGateway() { Stop(); }
 int HttpGateway::port() const { return impl_->port; }
 
 void HttpGateway::Stop() {
-  if (impl_->ctx == nullptr) return;
+  if (!impl_->server) return;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
     for (grpc::ClientContext* c : impl_->active) c->TryCancel();
   }
-  mg_stop(impl_->ctx);
-  impl_->ctx = nullptr;
-  impl_->threads.reset();
+  impl_->server->stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->server.reset();
 }
 
 StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(HttpGatewayOptions options,
                                                          std::shared_ptr<grpc::Channel> channel) {
-  static std::once_flag init_once;
-  std::call_once(init_once, [] { mg_init_library(MG_FEATURES_TLS); });
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->channel = channel;
   impl->stub = std::make_unique<grpc::GenericStub>(channel);
-  impl->threads = std::make_unique<RequestThreads>(std::max(2, impl->options.threads));
-  const bool tls = !impl->options.security.cert_file.empty();
-  const std::string ports = impl->options.listen + (tls ? "s" : "");
-  const std::string threads = std::to_string(std::max(2, impl->options.threads));
-  const char* mg_options[] = {"listening_ports", ports.c_str(),
-                              "num_threads", threads.c_str(),
-                              "enable_keep_alive", "yes",
-                              "keep_alive_timeout_ms", "30000",
-                              "request_timeout_ms", "30000",
-                              "tcp_nodelay", "1",
-                              "ssl_protocol_version", "4",
-                              // CORS is OriginAllowed's alone: civetweb would otherwise answer every
-                              // preflight itself, for any origin ("*" by default), without the gateway.
-                              "access_control_allow_origin", "",
-                              "access_control_allow_methods", "",
-                              nullptr};
-  mg_callbacks callbacks{};
-  callbacks.log_message = OnLog;
-  if (tls) callbacks.init_ssl = OnInitSsl;
-  impl->ctx = mg_start(&callbacks, &impl->options, mg_options);
-  if (impl->ctx == nullptr) {
-    return Status(StatusCode::kUnavailable, "cannot listen for HTTP on " + impl->options.listen +
-                                                " (address in use, not an address of this machine, or bad TLS files)");
+  const HttpGatewayOptions& o = impl->options;
+  if (o.security.cert_file.empty()) {
+    impl->server = std::make_unique<httplib::Server>();
+  } else {
+    // The gRPC port's own certificate, key and (mutual TLS) client CA.
+    auto tls = std::make_unique<httplib::SSLServer>(
+        o.security.cert_file.c_str(), o.security.key_file.c_str(),
+        o.security.client_ca_file.empty() ? nullptr : o.security.client_ca_file.c_str());
+    if (!tls->is_valid()) {
+      return InvalidArgumentError("http_listen: cannot set up TLS with tls_cert_file '" + o.security.cert_file +
+                                  "' and tls_key_file '" + o.security.key_file + "'");
+    }
+    impl->server = std::move(tls);
   }
-  mg_set_request_handler(impl->ctx, "/", OnRequest, impl.get());
-  mg_server_port ports_out[4];
-  const int n = mg_get_server_ports(impl->ctx, 4, ports_out);
-  impl->port = n > 0 ? ports_out[0].port : 0;
+  httplib::Server& server = *impl->server;
+  const size_t threads = static_cast<size_t>(std::max(2, o.threads));
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Bodies up to the upload limit are read; JSON routes then check max_body_bytes.
+  server.set_payload_max_length(static_cast<size_t>(std::max(o.max_body_bytes, o.max_upload_bytes)));
+  server.set_keep_alive_timeout(30);
+  server.set_keep_alive_max_count(100000);
+  server.set_read_timeout(30, 0);
+  server.set_tcp_nodelay(true);
+  server.set_address_family(AF_INET);
+  Impl* self = impl.get();
+  // Every path and verb goes to Handle, which routes (the library reads the
+  // body first; HEAD is answered as GET without the body).
+  const auto handle = [self](const httplib::Request& req, httplib::Response& res) { self->Handle(req, res); };
+  server.Get(".*", handle);
+  server.Post(".*", handle);
+  server.Put(".*", handle);
+  server.Patch(".*", handle);
+  server.Delete(".*", handle);
+  server.Options(".*", handle);
+  // A body over the limit never reaches Handle: say so in the API's format.
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 413 && res.body.empty()) {  // refused by the library before Handle
+      const std::string id = RequestIdFrom(req.get_header_value("X-Request-Id"));
+      res.set_header("X-Request-Id", id);
+      res.set_content(ErrorJson(ResourceExhaustedError("request body is over the server's limit"), id),
+                      "application/json");
+    }
+  });
+  const size_t colon = o.listen.rfind(':');
+  const std::string host = o.listen.substr(0, colon);
+  const int wanted = std::atoi(o.listen.c_str() + colon + 1);
+  const int bound = wanted == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, wanted) ? wanted : -1);
+  if (bound <= 0) {
+    return Status(StatusCode::kUnavailable, "cannot listen for HTTP on " + o.listen +
+                                                " (address in use, or not an IPv4 address of this machine)");
+  }
+  impl->port = bound;
+  impl->listener = std::thread([self] { self->server->listen_after_bind(); });
   return std::unique_ptr<HttpGateway>(new HttpGateway(std::move(impl)));
 }
 

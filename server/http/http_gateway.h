@@ -22,11 +22,11 @@
 // Datasets.Upload from a CSV or LIBSVM body, Datasets.SetAttributes from a CSV
 // body (README "HTTP/JSON API").
 //
-// The HTTP server is civetweb (docs/DEPENDENCIES.md): a pool of `threads`
-// threads, TLS through OpenSSL with the server's certificate and key (and
-// client certificates when tls_client_ca_file is set).
+// The HTTP server is cpp-httplib (docs/DEPENDENCIES.md): a pool of `threads`
+// threads, keep-alive, HTTPS through OpenSSL with the gRPC port's certificate
+// and key (and client certificates when tls_client_ca_file is set).
 //
-// Thread safety: Start/Stop from one thread; requests run on civetweb's pool.
+// Thread safety: Start/Stop from one thread; requests run on the pool.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,7 @@ struct HttpGatewayOptions {
   std::vector<std::string> cors_origins;     ///< extra origins allowed ("*" = any)
   int64_t max_body_bytes = 64ll << 20;       ///< JSON bodies (the server's max message size)
   int64_t max_upload_bytes = 1024ll << 20;   ///< CSV / LIBSVM upload bodies
-  int threads = 16;                          ///< civetweb worker threads (SSE streams hold one each)
+  int threads = 16;                          ///< worker threads (an open SSE stream holds one)
   double call_timeout_seconds = 600;         ///< deadline of one unary call
 };
 

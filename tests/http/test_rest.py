@@ -806,6 +806,47 @@ def test_body_over_the_limit_is_413(tmp_path):
         s.stop()
 
 
+# ---- HTTPS: the gRPC port's certificate serves the HTTP port too ---------------------------
+
+def test_https_with_the_servers_certificate(tmp_path):
+    binary = os.environ.get("KLS_SERVER_BINARY")
+    if not binary:
+        pytest.skip("KLS_SERVER_BINARY is not set (run through ctest)")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+                                    "--http-listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)],
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base = None
+        deadline = time.monotonic() + 30
+        while base is None and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            found = re.search(r"http: https://127\.0\.0\.1:(\d+)/", log.read_text(errors="replace"))
+            base = "https://127.0.0.1:" + found.group(1) if found else None
+            time.sleep(0.02)
+        assert base, log.read_text()
+        import ssl
+        context = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(base + "/v1/admin/get-server-info", context=context, timeout=20) as r:
+            assert r.status == 200 and "version" in json.loads(r.read())
+        with urllib.request.urlopen(base + "/", context=context, timeout=20) as r:  # the console too
+            assert r.status == 200 and b"<html" in r.read().lower()
+        # Plain HTTP on the TLS port gets no answer; the server keeps serving.
+        with pytest.raises(Exception):
+            urllib.request.urlopen(base.replace("https://", "http://") + "/v1/admin/get-server-info", timeout=5)
+        with urllib.request.urlopen(base + "/v1/admin/get-server-info", context=context, timeout=20) as r:
+            assert r.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+
+
 # ---- (i) X-Request-Id ---------------------------------------------------------------------
 
 def test_request_id_round_trips(server):
