@@ -34,11 +34,11 @@ USER kls
 WORKDIR /var/lib/kls
 # A named volume mounted here starts with this directory's owner (kls).
 VOLUME /var/lib/kls
-EXPOSE 50051
+EXPOSE 50051 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["kls", "--target", "127.0.0.1:50051", "--timeout-seconds", "3", "health"]
 # kls-server runs as PID 1: it blocks SIGTERM/SIGINT and takes them with
 # sigwait, so `docker stop` triggers the graceful shutdown (health NOT_SERVING,
 # in-flight calls get up to 10 s, exit 0).
 STOPSIGNAL SIGTERM
-CMD ["kls-server", "--listen", "0.0.0.0:50051", "--data-dir", "/var/lib/kls"]
+CMD ["kls-server", "--listen", "0.0.0.0:50051", "--data-dir", "/var/lib/kls", "--http-listen", "0.0.0.0:8080"]
