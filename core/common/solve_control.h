@@ -9,6 +9,8 @@
 // solver checks them at least once per outer iteration.
 #pragma once
 
+#include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -87,8 +89,13 @@ struct SolveControl {
   /// checkpoint_interval_seconds of solve time have passed since the last
   /// call (and not at all before that). Must not throw.
   std::function<void(const Checkpoint&)> checkpoint;
-  /// Solve time between checkpoint calls, seconds (> 0).
+  /// The longest solve time between checkpoint calls, seconds (> 0). The
+  /// actual gaps start short and grow (CheckpointTimer): a process killed
+  /// early or often still leaves a recent checkpoint behind.
   double checkpoint_interval_seconds = 30.0;
+  /// The shortest gap, seconds: the first checkpoint comes after
+  /// min(this, checkpoint_interval_seconds) of solve time.
+  double min_checkpoint_interval_seconds = 1.0;
   /// Set from another thread to ask for a checkpoint after the current outer
   /// iteration regardless of the interval (a replica draining before it
   /// hands the job over); the solver's CheckpointTimer clears it. Null: none.
@@ -119,13 +126,20 @@ struct SolveControl {
   }
 };
 
-/// Paces SolveControl::checkpoint calls: Due() is true at most once per
-/// checkpoint_interval_seconds (from construction, then from each Due()
-/// that returned true), and never when the control has no checkpoint sink.
+/// Paces SolveControl::checkpoint calls. The gap before the next checkpoint
+/// is the solve time since the last one (or since construction) reaching
+///   clamp(20 × the last checkpoint's cost, min_checkpoint_interval_seconds,
+///         checkpoint_interval_seconds),
+/// doubling after each checkpoint from the minimum up to that bound: the first
+/// comes after about a second, cheap checkpoints keep coming every few
+/// seconds (a kill loses little work), and their cost stays under about 5 %
+/// of the solve time. A requested checkpoint (drain) is due at once. Never
+/// due without a checkpoint sink.
 class CheckpointTimer {
  public:
   explicit CheckpointTimer(const SolveControl& control)
-      : control_(control), last_(std::chrono::steady_clock::now()) {}
+      : control_(control), last_(std::chrono::steady_clock::now()),
+        gap_(std::min(control.min_checkpoint_interval_seconds, control.checkpoint_interval_seconds)) {}
   bool Due() {
     if (!control_.checkpoint) return false;
     const auto now = std::chrono::steady_clock::now();
@@ -133,25 +147,38 @@ class CheckpointTimer {
       last_ = now;
       return true;
     }
-    if (std::chrono::duration<double>(now - last_).count() < control_.checkpoint_interval_seconds) return false;
+    if (std::chrono::duration<double>(now - last_).count() < gap_) return false;
     last_ = now;
     return true;
   }
+  /// The solve time the next checkpoint waits for, seconds.
+  double gap_seconds() const { return gap_; }
   /// Calls the sink with (solver, iteration, bytes) when Due(); `encode` is
   /// only evaluated then.
   template <typename Encode>
   void MaybeSave(const char* solver, int iteration, Encode encode) {
     if (!Due()) return;
+    const auto start = std::chrono::steady_clock::now();
     Checkpoint c;
     c.solver = solver;
     c.iteration = iteration;
     c.bytes = encode();
     control_.checkpoint(c);
+    Saved(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  /// After a checkpoint that took `cost_seconds` (encode + sink): the next
+  /// gap, and the solve clock restarts now (the save is not solve time).
+  void Saved(double cost_seconds) {
+    const double cap = control_.checkpoint_interval_seconds;
+    const double floor = std::min(control_.min_checkpoint_interval_seconds, cap);
+    gap_ = std::clamp(std::max(2.0 * gap_, 20.0 * cost_seconds), floor, cap);
+    last_ = std::chrono::steady_clock::now();
   }
 
  private:
   const SolveControl& control_;
   std::chrono::steady_clock::time_point last_;
+  double gap_;  ///< solve time the next checkpoint waits for, seconds
 };
 
 /// Per-call statistics every solver result carries.
