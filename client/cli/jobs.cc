@@ -31,6 +31,12 @@ int RunSubmit(kls::Client& client, const Output& out, const SubmitArgs& a) {
   const auto dataset = ResolveDataset(client, request->dataset_id(), "--dataset");
   if (!dataset.ok()) return out.Failure(dataset.status());
   resolved.set_dataset_id(*dataset);
+  // npk_ranking's text data set takes a name too.
+  if (resolved.has_npk_ranking() && !resolved.npk_ranking().text_dataset_id().empty()) {
+    const auto text = ResolveDataset(client, resolved.npk_ranking().text_dataset_id(), "--text-dataset");
+    if (!text.ok()) return out.Failure(text.status());
+    resolved.mutable_npk_ranking()->set_text_dataset_id(*text);
+  }
   const auto job = client.SubmitJob(resolved);
   if (!job.ok()) return out.Failure(job.status());
   if (a.watch) {
@@ -69,7 +75,11 @@ int RunList(kls::Client& client, const Output& out, const ListArgs& a) {
     }
     request.set_state(state);
   }
-  request.set_dataset_id(a.dataset);
+  if (!a.dataset.empty()) {  // an id or a name
+    const auto dataset = ResolveDataset(client, a.dataset, "--dataset");
+    if (!dataset.ok()) return out.Failure(dataset.status());
+    request.set_dataset_id(*dataset);
+  }
   request.set_page_size(a.page_size);
   request.set_page_token(a.page_token);
   const auto response = client.ListJobs(request);
