@@ -7,11 +7,18 @@
 // artifact's CRC-32 and shape) and exits 0 when healthy, 1 when it found
 // damage, 2 when it cannot check (no such directory, or a running server owns
 // it). Crash leftovers are listed but are not damage.
+//
+// `kls-server --backup DIR --data-dir D` snapshots D's embedded store into DIR
+// (server/store/backup.h) while a server may be running on D;
+// `kls-server --restore DIR --data-dir NEW` verifies DIR's manifest, copies it
+// into the empty NEW and runs the --check integrity check on it.
 #include <pthread.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <spdlog/spdlog.h>
 
@@ -19,9 +26,29 @@
 #include "server/kls_server.h"
 #include "server/logging.h"
 #include "server/server_config.h"
+#include "server/store/backup.h"
 #include "server/store/store.h"
 
 namespace {
+
+// The integrity check of --check and --restore on a data directory whose
+// lock the caller holds; prints the report and returns the exit status.
+int ReportIntegrity(const std::string& path, const char* mode) {
+  const kls::StatusOr<kls::store::IntegrityReport> report = kls::store::CheckDataDirectory(path);
+  if (!report.ok()) {
+    std::cerr << "kls-server " << mode << ": " << report.status() << "\n";
+    return report.status().code() == kls::StatusCode::kNotFound ? 2 : 1;
+  }
+  for (const std::string& f : report->leftovers) {
+    std::cout << "leftover (harmless, removed at the next start): " << f << "\n";
+  }
+  for (const std::string& p : report->problems) std::cout << "PROBLEM: " << p << "\n";
+  std::cout << (report->problems.empty() ? "ok" : "damaged") << ": " << report->datasets << " data sets, "
+            << report->kernels << " kernels, " << report->jobs << " jobs, " << report->artifact_bytes
+            << " artifact bytes checksummed, " << report->problems.size() << " problems, "
+            << report->leftovers.size() << " leftovers\n";
+  return report->problems.empty() ? 0 : 1;
+}
 
 // --check: see the file comment.
 int CheckDataDir(const std::string& dir) {
@@ -37,20 +64,64 @@ int CheckDataDir(const std::string& dir) {
     std::cerr << "kls-server --check: " << lock.status() << "\n";
     return 2;
   }
-  const kls::StatusOr<kls::store::IntegrityReport> report = kls::store::CheckDataDirectory((*lock)->path());
-  if (!report.ok()) {
-    std::cerr << "kls-server --check: " << report.status() << "\n";
-    return report.status().code() == kls::StatusCode::kNotFound ? 2 : 1;
+  return ReportIntegrity((*lock)->path(), "--check");
+}
+
+// --backup DIR --data-dir D: a consistent snapshot of D's embedded store
+// (server/store/backup.h) while a server may be running on D; D's lock is
+// not taken. Exit 0 with a one-line summary; 1 when the backup failed, 2
+// when it cannot start (D is not a data directory, DIR is not empty).
+int BackupDataDir(const std::string& backup_dir, const kls::server::ServerConfig& config) {
+  if (!config.store.empty()) {
+    std::cerr << "kls-server --backup: backs up the embedded store of --data-dir; for --store postgresql://... "
+                 "use pg_dump (docs/RELIABILITY.md, Backups)\n";
+    return 2;
   }
-  for (const std::string& f : report->leftovers) {
-    std::cout << "leftover (harmless, removed at the next start): " << f << "\n";
+  const auto start = std::chrono::steady_clock::now();
+  const kls::StatusOr<kls::store::BackupReport> r =
+      kls::store::BackupDataDirectory(config.data_dir, backup_dir, kls::server::KlsVersion());
+  if (!r.ok()) {
+    std::cerr << "kls-server --backup: " << r.status() << "\n";
+    const kls::StatusCode code = r.status().code();
+    return code == kls::StatusCode::kNotFound || code == kls::StatusCode::kFailedPrecondition ? 2 : 1;
   }
-  for (const std::string& p : report->problems) std::cout << "PROBLEM: " << p << "\n";
-  std::cout << (report->problems.empty() ? "ok" : "damaged") << ": " << report->datasets << " data sets, "
-            << report->kernels << " kernels, " << report->jobs << " jobs, " << report->artifact_bytes
-            << " artifact bytes checksummed, " << report->problems.size() << " problems, "
-            << report->leftovers.size() << " leftovers\n";
-  return report->problems.empty() ? 0 : 1;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "backup of " << config.data_dir << " in " << backup_dir << ": " << r->datasets << " data sets, "
+            << r->kernels << " kernels, " << r->jobs << " jobs; " << r->files << " files, " << r->bytes << " bytes ("
+            << r->linked << " artifacts hard-linked), schema " << r->schema_version << ", " << r->attempts
+            << (r->attempts == 1 ? " snapshot, " : " snapshots, ") << std::fixed << std::setprecision(2) << seconds
+            << " s\n";
+  return 0;
+}
+
+// --restore DIR --data-dir NEW: verify DIR's manifest, copy it into the empty
+// NEW (locked meanwhile, so no server starts on it half-restored), then the
+// --check integrity check. Exit 0 only when NEW is healthy.
+int RestoreDataDir(const std::string& backup_dir, const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    std::cerr << "kls-server --restore: the restore target \"" << dir
+              << "\" is not empty; give a new or empty --data-dir\n";
+    return 2;
+  }
+  const kls::StatusOr<std::unique_ptr<kls::server::DataDir>> lock = kls::server::DataDir::Open(dir);
+  if (!lock.ok()) {
+    std::cerr << "kls-server --restore: " << lock.status() << "\n";
+    return 2;
+  }
+  const kls::StatusOr<kls::store::RestoreReport> r =
+      kls::store::RestoreBackup(backup_dir, (*lock)->path(), kls::server::DataDir::kLockFileName);
+  if (!r.ok()) {
+    std::cerr << "kls-server --restore: " << r.status() << "\n";
+    // Leave the target as empty as it was given (the lock file aside).
+    for (const auto& entry : std::filesystem::directory_iterator((*lock)->path(), ec)) {
+      if (entry.path().filename() != kls::server::DataDir::kLockFileName) std::filesystem::remove_all(entry.path(), ec);
+    }
+    return r.status().code() == kls::StatusCode::kNotFound ? 2 : 1;
+  }
+  std::cout << "restored " << r->files << " files, " << r->bytes << " bytes from " << backup_dir << " (taken by KLS "
+            << r->kls_version << ") into " << (*lock)->path() << "\n";
+  return ReportIntegrity((*lock)->path(), "--restore");
 }
 
 // --migrate-from DIR --store URI: see the flag's help.
@@ -163,6 +234,12 @@ int main(int argc, char** argv) {
   std::string migrate_from;
   app.add_option("--migrate-from", migrate_from,
                  "Copy every data set, job and kernel of this data directory into --store, then exit");
+  std::string backup_dir, restore_dir;
+  app.add_option("--backup", backup_dir,
+                 "Write a consistent snapshot of --data-dir (running server or not) into this new or empty "
+                 "directory, then exit");
+  app.add_option("--restore", restore_dir,
+                 "Verify the backup in this directory, copy it into the new or empty --data-dir, check it, then exit");
   bool check = false;
   app.add_flag("--check", check, "Check the data directory's integrity and exit (0 healthy, 1 damaged, 2 cannot check)");
   CLI11_PARSE(app, argc, argv);
@@ -196,6 +273,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const ServerConfig& config = *loaded;
+  if (!backup_dir.empty() && !restore_dir.empty()) {
+    std::cerr << "kls-server: --backup and --restore exclude each other\n";
+    return 2;
+  }
+  if (!backup_dir.empty()) return BackupDataDir(backup_dir, config);
+  if (!restore_dir.empty()) return RestoreDataDir(restore_dir, config.data_dir);
   if (check) return CheckDataDir(config.data_dir);
   if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
   kls::server::SetUpLogging(config.log_level, config.log_format);
