@@ -126,19 +126,19 @@ struct SolveControl {
   }
 };
 
-/// Paces SolveControl::checkpoint calls. The gap before the next checkpoint
-/// is the solve time since the last one (or since construction) reaching
-///   clamp(20 × the last checkpoint's cost, min_checkpoint_interval_seconds,
-///         checkpoint_interval_seconds),
-/// doubling after each checkpoint from the minimum up to that bound: the first
-/// comes after about a second, cheap checkpoints keep coming every few
-/// seconds (a kill loses little work), and their cost stays under about 5 %
-/// of the solve time. A requested checkpoint (drain) is due at once. Never
-/// due without a checkpoint sink.
+/// Paces SolveControl::checkpoint calls. The first checkpoint comes after
+/// min_checkpoint_interval_seconds of solve time (1 s), each next one after
+///   NextGap = clamp(max(0.1 × the solve time so far, 20 × the last checkpoint's cost),
+///                   min_checkpoint_interval_seconds, checkpoint_interval_seconds)
+/// of solve time since the last (saving is not solve time): a process killed
+/// at any moment loses at most max(1 s, 10 %) of the solve time it had done
+/// (or checkpoint_interval_seconds, or 20 × a checkpoint's cost, whichever is
+/// larger), and saving costs at most about 5 % of the solve time. A requested
+/// checkpoint (drain) is due at once. Never due without a checkpoint sink.
 class CheckpointTimer {
  public:
   explicit CheckpointTimer(const SolveControl& control)
-      : control_(control), last_(std::chrono::steady_clock::now()),
+      : control_(control), start_(std::chrono::steady_clock::now()), last_(start_),
         gap_(std::min(control.min_checkpoint_interval_seconds, control.checkpoint_interval_seconds)) {}
   bool Due() {
     if (!control_.checkpoint) return false;
@@ -153,6 +153,7 @@ class CheckpointTimer {
   }
   /// The solve time the next checkpoint waits for, seconds.
   double gap_seconds() const { return gap_; }
+
   /// Calls the sink with (solver, iteration, bytes) when Due(); `encode` is
   /// only evaluated then.
   template <typename Encode>
@@ -167,18 +168,27 @@ class CheckpointTimer {
     Saved(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   /// After a checkpoint that took `cost_seconds` (encode + sink): the next
-  /// gap, and the solve clock restarts now (the save is not solve time).
+  /// gap, and the solve clock restarts now.
   void Saved(double cost_seconds) {
-    const double cap = control_.checkpoint_interval_seconds;
-    const double floor = std::min(control_.min_checkpoint_interval_seconds, cap);
-    gap_ = std::clamp(std::max(2.0 * gap_, 20.0 * cost_seconds), floor, cap);
-    last_ = std::chrono::steady_clock::now();
+    saving_ += cost_seconds;
+    const auto now = std::chrono::steady_clock::now();
+    const double solved = std::chrono::duration<double>(now - start_).count() - saving_;
+    gap_ = NextGap(solved, cost_seconds, control_.min_checkpoint_interval_seconds,
+                   control_.checkpoint_interval_seconds);
+    last_ = now;
+  }
+  /// The schedule itself (see the class comment).
+  static double NextGap(double solved_seconds, double cost_seconds, double min_gap, double max_gap) {
+    const double floor = std::min(min_gap, max_gap);
+    return std::clamp(std::max(0.1 * solved_seconds, 20.0 * cost_seconds), floor, max_gap);
   }
 
  private:
   const SolveControl& control_;
+  std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_;
-  double gap_;  ///< solve time the next checkpoint waits for, seconds
+  double gap_;          ///< solve time the next checkpoint waits for, seconds
+  double saving_ = 0;   ///< seconds spent saving checkpoints so far
 };
 
 /// Per-call statistics every solver result carries.

@@ -1,7 +1,7 @@
 // CheckpointTimer's schedule (core/common/solve_control.h): the first
-// checkpoint after min_checkpoint_interval_seconds of solve time, then gaps
-// doubling up to checkpoint_interval_seconds, never shorter than 20 × the
-// last checkpoint's cost.
+// checkpoint after min_checkpoint_interval_seconds of solve time, then gaps of
+// 10 % of the solve time so far, at least 20 × the last checkpoint's cost, at
+// most checkpoint_interval_seconds.
 #include "core/common/solve_control.h"
 
 #include <gtest/gtest.h>
@@ -19,26 +19,29 @@ SolveControl WithSink(double min_gap, double max_gap, int* saves) {
   return c;
 }
 
-TEST(CheckpointTimer, GapsStartShortAndDoubleUpToTheInterval) {
+TEST(CheckpointTimer, AKillLosesAtMostOneSecondOrTenPercent) {
   int saves = 0;
   const SolveControl c = WithSink(1.0, 30.0, &saves);
   CheckpointTimer t(c);
   EXPECT_DOUBLE_EQ(t.gap_seconds(), 1.0);
-  const double expected[] = {2.0, 4.0, 8.0, 16.0, 30.0, 30.0};
-  for (double e : expected) {
-    t.Saved(0.001);
-    EXPECT_DOUBLE_EQ(t.gap_seconds(), e);
+  // Simulated run: checkpoints as the schedule asks, cheap (1 ms each).
+  double solved = 1.0;
+  double worst = 0.0;
+  for (int k = 0; k < 200 && solved < 3600; ++k) {
+    const double gap = CheckpointTimer::NextGap(solved, 0.001, 1.0, 30.0);
+    // A kill just before the next checkpoint loses `gap` of `solved + gap`.
+    worst = std::max(worst, gap / std::max(1.0, solved + gap) * (gap > 1.0 ? 1.0 : 0.0));
+    solved += gap;
   }
+  EXPECT_LE(worst, 0.1 / 1.1 + 1e-12);  // at most 10 % of the work done before it
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(5.0, 0.001, 1.0, 30.0), 1.0);     // early: every second
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(100.0, 0.001, 1.0, 30.0), 10.0);  // 10 %
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(1000.0, 0.001, 1.0, 30.0), 30.0); // capped
 }
 
 TEST(CheckpointTimer, ExpensiveCheckpointsAreSpacedTwentyTimesTheirCost) {
-  int saves = 0;
-  const SolveControl c = WithSink(1.0, 30.0, &saves);
-  CheckpointTimer t(c);
-  t.Saved(0.5);  // 10 s of solve before the next: the save costs at most ~5 %
-  EXPECT_DOUBLE_EQ(t.gap_seconds(), 10.0);
-  t.Saved(5.0);  // capped by the interval
-  EXPECT_DOUBLE_EQ(t.gap_seconds(), 30.0);
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(10.0, 0.5, 1.0, 30.0), 10.0);  // the save costs at most ~5 %
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(10.0, 5.0, 1.0, 30.0), 30.0);  // capped by the interval
 }
 
 TEST(CheckpointTimer, AnIntervalBelowTheMinimumIsKept) {
@@ -48,6 +51,7 @@ TEST(CheckpointTimer, AnIntervalBelowTheMinimumIsKept) {
   EXPECT_DOUBLE_EQ(t.gap_seconds(), 0.3);
   t.Saved(0.0);
   EXPECT_DOUBLE_EQ(t.gap_seconds(), 0.3);
+  EXPECT_DOUBLE_EQ(CheckpointTimer::NextGap(1000.0, 0.0, 1.0, 0.3), 0.3);
 }
 
 TEST(CheckpointTimer, MaybeSaveWaitsForTheGapThenSaves) {
@@ -59,7 +63,7 @@ TEST(CheckpointTimer, MaybeSaveWaitsForTheGapThenSaves) {
   std::this_thread::sleep_for(std::chrono::milliseconds(70));
   t.MaybeSave("s", 2, [] { return std::string("x"); });
   EXPECT_EQ(saves, 1);
-  EXPECT_DOUBLE_EQ(t.gap_seconds(), 0.1);  // doubled
+  EXPECT_DOUBLE_EQ(t.gap_seconds(), 0.05);  // 10 % of 0.07 s is below the minimum
   t.MaybeSave("s", 3, [] { return std::string("x"); });
   EXPECT_EQ(saves, 1);
 }
