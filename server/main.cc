@@ -6,7 +6,8 @@
 // of serving (store::CheckDataDirectory: SQLite integrity_check, every
 // artifact's CRC-32 and shape) and exits 0 when healthy, 1 when it found
 // damage, 2 when it cannot check (no such directory, or a running server owns
-// it). Crash leftovers are listed but are not damage.
+// it). Crash leftovers are listed but are not damage. `--check --store URI`
+// checks a PostgreSQL store instead (CheckStore).
 //
 // `kls-server --backup DIR --data-dir D` snapshots D's embedded store into DIR
 // (server/store/backup.h) while a server may be running on D;
@@ -65,6 +66,40 @@ int CheckDataDir(const std::string& dir) {
     return 2;
   }
   return ReportIntegrity((*lock)->path(), "--check");
+}
+
+// --check --store URI: the shared store's integrity check (Store::CheckIntegrity:
+// every artifact's CRC-32 read from the database, unreferenced artifacts,
+// aliases naming missing versions), e.g. on a database restored with
+// pg_restore. Opening the store migrates an older schema, as a replica would.
+int CheckStore(const kls::server::ServerConfig& config) {
+  kls::store::PostgresStoreOptions pg;
+  pg.uri = config.store;
+  pg.pool_size = 1;  // cache_dir left empty: a private temporary directory
+  auto store = kls::store::OpenPostgresStore(pg);
+  if (!store.ok()) {
+    std::cerr << "kls-server --check: " << store.status() << "\n";
+    return 2;
+  }
+  const kls::StatusOr<std::vector<std::string>> problems = (*store)->CheckIntegrity();
+  if (!problems.ok()) {
+    std::cerr << "kls-server --check: " << problems.status() << "\n";
+    return problems.status().code() == kls::StatusCode::kUnavailable ? 2 : 1;
+  }
+  auto datasets = (*store)->ListDatasets();
+  auto kernels = (*store)->ListKernels();
+  int64_t jobs = 0;
+  for (kls::store::JobState s : {kls::store::JobState::kQueued, kls::store::JobState::kRunning,
+                                 kls::store::JobState::kSucceeded, kls::store::JobState::kFailed,
+                                 kls::store::JobState::kCancelled}) {
+    auto n = (*store)->CountJobs(s);
+    if (n.ok()) jobs += *n;
+  }
+  for (const std::string& p : *problems) std::cout << "PROBLEM: " << p << "\n";
+  std::cout << (problems->empty() ? "ok" : "damaged") << ": " << (datasets.ok() ? datasets->size() : 0)
+            << " data sets, " << (kernels.ok() ? kernels->size() : 0) << " kernels, " << jobs << " jobs, "
+            << problems->size() << " problems\n";
+  return problems->empty() ? 0 : 1;
 }
 
 // --backup DIR --data-dir D: a consistent snapshot of D's embedded store
@@ -241,7 +276,9 @@ int main(int argc, char** argv) {
   app.add_option("--restore", restore_dir,
                  "Verify the backup in this directory, copy it into the new or empty --data-dir, check it, then exit");
   bool check = false;
-  app.add_flag("--check", check, "Check the data directory's integrity and exit (0 healthy, 1 damaged, 2 cannot check)");
+  app.add_flag("--check", check,
+               "Check the data directory's (or with --store the database's) integrity and exit (0 healthy, 1 damaged, "
+               "2 cannot check)");
   CLI11_PARSE(app, argc, argv);
 
   kls::server::ConfigOverrides overrides;
@@ -279,7 +316,7 @@ int main(int argc, char** argv) {
   }
   if (!backup_dir.empty()) return BackupDataDir(backup_dir, config);
   if (!restore_dir.empty()) return RestoreDataDir(restore_dir, config.data_dir);
-  if (check) return CheckDataDir(config.data_dir);
+  if (check) return config.store.empty() ? CheckDataDir(config.data_dir) : CheckStore(config);
   if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
   kls::server::SetUpLogging(config.log_level, config.log_format);
 
