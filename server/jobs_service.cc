@@ -40,15 +40,14 @@ Status RejectUnknownFields(const google::protobuf::Message& message, const std::
 grpc::Status JobsService::Submit(grpc::ServerContext* /*context*/, const kls::v1::SubmitJobRequest* request,
                                  kls::v1::Job* response) {
   if (const Status s = RejectUnknownFields(*request, ""); !s.ok()) return ToGrpcStatus(s);
+  StatusOr<store::JobRecord> record = JobRecordFromSubmit(*request);  // the request's own checks first
+  if (!record.ok()) return ToGrpcStatus(record.status());
   // dataset_id: an id or a name (the newest data set of that name), as everywhere.
-  kls::v1::SubmitJobRequest resolved = *request;
   if (!request->dataset_id().empty()) {
     const StatusOr<store::DatasetRecord> dataset = store::ResolveDataset(store_, request->dataset_id(), "dataset_id");
-    if (!dataset.ok()) return ToGrpcStatus(dataset.status());
-    resolved.set_dataset_id(dataset->id);
+    if (!dataset.ok() && dataset.status().code() != StatusCode::kNotFound) return ToGrpcStatus(dataset.status());
+    if (dataset.ok()) record->dataset_id = dataset->id;  // NOT_FOUND: the manager says so, as before
   }
-  StatusOr<store::JobRecord> record = JobRecordFromSubmit(resolved);
-  if (!record.ok()) return ToGrpcStatus(record.status());
   StatusOr<store::JobRecord> queued = manager_->Submit(std::move(record).value());
   if (!queued.ok()) return ToGrpcStatus(queued.status());
   *response = ToProtoJob(*queued);

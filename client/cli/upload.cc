@@ -28,6 +28,16 @@ struct UploadArgs {
   bool no_progress = false;  ///< --no-progress: never (default: unless --json on a non-terminal)
 };
 
+// The data set's default name: the file's stem ("data/iris.csv" → "iris";
+// "pairs" for "new-pairs.csv" → "new-pairs"; a directory's own name).
+std::string DefaultName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  const size_t dot = base.find_last_of('.');
+  if (dot != std::string::npos && dot > 0) base = base.substr(0, dot);
+  return kls::SanitizeName(base);
+}
+
 kls::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return kls::NotFoundError(what + ": cannot read '" + path + "'");
@@ -43,7 +53,7 @@ int RunUploadSocial(kls::Client& client, const Output& out, const UploadArgs& a)
   kls::Dataset data;
   data.features = community->photo_visual;
   kls::UploadOptions options;
-  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  options.name = a.name.empty() ? DefaultName(a.file) : a.name;
   const kls::StatusOr<kls::v1::DatasetInfo> info =
       client.UploadDataset(data, kls::PairwiseConstraints(), options, &*community);
   if (!info.ok()) return out.Failure(info.status());
@@ -79,7 +89,7 @@ int RunAppendConstraints(kls::Client& client, const Output& out, const UploadArg
   }
   kls::UploadOptions options;
   options.name = !a.name.empty() ? a.name
-                 : !a.file.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1))
+                 : !a.file.empty() ? DefaultName(a.file)
                                    : kls::SanitizeName(a.append_to + "-" + a.protocol);
   if (!a.protocol.empty()) {
     options.protocol.set_name(a.protocol);
@@ -175,7 +185,7 @@ int RunUpload(kls::Client& client, const Output& out, const UploadArgs& a) {
     if (!csv.ok()) return out.Failure(csv.status());
     options.attributes_csv = std::move(csv).value();
   }
-  options.name = a.name.empty() ? kls::SanitizeName(a.file.substr(a.file.find_last_of('/') + 1)) : a.name;
+  options.name = a.name.empty() ? DefaultName(a.file) : a.name;
   const auto send_start = Clock::now();
   options.on_progress = [&](const kls::UploadProgress& p) {
     const double seconds = std::chrono::duration<double>(Clock::now() - send_start).count();

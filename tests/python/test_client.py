@@ -143,7 +143,7 @@ def test_upload_array_and_file(client, tmp_path):
     x, y, _ = kls_client.read_csv(IRIS)
     assert x.shape == (150, 4) and y.shape == (150,)
     from_file = client.upload(IRIS)
-    assert (from_file.name, from_file.num_points, from_file.dim, from_file.num_classes) == ("iris.csv", 150, 4, 3)
+    assert (from_file.name, from_file.num_points, from_file.dim, from_file.num_classes) == ("iris", 150, 4, 3)
 
     pairs = iris_constraints(y)
     from_array = client.upload(x, labels=y, constraints=pairs, name="iris-c")

@@ -459,7 +459,8 @@ class Client:
             labels = file_labels if labels is None else labels
             keys = file_keys if keys is None else keys
             if name is None:
-                name = os.path.basename(path)
+                # The file's stem, as `kls upload` names it ("iris.csv" → "iris").
+                name = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
         x = _matrix(features, "features")
         n, d = x.shape
         if labels is not None:
