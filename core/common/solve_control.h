@@ -168,14 +168,13 @@ class CheckpointTimer {
     Saved(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   /// After a checkpoint that took `cost_seconds` (encode + sink): the next
-  /// gap, and the solve clock restarts now.
+  /// gap, counted from when this checkpoint was due (as with a fixed interval).
   void Saved(double cost_seconds) {
     saving_ += cost_seconds;
     const auto now = std::chrono::steady_clock::now();
     const double solved = std::chrono::duration<double>(now - start_).count() - saving_;
     gap_ = NextGap(solved, cost_seconds, control_.min_checkpoint_interval_seconds,
                    control_.checkpoint_interval_seconds);
-    last_ = now;
   }
   /// The schedule itself (see the class comment).
   static double NextGap(double solved_seconds, double cost_seconds, double min_gap, double max_gap) {
