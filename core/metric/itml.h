@@ -17,12 +17,19 @@
 // Method (Algorithm 1): cyclic Bregman projections, one constraint at a time,
 // each a rank-one update
 //     p = d_M(x_i, x_j),  δ = +1 (must-link) / −1 (cannot-link),
-//     α = min(λ_ij, (δ/2)(1/p − γ/ξ_ij)),  β = δα / (1 − δαp),
+//     α = min(λ_ij, δ · γ/(γ+1) · (1/p − 1/ξ_ij)),  β = δα / (1 − δαp),
 //     ξ_ij ← γ ξ_ij / (γ + δ α ξ_ij),  λ_ij ← λ_ij − α,
 //     M ← M + β M (x_i − x_j)(x_i − x_j)ᵀ M,
-// at O(d²) per projection. At the fixed point the KKT conditions hold:
-// λ ≥ 0, λ_ij > 0 only for active constraints, and
-//     M⁻¹ = M0⁻¹ + Σ δ_ij λ_ij (x_i − x_j)(x_i − x_j)ᵀ.
+// at O(d²) per projection, sweeping the constraints in their order. The α
+// line is the exact projection (after it d_M = ξ_ij unless λ_ij hits 0): by
+// Sherman–Morrison the update gives M⁻¹ ← M⁻¹ − δα vvᵀ, d_M ← p/(1 − δαp) and
+// 1/ξ ← 1/ξ + δα/γ, and equating the two gives α = δ γ/(γ+1) (1/p − 1/ξ). The
+// paper's printed Algorithm 1 has (δ/2)(1/p − γ/ξ) there, whose fixed point is
+// d_M = ξ/γ and violates the KKT conditions below; the authors' reference code
+// (itml_alg.m) uses γ/(γ+1) (1/p − 1/ξ), as here. At the fixed point:
+// λ ≥ 0, λ_ij > 0 only for active constraints (d_M = ξ_ij), and
+//     M⁻¹ = M0⁻¹ + Σ δ_ij λ_ij (x_i − x_j)(x_i − x_j)ᵀ,
+//     1/ξ_ij = 1/ξ0_ij − δ_ij λ_ij / γ.
 #pragma once
 
 #include <cstdint>
