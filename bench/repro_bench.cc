@@ -5,6 +5,20 @@
 // C / γ per trial by cross-validation on the trial's pairs (the server's
 // cross_validation code); `--warm-start` also measures re-learning after 10 %
 // more pairs from the kernel learned without them (docs/BENCHMARKS.md).
+//
+// `--holdout F` (issue 43; docs/reproduction/generalization.md): the inductive
+// protocol. Per trial the points are split, stratified by label and seeded by
+// the trial's seed, into training (1 − F) and held-out (F) points; the
+// protocol's pairs are drawn among the training points only, the graph is
+// built over the training features only and the kernel is learned on the
+// training points; the held-out points get the harmonic extension of the
+// learned factor (core/ranking/kernel_extension.h, the rule the server's
+// feature queries use); kernel k-means then clusters all n points, and pair
+// accuracy / NMI are reported on training × training, held-out × held-out
+// and training × held-out pairs. `--baselines` (implied by --holdout) adds,
+// under the same split and pairs, the baselines of core/eval/baselines.h:
+// pairs_alone (training points only), raw_kmeans (= linear kernel, V = X) and
+// rbf (width chosen on the training pairs).
 #include <cmath>
 #include <limits>
 #include <map>
@@ -13,11 +27,87 @@
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
 #include "core/data/feature_scaling.h"
+#include "core/eval/baselines.h"
 #include "core/eval/kernel_kmeans.h"
 #include "core/eval/metrics.h"
 #include "core/npkl/cross_validation.h"
+#include "core/ranking/kernel_extension.h"
 
 namespace kls::bench {
+namespace {
+
+// Scores of one clustering per trial. Points are ordered training first
+// (0..n_train−1), then held out; transductive runs have no held-out point.
+struct Scores {
+  MeanStd all_acc, all_nmi, train_acc, train_nmi, held_acc, held_nmi, cross_acc;
+
+  // `assignment` covers all points, or only the training points (train_only).
+  Status Add(const std::vector<int>& labels, const std::vector<int>& assignment, int n_train, bool train_only) {
+    const int n = static_cast<int>(labels.size());
+    std::vector<int> train(n_train), held(n - n_train);
+    for (int i = 0; i < n; ++i) (i < n_train ? train[i] : held[i - n_train]) = i;
+    if (train_only) {
+      const std::vector<int> tl(labels.begin(), labels.begin() + n_train);
+      KLS_ASSIGN_OR_RETURN(double acc, PairAccuracy(tl, assignment));
+      KLS_ASSIGN_OR_RETURN(double nmi, NormalizedMutualInformation(tl, assignment));
+      train_acc.Add(acc);
+      train_nmi.Add(nmi);
+      if (held.empty()) {
+        all_acc.Add(acc);
+        all_nmi.Add(nmi);
+      }
+      return OkStatus();
+    }
+    KLS_ASSIGN_OR_RETURN(double acc, PairAccuracy(labels, assignment));
+    KLS_ASSIGN_OR_RETURN(double nmi, NormalizedMutualInformation(labels, assignment));
+    all_acc.Add(acc);
+    all_nmi.Add(nmi);
+    if (held.empty()) return OkStatus();
+    KLS_ASSIGN_OR_RETURN(double ta, SubsetPairAccuracy(labels, assignment, train));
+    KLS_ASSIGN_OR_RETURN(double tn, SubsetNmi(labels, assignment, train));
+    KLS_ASSIGN_OR_RETURN(double ha, SubsetPairAccuracy(labels, assignment, held));
+    KLS_ASSIGN_OR_RETURN(double hn, SubsetNmi(labels, assignment, held));
+    KLS_ASSIGN_OR_RETURN(double ca, CrossPairAccuracy(labels, assignment, train, held));
+    train_acc.Add(ta);
+    train_nmi.Add(tn);
+    held_acc.Add(ha);
+    held_nmi.Add(hn);
+    cross_acc.Add(ca);
+    return OkStatus();
+  }
+
+  static nlohmann::json Or(const MeanStd& m, bool mean) {
+    if (m.n == 0) return nlohmann::json();  // null: nothing measured (pairs_alone on held-out points)
+    return mean ? m.mean() : m.std();
+  }
+  // The record's keys: transductive — pair_accuracy_{mean,std}, nmi_{mean,std};
+  // inductive — those over all n points plus the _train, _heldout and _cross ones.
+  void Into(nlohmann::json& out, bool holdout) const {
+    out["pair_accuracy_mean"] = Or(all_acc, true);
+    out["pair_accuracy_std"] = Or(all_acc, false);
+    out["nmi_mean"] = Or(all_nmi, true);
+    out["nmi_std"] = Or(all_nmi, false);
+    if (!holdout) return;
+    out["pair_accuracy_train_mean"] = Or(train_acc, true);
+    out["pair_accuracy_train_std"] = Or(train_acc, false);
+    out["pair_accuracy_heldout_mean"] = Or(held_acc, true);
+    out["pair_accuracy_heldout_std"] = Or(held_acc, false);
+    out["pair_accuracy_cross_mean"] = Or(cross_acc, true);
+    out["pair_accuracy_cross_std"] = Or(cross_acc, false);
+    out["nmi_train_mean"] = Or(train_nmi, true);
+    out["nmi_train_std"] = Or(train_nmi, false);
+    out["nmi_heldout_mean"] = Or(held_nmi, true);
+    out["nmi_heldout_std"] = Or(held_nmi, false);
+  }
+};
+
+Eigen::MatrixXd Rows(const Eigen::MatrixXd& x, const std::vector<int>& idx) {
+  Eigen::MatrixXd out(idx.size(), x.cols());
+  for (size_t i = 0; i < idx.size(); ++i) out.row(i) = x.row(idx[i]);
+  return out;
+}
+
+}  // namespace
 
 Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
@@ -27,7 +117,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     std::string c;
     int cv_folds = 3, cv_threads = 1, cv_clusters = -1;
     uint64_t seed = 1;
-    bool standardize = false, warm_start = false;
+    bool standardize = false, warm_start = false, baselines = false;
+    double holdout = 0.0;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--data", a->data, "labeled CSV or LIBSVM file");
@@ -60,6 +151,11 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--newton", a->newton,
                  "SimpleNPKL: 1 = projected Newton steps on the dense path (default), 0 = gradient steps only");
   app.add_flag("--standardize", a->standardize, "z-score each feature first");
+  app.add_option("--holdout", a->holdout,
+                 "inductive protocol: hold out this fraction F in (0, 1) of the points per trial (stratified); pairs, "
+                 "graph and learning on the rest, harmonic extension to the held-out points; implies --baselines");
+  app.add_flag("--baselines", a->baselines,
+               "also score pairs_alone, raw_kmeans (= linear kernel) and rbf under the same pairs (\"baselines\")");
   return [a, json]() -> int {
     auto method = ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
@@ -83,35 +179,74 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       }
     }
     if (c_auto && a->warm_start) return Fail(InvalidArgumentError("--warm-start needs a fixed --C"));
+    const bool holdout = a->holdout != 0.0;
+    if (holdout && !(a->holdout > 0.0 && a->holdout < 1.0)) {
+      return Fail(InvalidArgumentError("--holdout = " + std::to_string(a->holdout) + " must be in (0, 1)"));
+    }
+    const bool baselines = a->baselines || holdout;
+    const int num_classes = data->num_classes();
     CrossValidationOptions cv;
     cv.folds = a->cv_folds;
     cv.num_threads = a->cv_threads;
     cv.clusters = a->cv_clusters < 0 ? data->num_classes() : a->cv_clusters;
     // One graph per value the trials may use: BCDNPKL's δ = C/2 follows C.
+    // With --holdout the graphs are rebuilt per trial over its training points.
     std::map<double, Eigen::SparseMatrix<double>> laplacians;
+    auto build_graphs = [&](const Eigen::MatrixXd& points) -> Status {
+      laplacians.clear();
+      for (double v : c_auto ? cv.grid : std::vector<double>{c}) {
+        KLS_ASSIGN_OR_RETURN(Protocol protocol, MakeProtocol(a->protocol, *method, a->k, v));
+        protocol.graph.num_threads = a->threads;
+        KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(points, protocol.graph));
+        laplacians[v] = std::move(graph.laplacian);
+        if (method->family != MethodSpec::Family::kBcd) break;  // δ = 0: one graph serves every value
+      }
+      return OkStatus();
+    };
     Stopwatch graph_watch;
-    for (double v : c_auto ? cv.grid : std::vector<double>{c}) {
-      auto protocol = MakeProtocol(a->protocol, *method, a->k, v);
-      if (!protocol.ok()) return Fail(protocol.status());
-      protocol->graph.num_threads = a->threads;
-      auto graph = BuildGraph(data->features, protocol->graph);
-      if (!graph.ok()) return Fail(graph.status());
-      laplacians[v] = std::move(graph->laplacian);
-      if (method->family != MethodSpec::Family::kBcd) break;  // δ = 0: one graph serves every value
+    if (!holdout) {
+      Status st = build_graphs(data->features);
+      if (!st.ok()) return Fail(st);
     }
-    const double graph_seconds = graph_watch.Seconds();
+    double graph_seconds = graph_watch.Seconds();
     auto laplacian = [&](double v) -> const Eigen::SparseMatrix<double>& {
       auto it = laplacians.find(v);
       return it != laplacians.end() ? it->second : laplacians.begin()->second;
     };
-    MeanStd acc, nmi, secs, obj, iters, rank, cons, chosen, gap;
+    Scores learned, pairs_alone, raw_kmeans, rbf;
+    MeanStd rbf_width, rbf_multiple, n_train_mean, n_heldout_mean, baseline_secs;
+    MeanStd secs, obj, iters, rank, cons, chosen, gap;
     double gap_max = -std::numeric_limits<double>::infinity();
     MeanStd warm_iters, cold_iters, iter_ratio, obj_diff, warm_reach, cold_reach, reach_ratio, warm_secs;
     constexpr double kReach = 1e-4;  // "the cold-start objective within tolerance"
     nlohmann::json cv_trials = nlohmann::json::array();
     for (int t = 0; t < a->trials; ++t) {
       const uint64_t seed = a->seed + t;
-      auto constraints = MakeConstraints(a->protocol, data->labels, seed);
+      // Points in scoring order: the training points first, then the held-out
+      // ones (transductive: every point is a training point, original order).
+      std::vector<int> labels = data->labels, train_idx, held_idx;
+      Eigen::MatrixXd train_x;
+      int n_train = data->num_points();
+      if (holdout) {
+        auto split = StratifiedHoldout(data->labels, a->holdout, seed);
+        if (!split.ok()) return Fail(split.status());
+        train_idx = split->train;
+        held_idx = split->heldout;
+        n_train = static_cast<int>(train_idx.size());
+        labels.clear();
+        for (int i : train_idx) labels.push_back(data->labels[i]);
+        for (int i : held_idx) labels.push_back(data->labels[i]);
+        train_x = Rows(data->features, train_idx);
+        Stopwatch trial_graph_watch;
+        Status st = build_graphs(train_x);
+        if (!st.ok()) return Fail(st);
+        graph_seconds += trial_graph_watch.Seconds();
+        n_train_mean.Add(n_train);
+        n_heldout_mean.Add(static_cast<double>(held_idx.size()));
+      }
+      const Eigen::MatrixXd& train_features = holdout ? train_x : data->features;
+      const std::vector<int> train_labels(labels.begin(), labels.begin() + n_train);
+      auto constraints = MakeConstraints(a->protocol, train_labels, seed);
       if (!constraints.ok()) return Fail(constraints.status());
       NpklProblem problem{laplacian(c), *constraints};
       RunParams params;
@@ -163,13 +298,46 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         reach_ratio.Add(static_cast<double>(wr) / std::max(1, cr));
       }
       KMeansOptions km;
-      km.num_clusters = data->num_classes();
+      km.num_clusters = num_classes;
       km.restarts = a->restarts;
       km.seed = seed;
-      auto clusters = KernelKMeans(Eigen::MatrixXd(result->kernel.embedding()), km);
+      Eigen::MatrixXd embedding(result->kernel.embedding());
+      if (holdout) {  // the held-out rows: harmonic extension from the training points
+        auto extension = HarmonicExtension(result->kernel, train_x, Rows(data->features, held_idx));
+        if (!extension.ok()) return Fail(extension.status());
+        embedding.conservativeResize(n_train + static_cast<int>(held_idx.size()), Eigen::NoChange);
+        embedding.bottomRows(held_idx.size()) = *extension;
+      }
+      auto clusters = KernelKMeans(embedding, km);
       if (!clusters.ok()) return Fail(clusters.status());
-      acc.Add(*PairAccuracy(data->labels, clusters->assignment));
-      nmi.Add(*NormalizedMutualInformation(data->labels, clusters->assignment));
+      if (Status st = learned.Add(labels, clusters->assignment, n_train, false); !st.ok()) return Fail(st);
+      if (baselines) {
+        Stopwatch baseline_watch;
+        const Eigen::MatrixXd all_x = holdout ? Rows(data->features, [&] {
+          std::vector<int> order = train_idx;
+          order.insert(order.end(), held_idx.begin(), held_idx.end());
+          return order;
+        }()) : data->features;
+        auto alone = PairsAloneClustering(n_train, *constraints, num_classes, seed);
+        if (!alone.ok()) return Fail(alone.status());
+        if (Status st = pairs_alone.Add(labels, *alone, n_train, true); !st.ok()) return Fail(st);
+        auto raw = KernelKMeans(all_x, km);  // the linear kernel's factor V = X
+        if (!raw.ok()) return Fail(raw.status());
+        if (Status st = raw_kmeans.Add(labels, raw->assignment, n_train, false); !st.ok()) return Fail(st);
+        RbfWidthOptions width_options;
+        width_options.clusters = num_classes;
+        width_options.rbf.seed = seed;
+        auto width = SelectRbfWidth(train_features, *constraints, width_options);
+        if (!width.ok()) return Fail(width.status());
+        rbf_width.Add(width->width);
+        rbf_multiple.Add(width->multiples[width->best_index]);
+        auto factor = RbfKernelFactor(all_x, width->width, width_options.rbf);
+        if (!factor.ok()) return Fail(factor.status());
+        auto rbf_clusters = KernelKMeans(*factor, km);
+        if (!rbf_clusters.ok()) return Fail(rbf_clusters.status());
+        if (Status st = rbf.Add(labels, rbf_clusters->assignment, n_train, false); !st.ok()) return Fail(st);
+        baseline_secs.Add(baseline_watch.Seconds());
+      }
       obj.Add(result->stats.final_objective);
       iters.Add(result->stats.iterations);
       rank.Add(result->kernel.rank());
@@ -205,10 +373,10 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
           {"rank", rank.mean()},
           {"C", c_auto ? nlohmann::json("auto") : nlohmann::json(c)},
           {"trials", a->trials},
-          {"pair_accuracy_mean", acc.mean()},
-          {"pair_accuracy_std", acc.std()},
-          {"nmi_mean", nmi.mean()},
-          {"nmi_std", nmi.std()},
+          {"pair_accuracy_mean", learned.all_acc.mean()},
+          {"pair_accuracy_std", learned.all_acc.std()},
+          {"nmi_mean", learned.all_nmi.mean()},
+          {"nmi_std", learned.all_nmi.std()},
           {"learn_seconds_mean", secs.mean()},
           {"graph_seconds", graph_seconds},
           {"iterations_mean", iters.mean()},
@@ -218,6 +386,24 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
           {"duality_gap_max", gap.n > 0 ? nlohmann::json(gap_max) : nlohmann::json()},
           {"machine", MachineInfo()}};
     record.update(extra);
+    if (holdout) {
+      record["holdout"] = a->holdout;
+      record["n_train_mean"] = n_train_mean.mean();
+      record["n_heldout_mean"] = n_heldout_mean.mean();
+      record["graph_seconds"] = graph_seconds / std::max(1, a->trials);  // per trial: one graph set each
+      learned.Into(record, true);
+    }
+    if (baselines) {
+      nlohmann::json b = nlohmann::json::object();
+      pairs_alone.Into(b["pairs_alone"], holdout);
+      raw_kmeans.Into(b["raw_kmeans"], holdout);
+      b["linear"] = b["raw_kmeans"];  // kernel k-means on V = X is k-means on the raw features
+      rbf.Into(b["rbf"], holdout);
+      b["rbf"]["width_mean"] = rbf_width.mean();
+      b["rbf"]["width_over_median_mean"] = rbf_multiple.mean();
+      b["seconds_mean"] = baseline_secs.mean();
+      record["baselines"] = b;
+    }
     Emit(record, *json);
     return 0;
   };
