@@ -239,6 +239,9 @@ json JobJson(const kls::v1::Job& j) {
           {"owner", j.owner()},
           {"lease_expires_unix_ms", j.lease_expires_unix_ms()},
           {"counted_failures", j.counted_failures()},
+          {"last_attempt_end", j.last_attempt_end()},
+          {"lost_attempts", j.lost_attempts()},
+          {"not_before_unix_ms", j.not_before_unix_ms()},
           {"certificate", CertificateJson(j.has_certificate(), j.certificate())},
           {"summary", SummaryJson(j.summary_json())}};
 }
@@ -327,9 +330,19 @@ std::string JobText(const kls::v1::Job& j) {
        << "kernel          " << j.kernel_name()
        << (j.kernel_version() > 0 ? ":" + std::to_string(j.kernel_version()) : std::string()) << "\n"
        << "priority        " << j.priority() << "\n"
-       << "attempts        " << j.attempts() << " (" << j.counted_failures() << " counted failures)\n"
+       << "attempts        " << j.attempts() << " (" << j.counted_failures() << " counted failures"
+       << (j.lost_attempts() > 0 ? ", " + std::to_string(j.lost_attempts()) + " lost in a row" : std::string())
+       << (j.last_attempt_end().empty() ? std::string() : "; last ended " + j.last_attempt_end()) << ")\n"
        << "progress        " << ProgressText(j.progress()) << "  objective " << Fixed(j.progress().objective())
        << "  " << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
+  if (j.state() == kls::v1::QUEUED && j.not_before_unix_ms() > 0) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    if (j.not_before_unix_ms() > now_ms) {
+      text << "back-off        starts again in "
+           << Fixed(static_cast<double>(j.not_before_unix_ms() - now_ms) / 1000.0, 1) << " s\n";
+    }
+  }
   if (!j.owner().empty()) {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();

@@ -37,6 +37,18 @@ std::string DefaultReplicaId() {
 
 int64_t Ms(double seconds) { return static_cast<int64_t>(seconds * 1000.0); }
 
+}  // namespace
+
+int64_t LostAttemptBackoffMs(int lost_attempts, double initial_seconds, double max_seconds) {
+  // lost_attempts is 0 after a lost attempt that had checkpointed: the
+  // shortest back-off, as for the first lost attempt without progress.
+  const int doublings = std::clamp(lost_attempts - 1, 0, 30);
+  const double seconds = std::min(max_seconds, initial_seconds * static_cast<double>(int64_t{1} << doublings));
+  return std::max<int64_t>(0, Ms(seconds));
+}
+
+namespace {
+
 /// A watcher's version for a job known only through the store (queued, or
 /// running on another replica): changes whenever what Watch shows changes.
 uint64_t StoredVersion(const store::JobRecord& j) {
@@ -67,6 +79,13 @@ Status JobManager::Start() {
   }
   if (options_.max_attempts < 1) {
     return InvalidArgumentError("max_attempts = " + std::to_string(options_.max_attempts) + " must be >= 1");
+  }
+  if (options_.max_lost_attempts < 1) {
+    return InvalidArgumentError("max_lost_attempts = " + std::to_string(options_.max_lost_attempts) +
+                                " must be >= 1");
+  }
+  if (!(options_.lost_backoff_seconds >= 0.0) || !(options_.max_lost_backoff_seconds >= 0.0)) {
+    return InvalidArgumentError("lost_backoff_seconds and max_lost_backoff_seconds must be >= 0");
   }
   if (!(options_.lease_seconds > 0.0)) {
     return InvalidArgumentError("lease_seconds = " + std::to_string(options_.lease_seconds) + " must be > 0");
@@ -185,6 +204,9 @@ StatusOr<store::JobRecord> JobManager::Submit(store::JobRecord job) {
   job.state = store::JobState::kQueued;
   job.attempts = 0;
   job.counted_failures = 0;
+  job.last_attempt_end.clear();
+  job.lost_attempts = 0;
+  job.not_before_unix_ms = 0;
   job.owner.clear();
   job.lease_expires_unix_ms = 0;
   job.error.clear();
@@ -290,6 +312,7 @@ StatusOr<store::JobRecord> JobManager::Cancel(const std::string& id) {
     fence.state = job.state;
     fence.attempt = job.attempts;
     const store::JobState was = job.state;
+    if (was == store::JobState::kRunning) job.last_attempt_end = store::attempt_end::kCancelled;
     job.state = store::JobState::kCancelled;
     job.finished_unix_ms = NowUnixMs();
     const Status s = store_->UpdateJobFenced(job, fence);
@@ -432,6 +455,13 @@ Status JobManager::RequeueExpired(bool all_running) {
     KLS_ASSIGN_OR_RETURN(jobs, store_->ListExpiredLeases());
   }
   for (store::JobRecord& job : jobs) {
+    // The attempt's process is gone (or stopped renewing): a kill from
+    // outside, a node loss, an OOM kill of the whole process, or a crash the
+    // process could not record — after the fact they look the same. Not a
+    // counted failure; re-queued after a back-off that grows with the lost
+    // attempts in a row that made no checkpoint progress, and failed only
+    // after max_lost_attempts of those (a job that kills its process every
+    // time). An attempt that wrote a checkpoint resets the count.
     StatusOr<std::optional<store::CheckpointRecord>> cp = store_->GetCheckpoint(job.id);
     const bool progressed = cp.ok() && cp->has_value() && (*cp)->attempt == job.attempts;
     store::JobFence fence;
@@ -439,16 +469,25 @@ Status JobManager::RequeueExpired(bool all_running) {
     fence.attempt = job.attempts;
     fence.lease_expired = !all_running;
     const std::string was_owner = job.owner;
-    if (!progressed) job.counted_failures += 1;
-    if (job.counted_failures >= options_.max_attempts) {
+    job.last_attempt_end = store::attempt_end::kProcessLost;
+    job.lost_attempts = progressed ? 0 : job.lost_attempts + 1;
+    int64_t backoff_ms = 0;
+    if (job.lost_attempts >= options_.max_lost_attempts) {
       job.state = store::JobState::kFailed;
-      job.error = "interrupted " + std::to_string(job.counted_failures) +
-                  " times with no checkpoint progress (the solver may be crashing the process or running out "
-                  "of memory); max_attempts = " + std::to_string(options_.max_attempts);
+      job.error = "the process running it was lost " + std::to_string(job.lost_attempts) +
+                  " times in a row before the job wrote a checkpoint (max_lost_attempts = " +
+                  std::to_string(options_.max_lost_attempts) +
+                  "); a kill -9, a node loss and an out-of-memory kill of the whole process look the same, so "
+                  "when nothing else was killing the server the job itself is probably crashing it or exhausting "
+                  "its memory";
       job.finished_unix_ms = NowUnixMs();
+      job.not_before_unix_ms = 0;
     } else {
       job.state = store::JobState::kQueued;
       job.started_unix_ms = 0;
+      backoff_ms = LostAttemptBackoffMs(job.lost_attempts, options_.lost_backoff_seconds,
+                                        options_.max_lost_backoff_seconds);
+      job.not_before_unix_ms = NowUnixMs() + backoff_ms;
     }
     Status s = store_->UpdateJobFenced(job, fence);
     if (s.code() == StatusCode::kAborted) continue;  // renewed, finished or taken by another replica meanwhile
@@ -457,8 +496,17 @@ Status JobManager::RequeueExpired(bool all_running) {
       if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kFailed);
       spdlog::warn("job {}: {}; failed", job.id, job.error);
     } else {
-      spdlog::info("job {}: its lease (replica {}, attempt {}) ran out; re-queued ({})", job.id, was_owner,
-                   job.attempts, progressed ? "it had checkpointed" : "a counted failure");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (next_not_before_ms_ == 0 || job.not_before_unix_ms < next_not_before_ms_) {
+          next_not_before_ms_ = job.not_before_unix_ms;
+        }
+      }
+      work_cv_.notify_all();
+      spdlog::info("job {}: attempt {} lost (replica {}, {}); re-queued after {:.1f} s ({} lost in a row "
+                   "without progress, max {})",
+                   job.id, job.attempts, was_owner, all_running ? "found running at start" : "its lease ran out",
+                   backoff_ms / 1000.0, job.lost_attempts, options_.max_lost_attempts);
     }
   }
   return OkStatus();
@@ -480,7 +528,18 @@ void JobManager::WorkerLoop() {
       continue;
     }
     if (!claimed->has_value()) {
-      work_cv_.wait_for(lock, poll, [&] { return stopping_ || work_signals_ != signals; });
+      // A job in its back-off becomes claimable at its not_before: wake then
+      // (for back-offs this replica set; others' are found by the poll).
+      auto wait = poll;
+      if (next_not_before_ms_ != 0) {
+        const int64_t until = next_not_before_ms_ - NowUnixMs();
+        if (until <= 0) {
+          next_not_before_ms_ = 0;
+          continue;
+        }
+        wait = std::min(wait, std::chrono::milliseconds(until + 5));
+      }
+      work_cv_.wait_for(lock, wait, [&] { return stopping_ || work_signals_ != signals; });
       continue;
     }
     store::JobRecord job = std::move(**claimed);
@@ -601,12 +660,19 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     try {
       result = RunSolverJob(*spec, *data, store_, control);
     } catch (const std::bad_alloc&) {
-      counted_failure = true;
       result = ResourceExhaustedError("the solver ran out of memory");
     }
     if (options_.metrics != nullptr) options_.metrics->SolveEnded(job.method, solve_watch.Seconds());
   }
-  if (!result.ok() && result.status().code() == StatusCode::kResourceExhausted) counted_failure = true;
+  // The job's own fault: out of memory inside this process (its allocation
+  // failed, or a solver's memory guard refused) is retried up to
+  // max_attempts; any other error fails the job at once. Both count.
+  if (!result.ok()) {
+    counted_failure = true;
+    job.last_attempt_end = result.status().code() == StatusCode::kResourceExhausted
+                               ? store::attempt_end::kOomGuard
+                               : store::attempt_end::kSolverError;
+  }
 
   ProgressEvent last;
   std::vector<ProgressEvent> history;
@@ -635,7 +701,8 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   } else if (lost) {
     spdlog::info("job {}: attempt {} ended without writing (lease lost)", job.id, job.attempts);
   } else if (!result.ok()) {
-    if (counted_failure && job.counted_failures + 1 < options_.max_attempts) {
+    job.lost_attempts = 0;
+    if (job.last_attempt_end == store::attempt_end::kOomGuard && job.counted_failures + 1 < options_.max_attempts) {
       job.counted_failures += 1;
       job.state = store::JobState::kQueued;
       job.started_unix_ms = 0;
@@ -659,11 +726,13 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       // checkpoint just written lets it continue. Not a counted failure.
       job.state = store::JobState::kQueued;
       job.started_unix_ms = 0;
+      job.last_attempt_end = store::attempt_end::kDrained;
       job.progress_json = ProgressJson(last, "");
       spdlog::info("job {}: released by the drain after iteration {}; back to queued", job.id, stats.iterations);
       finish(job);
     } else if (stats.termination == Termination::kCancelled) {
       job.state = store::JobState::kCancelled;
+      job.last_attempt_end = store::attempt_end::kCancelled;
       job.progress_json = ProgressJson(last, TerminationName(stats.termination));
       job.finished_unix_ms = NowUnixMs();
       spdlog::info("job {}: cancelled after {} iterations", job.id, stats.iterations);
@@ -684,6 +753,8 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       job.progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
       job.finished_unix_ms = NowUnixMs();
       job.error.clear();
+      job.last_attempt_end = store::attempt_end::kCompleted;
+      job.lost_attempts = 0;
       StatusOr<store::KernelRecord> stored =
           store_->CommitJobKernel(job, fence, kernel, result->kernel, result->attachments);
       if (stored.status().code() == StatusCode::kAborted) {
@@ -691,6 +762,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
                      stored.status().message());
       } else if (!stored.ok()) {
         job.state = store::JobState::kFailed;
+        job.last_attempt_end = store::attempt_end::kStoreError;
         job.error = stored.status().WithContext("storing kernel \"" + kernel.name + "\"").message();
         spdlog::warn("job {}: failed: {}", job.id, job.error);
         finish(job);

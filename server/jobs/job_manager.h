@@ -16,15 +16,27 @@
 // one kernel version.
 //
 // Dead replicas: the same heartbeat thread re-queues running jobs whose lease
-// ran out (Store::ListExpiredLeases, fenced on "the lease expired"). Whether
-// the lost attempt counts against max_attempts is told by the checkpoint: an
-// attempt that wrote a checkpoint made progress and was ended from outside
-// (kill, node loss, eviction) — it does not count; an attempt that died with
-// no checkpoint of its own counts (a solver that crashes the process or is
-// killed for its memory dies the same way every time, before any progress).
-// An attempt whose solver threw std::bad_alloc counts as well. A job with
-// max_attempts counted failures is failed with the reason. A drain (SIGTERM)
-// never counts.
+// ran out (Store::ListExpiredLeases, fenced on "the lease expired"); with an
+// exclusive store, Start() re-queues what an earlier process left running.
+//
+// Attempt ends (JobRecord::last_attempt_end, Job.last_attempt_end): every
+// attempt records why it ended. Only the job's own faults count against
+// max_attempts: "oom_guard" (std::bad_alloc or a RESOURCE_EXHAUSTED from the
+// solver: re-queued until max_attempts) and "solver_error" (any other error:
+// failed at once). "completed", "cancelled", "drained" (SIGTERM) and
+// "store_error" never count. "process_lost" — the attempt's process died or
+// stopped renewing its lease — never counts either: after the fact a kill -9
+// from outside, a node loss, the kernel's OOM killer and a solver that aborts
+// the process look the same (nothing runs in a SIGKILLed process), so the
+// server does not guess. Such a job is re-queued with not_before = now +
+// back-off (lost_backoff_seconds doubled for each lost attempt in a row
+// without checkpoint progress: 1 s, 2 s, 4 s … at most
+// max_lost_backoff_seconds = 60 s), and the queue does not start it earlier.
+// The safety net for a job that really kills its process every time is
+// JobRecord::lost_attempts, the lost attempts in a row that wrote no
+// checkpoint of their own (reset by one that did, or by any other end): at
+// max_lost_attempts (default 20, ≈ 15 minutes of back-off) the job fails,
+// and its error says why it is probably the job.
 //
 // Resumable solves: a worker passes the job's last checkpoint (if any) to the
 // solver (SolveControl::resume_from) and stores new ones every
@@ -93,6 +105,14 @@ struct JobManagerOptions {
   double progress_persist_interval_seconds = 1.0;  ///< throttle for progress writes to the store
   /// Counted failed attempts (see the file comment) after which a job fails.
   int max_attempts = 5;
+  /// Lost-process attempts in a row without checkpoint progress after which
+  /// a job fails (see the file comment); never counted in max_attempts.
+  int max_lost_attempts = 20;
+  /// Back-off before a job whose process was lost is started again: this,
+  /// doubled per lost attempt in a row without progress, at most
+  /// max_lost_backoff_seconds.
+  double lost_backoff_seconds = 1.0;
+  double max_lost_backoff_seconds = 60.0;
   /// This replica's name in job owners; empty = "<hostname>-<pid>-<random>".
   std::string replica_id;
   /// Lease of a claimed job, seconds: a replica that stops renewing loses its
@@ -229,11 +249,17 @@ class JobManager {
   uint64_t work_signals_ = 0;     ///< bumped by every "job queued" event
   uint64_t events_ = 0;           ///< bumped by every store event (remote watchers)
   bool heartbeat_now_ = false;
+  int64_t next_not_before_ms_ = 0;  ///< earliest back-off this replica set that has not passed; 0 = none
   bool started_ = false;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   std::thread heartbeat_;
 };
+
+/// The back-off (ms) before a job whose process was lost is started again,
+/// given its lost attempts in a row without progress (0 after a lost attempt
+/// that had checkpointed): initial × 2^(lost − 1), at least initial, at most max.
+int64_t LostAttemptBackoffMs(int lost_attempts, double initial_seconds, double max_seconds);
 
 class JobsService;  // server/jobs_service.h
 

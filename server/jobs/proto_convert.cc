@@ -364,6 +364,9 @@ kls::v1::Job ToProtoJob(const store::JobRecord& r) {
   job.set_owner(r.owner);
   job.set_lease_expires_unix_ms(r.lease_expires_unix_ms);
   job.set_counted_failures(r.counted_failures);
+  job.set_last_attempt_end(r.last_attempt_end);
+  job.set_lost_attempts(r.lost_attempts);
+  job.set_not_before_unix_ms(r.not_before_unix_ms);
   return job;
 }
 

@@ -63,7 +63,7 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The schema this build writes. Bump it with a migration step in Migrate().
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 /// pg_advisory_xact_lock key serializing schema creation / migration ("kls\0schm").
 constexpr int64_t kSchemaLockKey = 0x6b6c7300736368;
 /// Class id of the per-kernel-name advisory locks (version numbering).
@@ -242,13 +242,26 @@ CREATE TABLE IF NOT EXISTS dataset_attributes (
   summary text NOT NULL, bytes bytea NOT NULL, crc32 bigint NOT NULL);
 )sql";
 
+// Version 4: why each job's last attempt ended, its lost attempts and its
+// back-off (JobRecord). Added with defaults: a running replica of the
+// previous release names only the columns it knows, and its writes keep
+// working (a job it re-queues gets no back-off).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS last_attempt_end text NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS lost_attempts integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS not_before_ms bigint NOT NULL DEFAULT 0;
+)sql";
+
 /// Milliseconds since the epoch on the database clock, as SQL.
 constexpr const char* kDbNowMs = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 constexpr const char* kJobColumns =
     "id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, kernel_name, "
     "kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, "
-    "COALESCE(floor(extract(epoch from lease_expires) * 1000)::bigint, 0), counted_failures, seq";
+    "COALESCE(floor(extract(epoch from lease_expires) * 1000)::bigint, 0), counted_failures, last_attempt_end, "
+    "lost_attempts, not_before_ms, seq";
+/// Column of seq in kJobColumns.
+constexpr int kJobSeqColumn = 21;
 
 JobRecord ReadJob(const PGresult* r, int row) {
   JobRecord j;
@@ -271,6 +284,9 @@ JobRecord ReadJob(const PGresult* r, int row) {
   j.owner = GetText(r, row, 15);
   j.lease_expires_unix_ms = GetInt(r, row, 16);
   j.counted_failures = static_cast<int>(GetInt(r, row, 17));
+  j.last_attempt_end = GetText(r, row, 18);
+  j.lost_attempts = static_cast<int>(GetInt(r, row, 19));
+  j.not_before_unix_ms = GetInt(r, row, 20);
   return j;
 }
 
@@ -279,8 +295,8 @@ JobRecord ReadJob(const PGresult* r, int row) {
 constexpr const char* kInsertJobSql =
     "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, "
     "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, counted_failures, "
-    "lease_expires) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17, "
-    "CASE WHEN $5 = 'running' THEN clock_timestamp() END)";
+    "last_attempt_end, lost_attempts, not_before_ms, lease_expires) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
+    "$13,$14,$15,$16,$17,$18,$19,$20, CASE WHEN $5 = 'running' THEN clock_timestamp() END)";
 
 constexpr const char* kKernelColumns =
     "name, version, job_id, dataset_id, method, num_points, rank, summary_json, artifact, created_ms";
@@ -681,7 +697,7 @@ class PostgresStore final : public Store {
     int64_t last_seq = 0;
     for (int i = 0; i < n && i < f.page_size; ++i) {
       out.push_back(ReadJob(r.get(), i));
-      last_seq = GetInt(r.get(), i, 18);
+      last_seq = GetInt(r.get(), i, kJobSeqColumn);
     }
     if (next_token) *next_token = n > f.page_size ? std::to_string(last_seq) : "";
     return out;
@@ -707,8 +723,10 @@ class PostgresStore final : public Store {
         c->Exec(std::string("UPDATE jobs SET state = 'running', attempts = attempts + 1, owner = $1, "
                             "lease_expires = clock_timestamp() + $2::float8 * interval '1 millisecond', started_ms = ") +
                     kDbNowMs +
-                    ", finished_ms = 0, error = '', progress_json = '' WHERE id = (SELECT id FROM jobs WHERE state = 'queued' "
-                    "ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING " +
+                    ", finished_ms = 0, error = '', progress_json = '', not_before_ms = 0 WHERE id = (SELECT id FROM jobs "
+                    "WHERE state = 'queued' AND not_before_ms <= " +
+                    kDbNowMs +
+                    " ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING " +
                     kJobColumns,
                 Params().Text(replica_id).Int(lease_ms)));
     if (PQntuples(r.get()) == 0) return std::optional<JobRecord>();
@@ -1056,6 +1074,7 @@ class PostgresStore final : public Store {
     if (version == 0) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
     if (version < 2) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV2));
     if (version < 3) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV3));
+    if (version < 4) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV4));
     if (version == 0) {
       KLS_RETURN_IF_ERROR(c->Run("INSERT INTO kls_schema (version) VALUES ($1)", Params().Int(kSchemaVersion)));
     } else if (version < kSchemaVersion) {
@@ -1171,7 +1190,8 @@ class PostgresStore final : public Store {
     p->Text(j.id).Text(j.dataset_id).Text(j.method).Text(j.options_json).Text(JobStateName(j.state))
         .Int(j.priority).Int(j.attempts).Real(j.deadline_seconds).Text(j.error).Text(j.kernel_name)
         .Int(j.kernel_version).Text(j.progress_json).Int(j.created_unix_ms).Int(j.started_unix_ms)
-        .Int(j.finished_unix_ms).Text(j.owner).Int(j.counted_failures);
+        .Int(j.finished_unix_ms).Text(j.owner).Int(j.counted_failures).Text(j.last_attempt_end)
+        .Int(j.lost_attempts).Int(j.not_before_unix_ms);
   }
 
   Status NotifyJobWrite(PooledConn& c, const std::string& id, JobState state) {
@@ -1200,7 +1220,7 @@ class PostgresStore final : public Store {
         "attempts = $7, deadline_seconds = $8, error = $9, kernel_name = $10, kernel_version = $11, "
         "progress_json = $12, created_ms = $13, started_ms = $14, finished_ms = $15, "
         "owner = CASE WHEN $5 = 'running' THEN COALESCE(NULLIF($16, ''), owner) ELSE '' END, "
-        "counted_failures = $17, "
+        "counted_failures = $17, last_attempt_end = $18, lost_attempts = $19, not_before_ms = $20, "
         "lease_expires = CASE WHEN $5 = 'running' THEN COALESCE(lease_expires, clock_timestamp()) END "
         "WHERE id = $1";
     if (fence) AppendFence(*fence, &sql, &p);

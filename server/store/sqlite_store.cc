@@ -135,10 +135,14 @@ CREATE TABLE IF NOT EXISTS dataset_attributes (
   dataset_id TEXT PRIMARY KEY, version INTEGER NOT NULL, summary TEXT NOT NULL, bytes BLOB, crc32 INTEGER);
 )sql";
 
-/// Columns added after the first schema (lease, owner, counted failures);
-/// added to an older kls.db at open.
+/// Columns added after the first schema (lease, owner, counted failures;
+/// then why the last attempt ended, lost attempts and the re-queue back-off);
+/// added to an older kls.db at open. Each has a default, so an older binary's
+/// inserts (which name only the columns it knows) still work.
 constexpr const char* kJobLeaseColumns[][2] = {
-    {"owner", "TEXT DEFAULT ''"}, {"lease_expires_ms", "INTEGER DEFAULT 0"}, {"counted_failures", "INTEGER DEFAULT 0"}};
+    {"owner", "TEXT DEFAULT ''"},          {"lease_expires_ms", "INTEGER DEFAULT 0"},
+    {"counted_failures", "INTEGER DEFAULT 0"}, {"last_attempt_end", "TEXT DEFAULT ''"},
+    {"lost_attempts", "INTEGER DEFAULT 0"},    {"not_before_ms", "INTEGER DEFAULT 0"}};
 
 class SqliteStore final : public Store {
  public:
@@ -397,7 +401,8 @@ class SqliteStore final : public Store {
     Stmt s(db_,
            "INSERT INTO jobs (id, dataset_id, method, options_json, state, priority, attempts, "
            "deadline_seconds, error, kernel_name, kernel_version, progress_json, created_ms, started_ms, "
-           "finished_ms, owner, lease_expires_ms, counted_failures) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "finished_ms, owner, lease_expires_ms, counted_failures, last_attempt_end, lost_attempts, not_before_ms) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     BindJob(s, job);
     if (s.Step() != SQLITE_DONE) return s.Error("inserting job");
     if (job.state == JobState::kQueued) Notify(StoreEvent::Kind::kJobQueued, job.id);
@@ -418,7 +423,7 @@ class SqliteStore final : public Store {
     ClearLeaseUnlessRunning(&j);
     Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
     BindJob(s, j);
-    s.Bind(19, j.id);
+    s.Bind(kUpdateJobIdParam, j.id);
     if (s.Step() != SQLITE_DONE) return s.Error("updating job");
     if (sqlite3_changes(db_) == 0) return NotFoundError("job \"" + job.id + "\" does not exist");
     KLS_RETURN_IF_ERROR(AfterJobWrite(j));
@@ -438,7 +443,11 @@ class SqliteStore final : public Store {
     TxLock lock(tx_mu_);
     std::string id;
     {
-      Stmt q(db_, "SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, seq LIMIT 1");
+      // A job in its back-off after a lost process waits for not_before_ms.
+      Stmt q(db_,
+             "SELECT id FROM jobs WHERE state = 'queued' AND COALESCE(not_before_ms, 0) <= ? "
+             "ORDER BY priority DESC, seq LIMIT 1");
+      q.Bind(1, NowMs());
       const int rc = q.Step();
       if (rc == SQLITE_DONE) return std::optional<JobRecord>();
       if (rc != SQLITE_ROW) return q.Error("claiming a job");
@@ -450,13 +459,14 @@ class SqliteStore final : public Store {
     job.attempts += 1;
     job.owner = replica_id;
     job.lease_expires_unix_ms = now + lease_ms;
+    job.not_before_unix_ms = 0;
     job.started_unix_ms = now;
     job.finished_unix_ms = 0;
     job.error.clear();
     job.progress_json.clear();
     Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=? AND state='queued'").c_str());
     BindJob(s, job);
-    s.Bind(19, job.id);
+    s.Bind(kUpdateJobIdParam, job.id);
     if (s.Step() != SQLITE_DONE) return s.Error("claiming job " + id);
     Notify(StoreEvent::Kind::kJobChanged, job.id);
     return std::optional<JobRecord>(std::move(job));
@@ -483,7 +493,7 @@ class SqliteStore final : public Store {
     ClearLeaseUnlessRunning(&j);
     Stmt s(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
     BindJob(s, j);
-    s.Bind(19, j.id);
+    s.Bind(kUpdateJobIdParam, j.id);
     if (s.Step() != SQLITE_DONE) return s.Error("updating job");
     return AfterJobWrite(j);
   }
@@ -513,7 +523,7 @@ class SqliteStore final : public Store {
       ClearLeaseUnlessRunning(&job);
       Stmt u(db_, (std::string(kUpdateJobSql) + " WHERE id=?").c_str());
       BindJob(u, job);
-      u.Bind(19, job.id);
+      u.Bind(kUpdateJobIdParam, job.id);
       if (u.Step() != SQLITE_DONE) s = u.Error("updating job");
     }
     if (s.ok()) s = DeleteCheckpointLocked(job.id);
@@ -756,12 +766,15 @@ class SqliteStore final : public Store {
   static constexpr const char* kJobColumnsNoFrom =
       "SELECT id, dataset_id, method, options_json, state, priority, attempts, deadline_seconds, error, "
       "kernel_name, kernel_version, progress_json, created_ms, started_ms, finished_ms, owner, "
-      "lease_expires_ms, counted_failures";
-  static constexpr int kJobSeqColumn = 18;  ///< ListJobs appends seq after the job columns
+      "lease_expires_ms, counted_failures, COALESCE(last_attempt_end, ''), COALESCE(lost_attempts, 0), "
+      "COALESCE(not_before_ms, 0)";
+  static constexpr int kJobSeqColumn = 21;  ///< ListJobs appends seq after the job columns
   static constexpr const char* kUpdateJobSql =
       "UPDATE jobs SET id=?, dataset_id=?, method=?, options_json=?, state=?, priority=?, attempts=?, "
       "deadline_seconds=?, error=?, kernel_name=?, kernel_version=?, progress_json=?, created_ms=?, "
-      "started_ms=?, finished_ms=?, owner=?, lease_expires_ms=?, counted_failures=?";
+      "started_ms=?, finished_ms=?, owner=?, lease_expires_ms=?, counted_failures=?, last_attempt_end=?, "
+      "lost_attempts=?, not_before_ms=?";
+  static constexpr int kUpdateJobIdParam = 22;  ///< the "WHERE id=?" after kUpdateJobSql's 21 columns
 
   struct PreparedKernel {
     KernelRecord record;
@@ -902,7 +915,8 @@ class SqliteStore final : public Store {
         .Bind(5, std::string(JobStateName(j.state))).Bind(6, j.priority).Bind(7, j.attempts)
         .Bind(8, j.deadline_seconds).Bind(9, j.error).Bind(10, j.kernel_name).Bind(11, j.kernel_version)
         .Bind(12, j.progress_json).Bind(13, j.created_unix_ms).Bind(14, j.started_unix_ms).Bind(15, j.finished_unix_ms)
-        .Bind(16, j.owner).Bind(17, j.lease_expires_unix_ms).Bind(18, j.counted_failures);
+        .Bind(16, j.owner).Bind(17, j.lease_expires_unix_ms).Bind(18, j.counted_failures)
+        .Bind(19, j.last_attempt_end).Bind(20, j.lost_attempts).Bind(21, j.not_before_unix_ms);
   }
 
   static JobRecord ReadJob(const Stmt& s) {
@@ -926,6 +940,9 @@ class SqliteStore final : public Store {
     j.owner = s.Text(15);
     j.lease_expires_unix_ms = s.Int(16);
     j.counted_failures = static_cast<int>(s.Int(17));
+    j.last_attempt_end = s.Text(18);
+    j.lost_attempts = static_cast<int>(s.Int(19));
+    j.not_before_unix_ms = s.Int(20);
     return j;
   }
 

@@ -65,11 +65,33 @@ struct JobRecord {
   std::string owner;
   /// When that lease runs out (unix ms); a running job past it may be re-queued by any replica.
   int64_t lease_expires_unix_ms = 0;
-  /// Attempts that counted against max_attempts: ended by the solver itself
-  /// (out of memory, or a process death with no checkpoint progress). Attempts
-  /// ended by a drain or by a replica death after a checkpoint do not count.
+  /// Attempts that counted against max_attempts: ended by the job's own fault
+  /// (the solver's out-of-memory guard, a solver error). Attempts ended by a
+  /// drain, a cancel or a lost process (kill, node loss) do not count.
   int counted_failures = 0;
+  /// Why the last attempt ended (attempt_end::k*); empty before the first
+  /// attempt ends.
+  std::string last_attempt_end;
+  /// Consecutive attempts ended by a lost process without checkpoint
+  /// progress of their own; reset by an attempt that checkpoints or ends any
+  /// other way. Sets the back-off, and fails the job at max_lost_attempts.
+  int lost_attempts = 0;
+  /// A queued job is not claimed before this time (unix ms, the writer's
+  /// clock); 0 = at once. The back-off after a lost process.
+  int64_t not_before_unix_ms = 0;
 };
+
+/// JobRecord::last_attempt_end values (also Job.last_attempt_end).
+namespace attempt_end {
+inline constexpr const char kCompleted[] = "completed";       ///< the solver returned a result (any termination)
+inline constexpr const char kSolverError[] = "solver_error";  ///< the solver or its input failed (counted)
+inline constexpr const char kOomGuard[] = "oom_guard";        ///< out of memory inside the process (counted)
+inline constexpr const char kStoreError[] = "store_error";    ///< the result could not be stored
+inline constexpr const char kCancelled[] = "cancelled";       ///< Cancel()
+inline constexpr const char kDrained[] = "drained";           ///< released by a drain (SIGTERM)
+inline constexpr const char kProcessLost[] = "process_lost";  ///< its process died or stopped renewing the lease
+inline constexpr const char kCrashSignal[] = "crash_signal";  ///< the process caught a crash signal during it (counted)
+}  // namespace attempt_end
 
 /// Conditions of a fenced job write; every condition that is set must hold or
 /// the write is refused with ABORTED and nothing changes. This is how a

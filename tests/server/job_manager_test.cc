@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/data/constraint_generators.h"
@@ -322,6 +323,7 @@ TEST_F(JobManagerTest, ShutdownReleasesRunningJobsWithoutACountedFailure) {
   EXPECT_EQ(rec->state, store::JobState::kQueued);
   EXPECT_EQ(rec->attempts, 1);  // the fencing token only grows
   EXPECT_EQ(rec->counted_failures, 0);
+  EXPECT_EQ(rec->last_attempt_end, store::attempt_end::kDrained);
   EXPECT_TRUE(rec->owner.empty());
 
   // The next manager picks it up again.
@@ -423,28 +425,176 @@ TEST_F(JobManagerTest, RestartRequeuesAnInterruptedJobOnce) {
   ASSERT_TRUE(created.ok()) << created.status();
 
   JobManager m(store_.get(), Opts(1, 1000, 2));
+  const auto t0 = Clock::now();
   ASSERT_TRUE(m.Start().ok());
   const store::JobRecord done = WaitTerminal(m, created->id);
   EXPECT_EQ(done.state, store::JobState::kSucceeded) << done.error;
   EXPECT_EQ(done.attempts, 2);
+  EXPECT_EQ(done.counted_failures, 0);
+  EXPECT_EQ(done.lost_attempts, 0);
+  EXPECT_EQ(done.last_attempt_end, store::attempt_end::kCompleted);
+  EXPECT_EQ(ToProtoJob(done).last_attempt_end(), "completed");
+  // The lost attempt's back-off (1 s) came first.
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(900));
 }
 
-TEST_F(JobManagerTest, RestartFailsAJobInterruptedMaxAttemptsTimes) {
+// Attempts that end with their process lost (here: each restart finds the
+// job running) never count against max_attempts: the job is re-queued with a
+// back-off doubling from 1 s up to 60 s, far past max_attempts = 2, and fails
+// only at max_lost_attempts, saying why it may be the job.
+TEST_F(JobManagerTest, ALostProcessNeverCountsAndBacksOffUpToAMinute) {
   store::JobRecord rec = KlAdmmJob(small_id_, 50);
   rec.state = store::JobState::kRunning;
-  rec.attempts = 2;
-  rec.counted_failures = 1;  // the earlier interruption had counted too
+  rec.attempts = 1;
   auto created = store_->CreateJob(rec);
   ASSERT_TRUE(created.ok()) << created.status();
+  const std::string id = created->id;
+  JobManagerOptions o = Opts(-1, 1000, /*max_attempts=*/2);  // no workers: the job stays where Start() puts it
+  o.max_lost_attempts = 12;
+  std::vector<int64_t> backoffs;
+  for (int lost = 1; lost <= 12; ++lost) {
+    {
+      JobManager m(store_.get(), o);
+      const int64_t before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+      ASSERT_TRUE(m.Start().ok());
+      auto r = m.Get(id);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->last_attempt_end, store::attempt_end::kProcessLost);
+      EXPECT_EQ(r->lost_attempts, lost);
+      EXPECT_EQ(r->counted_failures, 0);
+      const kls::v1::Job info = ToProtoJob(*r);
+      EXPECT_EQ(info.last_attempt_end(), "process_lost");
+      EXPECT_EQ(info.lost_attempts(), lost);
+      if (lost < 12) {
+        ASSERT_EQ(r->state, store::JobState::kQueued) << "lost attempt " << lost << ": " << r->error;
+        EXPECT_EQ(info.not_before_unix_ms(), r->not_before_unix_ms);
+        const int64_t expected = std::min<int64_t>(60'000, int64_t{1000} << (lost - 1));
+        const int64_t backoff = r->not_before_unix_ms - before;
+        EXPECT_GE(backoff, expected - 50) << "lost attempt " << lost;
+        EXPECT_LE(backoff, expected + 2000) << "lost attempt " << lost;
+        backoffs.push_back((backoff + 500) / 1000);
+      } else {
+        EXPECT_EQ(r->state, store::JobState::kFailed);
+        EXPECT_THAT(r->error, HasSubstr("lost 12 times in a row before the job wrote a checkpoint"));
+        EXPECT_THAT(r->error, HasSubstr("max_lost_attempts = 12"));
+        EXPECT_THAT(r->error, HasSubstr("the job itself is probably crashing it"));
+      }
+    }
+    // The next attempt starts and its process dies too.
+    auto r = store_->GetJob(id);
+    ASSERT_TRUE(r.ok());
+    if (store::IsTerminal(r->state)) break;
+    r->state = store::JobState::kRunning;
+    r->attempts += 1;
+    r->not_before_unix_ms = 0;
+    ASSERT_TRUE(store_->UpdateJob(*r).ok());
+  }
+  EXPECT_THAT(backoffs, ElementsAre(1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60));
+  EXPECT_EQ(LostAttemptBackoffMs(0, 1.0, 60.0), 1000);  // a lost attempt that had checkpointed
+  EXPECT_EQ(LostAttemptBackoffMs(1000, 1.0, 60.0), 60'000);
+}
 
-  JobManager m(store_.get(), Opts(1, 1000, 2));
+// The same through an expired lease (another replica died): process_lost,
+// re-queued with its back-off, not a counted failure.
+TEST_F(JobManagerTest, AnExpiredLeaseIsAProcessLostAttemptWithABackOff) {
+  store::JobRecord rec = KlAdmmJob(small_id_, 50);
+  rec.state = store::JobState::kRunning;  // inserted running: its lease has already run out
+  rec.attempts = 4;
+  rec.counted_failures = 1;
+  rec.owner = "dead-replica";
+  auto created = store_->CreateJob(rec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  JobManagerOptions o = Opts(-1, 1000, 2);
+  o.exclusive_store = false;
+  o.replica_id = "survivor";
+  o.heartbeat_seconds = 0.05;
+  JobManager m(store_.get(), o);
   ASSERT_TRUE(m.Start().ok());
-  auto done = m.Get(created->id);
-  ASSERT_TRUE(done.ok());
-  EXPECT_EQ(done->state, store::JobState::kFailed);
-  EXPECT_THAT(done->error, HasSubstr("interrupted 2 times with no checkpoint progress"));
-  EXPECT_EQ(done->counted_failures, 2);
-  EXPECT_EQ(m.QueuedCount(), 0);
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  store::JobRecord r;
+  while (Clock::now() < end) {
+    auto got = m.Get(created->id);
+    ASSERT_TRUE(got.ok());
+    r = *got;
+    if (r.state != store::JobState::kRunning) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(r.state, store::JobState::kQueued);
+  EXPECT_EQ(r.last_attempt_end, store::attempt_end::kProcessLost);
+  EXPECT_EQ(r.counted_failures, 1);  // unchanged: max_attempts = 2 is not reached
+  EXPECT_EQ(r.lost_attempts, 1);
+  EXPECT_GT(r.not_before_unix_ms, 0);
+  EXPECT_TRUE(r.owner.empty());
+}
+
+// A lost attempt that wrote a checkpoint of its own made progress: the count
+// of lost attempts without progress starts again, and the back-off is 1 s.
+TEST_F(JobManagerTest, ALostAttemptThatCheckpointedResetsTheLostCount) {
+  store::JobRecord rec = KlAdmmJob(small_id_, 50);
+  rec.state = store::JobState::kRunning;
+  rec.attempts = 3;
+  rec.lost_attempts = 5;
+  auto created = store_->CreateJob(rec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  store::CheckpointRecord cp;
+  cp.job_id = created->id;
+  cp.attempt = 3;
+  cp.iteration = 7;
+  cp.solver = "kl_admm/test";
+  cp.bytes = "state";
+  store::JobFence fence;
+  fence.attempt = 3;
+  ASSERT_TRUE(store_->PutCheckpoint(cp, fence).ok());
+  const int64_t before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  JobManager m(store_.get(), Opts(-1));
+  ASSERT_TRUE(m.Start().ok());
+  auto r = m.Get(created->id);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->state, store::JobState::kQueued);
+  EXPECT_EQ(r->last_attempt_end, store::attempt_end::kProcessLost);
+  EXPECT_EQ(r->lost_attempts, 0);
+  EXPECT_EQ(r->counted_failures, 0);
+  EXPECT_GE(r->not_before_unix_ms - before, 950);
+  EXPECT_LE(r->not_before_unix_ms - before, 3000);
+}
+
+// The queue (either store) does not hand out a job before its not_before.
+TEST_F(JobManagerTest, TheQueueDoesNotStartAJobBeforeItsBackOffEnds) {
+  store::JobRecord rec = KlAdmmJob(small_id_, 50);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  rec.not_before_unix_ms = now + 1500;
+  auto created = store_->CreateJob(rec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto early = store_->ClaimJob("r1", 10'000);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_FALSE(early->has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1700));
+  auto late = store_->ClaimJob("r1", 10'000);
+  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_TRUE(late->has_value());
+  EXPECT_EQ((*late)->id, created->id);
+  EXPECT_EQ((*late)->not_before_unix_ms, 0);
+  EXPECT_EQ(store_->GetJob(created->id)->not_before_unix_ms, 0);
+}
+
+// A solver error (here: options that do not parse) is the job's own fault:
+// it counts, fails the job at once and shows as the attempt's end.
+TEST_F(JobManagerTest, ASolverErrorCountsAndIsTheAttemptsEnd) {
+  store::JobRecord rec = KlAdmmJob(small_id_, 50);
+  rec.options_json = "{not json";
+  auto created = store_->CreateJob(rec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  JobManager m(store_.get(), Opts(1, 1000, 3));
+  ASSERT_TRUE(m.Start().ok());
+  const store::JobRecord done = WaitTerminal(m, created->id);
+  EXPECT_EQ(done.state, store::JobState::kFailed);
+  EXPECT_EQ(done.attempts, 1);
+  EXPECT_EQ(done.counted_failures, 1);
+  EXPECT_EQ(done.last_attempt_end, store::attempt_end::kSolverError);
+  EXPECT_EQ(ToProtoJob(done).last_attempt_end(), "solver_error");
 }
 
 TEST_F(JobManagerTest, RestartResumesQueuedJobs) {
