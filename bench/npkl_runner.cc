@@ -1,6 +1,7 @@
 #include "bench/npkl_runner.h"
 
 #include "core/data/constraint_generators.h"
+#include "core/metric/itml.h"
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
 #include "core/npkl/simple_npkl.h"
@@ -139,6 +140,38 @@ StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
   RunParams p = params;
   p.c = cv_result->best_value;
   return RunMethod(method, NpklProblem{laplacian(p.c), constraints}, p);
+}
+
+StatusOr<NpklResult> RunItml(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
+                             const RunParams& params, Eigen::MatrixXd* factor) {
+  ItmlOptions o;
+  if (params.c > 0) o.gamma = params.c;
+  o.seed = params.seed;
+  if (params.max_iterations > 0) o.max_iterations = params.max_iterations;
+  KLS_ASSIGN_OR_RETURN(ItmlResult r, SolveItml(features, constraints, o, Control(params)));
+  NpklResult out;
+  KLS_ASSIGN_OR_RETURN(out.kernel, LearnedKernel::FromEmbedding(LearnedKernel::Embedding(features * r.factor)));
+  out.stats = std::move(r.stats);
+  if (out.stats.iterations == 0) out.stats.iterations = r.sweeps;
+  if (factor) *factor = std::move(r.factor);
+  return out;
+}
+
+StatusOr<NpklResult> RunItmlAuto(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
+                                 const RunParams& params, const CrossValidationOptions& cv,
+                                 CrossValidationResult* cv_result, Eigen::MatrixXd* factor) {
+  LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
+                            const SolveControl&) -> StatusOr<LearnedKernel> {
+    RunParams p = params;
+    p.c = value;
+    p.progress = nullptr;
+    KLS_ASSIGN_OR_RETURN(NpklResult r, RunItml(features, train, p));
+    return std::move(r.kernel);
+  };
+  KLS_ASSIGN_OR_RETURN(*cv_result, CrossValidate(constraints, learn, cv));
+  RunParams p = params;
+  p.c = cv_result->best_value;
+  return RunItml(features, constraints, p, factor);
 }
 
 }  // namespace kls::bench

@@ -84,6 +84,21 @@ StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
                                    const PairwiseConstraints& constraints, const RunParams& params,
                                    const CrossValidationOptions& cv, CrossValidationResult* cv_result);
 
+/// `--method itml` (core/metric/itml.h): ITML on `features` (n × d, the rows
+/// the constraints index) with γ = params.c (0 = ITML's default 1), seed
+/// params.seed, iteration cap params.max_iterations; no graph. The result's
+/// kernel is K = (X L)(X L)ᵀ over those n rows, stats are ITML's (iterations =
+/// sweeps), duality_gap NaN; *factor (if not null) receives L (d × r), so any
+/// other rows X' get the exact kernel factor X' L.
+StatusOr<NpklResult> RunItml(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
+                             const RunParams& params, Eigen::MatrixXd* factor = nullptr);
+
+/// `--C auto` for ITML: CrossValidate over cv.grid (γ values) with RunItml as
+/// the learn, then the learn on every pair with the chosen γ.
+StatusOr<NpklResult> RunItmlAuto(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
+                                 const RunParams& params, const CrossValidationOptions& cv,
+                                 CrossValidationResult* cv_result, Eigen::MatrixXd* factor = nullptr);
+
 /// Default C / γ per family: KL-ADMM γ = 10, BCDNPKL C = 1, SimpleNPKL C = 1.
 double DefaultC(const MethodSpec& method);
 

@@ -124,7 +124,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--data", a->data, "labeled CSV or LIBSVM file");
   app.add_option("--synthetic", a->synthetic, "or a synthetic set: chessboard, double_spiral, ...");
   app.add_option("--n", a->n, "points for --synthetic");
-  app.add_option("--method", a->method, "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl}");
+  app.add_option("--method", a->method, "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl} | itml (features only, --C = gamma, default 1)");
   app.add_option("--protocol", a->protocol, "bcd | admm | simplenpkl");
   app.add_option("--C", a->c,
                  "C (BCDNPKL, SimpleNPKL) or gamma (KL-ADMM); default 1 / 10; auto = cross-validation over "
@@ -157,7 +157,9 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_flag("--baselines", a->baselines,
                "also score pairs_alone, raw_kmeans (= linear kernel) and rbf under the same pairs (\"baselines\")");
   return [a, json]() -> int {
-    auto method = ParseMethod(a->method);
+    // ITML (core/metric/itml.h): features only, no graph; V = X L on every row.
+    const bool itml = a->method == "itml";
+    auto method = itml ? StatusOr<MethodSpec>(MethodSpec{"itml"}) : ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
     auto data = LoadOrGenerate(a->data, a->synthetic, a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
@@ -170,7 +172,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       data->features = *std::move(scaled);
     }
     const bool c_auto = a->c == "auto";
-    double c = DefaultC(*method);
+    double c = itml ? 1.0 : DefaultC(*method);
     if (!c_auto && !a->c.empty()) {
       char* end = nullptr;
       c = std::strtod(a->c.c_str(), &end);
@@ -179,6 +181,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       }
     }
     if (c_auto && a->warm_start) return Fail(InvalidArgumentError("--warm-start needs a fixed --C"));
+    if (itml && a->warm_start) return Fail(InvalidArgumentError("--warm-start: not for --method itml"));
     const bool holdout = a->holdout != 0.0;
     if (holdout && !(a->holdout > 0.0 && a->holdout < 1.0)) {
       return Fail(InvalidArgumentError("--holdout = " + std::to_string(a->holdout) + " must be in (0, 1)"));
@@ -194,6 +197,10 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     std::map<double, Eigen::SparseMatrix<double>> laplacians;
     auto build_graphs = [&](const Eigen::MatrixXd& points) -> Status {
       laplacians.clear();
+      if (itml) {  // no graph; an empty Laplacian keeps the NPKL code paths well-defined
+        laplacians[c] = Eigen::SparseMatrix<double>();
+        return OkStatus();
+      }
       for (double v : c_auto ? cv.grid : std::vector<double>{c}) {
         KLS_ASSIGN_OR_RETURN(Protocol protocol, MakeProtocol(a->protocol, *method, a->k, v));
         protocol.graph.num_threads = a->threads;
@@ -261,8 +268,11 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       params.tolerance = a->tolerance;
       Stopwatch watch;
       CrossValidationResult cv_result;
-      auto result = c_auto ? RunMethodAuto(*method, laplacian, *constraints, params, cv, &cv_result)
-                           : RunMethod(*method, problem, params);
+      Eigen::MatrixXd itml_factor;  // L of M = L Lᵀ (--method itml)
+      auto result = itml ? (c_auto ? RunItmlAuto(train_features, *constraints, params, cv, &cv_result, &itml_factor)
+                                   : RunItml(train_features, *constraints, params, &itml_factor))
+                         : c_auto ? RunMethodAuto(*method, laplacian, *constraints, params, cv, &cv_result)
+                                  : RunMethod(*method, problem, params);
       if (!result.ok()) return Fail(result.status());
       secs.Add(watch.Seconds());
       if (c_auto) {
@@ -302,7 +312,10 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       km.restarts = a->restarts;
       km.seed = seed;
       Eigen::MatrixXd embedding(result->kernel.embedding());
-      if (holdout) {  // the held-out rows: harmonic extension from the training points
+      if (holdout && itml) {  // ITML's kernel is defined on any row: V = X L, no extension
+        embedding.conservativeResize(n_train + static_cast<int>(held_idx.size()), Eigen::NoChange);
+        embedding.bottomRows(held_idx.size()) = Rows(data->features, held_idx) * itml_factor;
+      } else if (holdout) {  // the held-out rows: harmonic extension from the training points
         auto extension = HarmonicExtension(result->kernel, train_x, Rows(data->features, held_idx));
         if (!extension.ok()) return Fail(extension.status());
         embedding.conservativeResize(n_train + static_cast<int>(held_idx.size()), Eigen::NoChange);
