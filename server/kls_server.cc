@@ -124,6 +124,7 @@ Status KlsServer::Start() {
   job_options.lease_seconds = config_.lease_seconds;
   job_options.checkpoint_interval_seconds = config_.checkpoint_seconds;
   job_options.max_attempts = config_.max_attempts;
+  job_options.max_lost_attempts = config_.max_lost_attempts;
   job_options.exclusive_store = !shared;
   job_options.metrics = metrics_.get();
   job_manager_ = std::make_unique<JobManager>(store_.get(), job_options);

@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
     "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
-    "max_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads";
+    "max_attempts, max_lost_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -118,6 +118,9 @@ Status ServerConfig::Validate() const {
   }
   if (max_attempts < 1 || max_attempts > 100) {
     return InvalidArgumentError("max_attempts must be in 1..100, got " + std::to_string(max_attempts));
+  }
+  if (max_lost_attempts < 1 || max_lost_attempts > 10000) {
+    return InvalidArgumentError("max_lost_attempts must be in 1..10000, got " + std::to_string(max_lost_attempts));
   }
   if (!metrics_listen.empty()) {
     if (const Status s = ValidateListenAddress(metrics_listen); !s.ok()) {
@@ -223,6 +226,8 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       KLS_RETURN_IF_ERROR(int_value(&config->http_threads));
     } else if (key == "max_attempts") {
       KLS_RETURN_IF_ERROR(int_value(&config->max_attempts));
+    } else if (key == "max_lost_attempts") {
+      KLS_RETURN_IF_ERROR(int_value(&config->max_lost_attempts));
     } else if (key == "lease_seconds" || key == "checkpoint_seconds") {
       double* out = key == "lease_seconds" ? &config->lease_seconds : &config->checkpoint_seconds;
       if (!ParseDouble(value, out)) {

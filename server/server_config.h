@@ -21,6 +21,7 @@
 //   lease_seconds = 10                        # job lease; a dead replica's jobs move after it
 //   checkpoint_seconds = 30                   # solve time between checkpoints of resumable solvers
 //   max_attempts = 5                          # counted failed attempts before a job fails
+//   max_lost_attempts = 20                    # lost processes in a row without progress before it fails
 //   metrics_listen = 127.0.0.1:9464           # Prometheus endpoint (GET /metrics); unset = off
 //   log_format = text                         # text | json (one JSON object a line)
 //   http_listen = 127.0.0.1:8080              # HTTP/JSON API + web console; unset = off
@@ -81,9 +82,13 @@ struct ServerConfig {
   double lease_seconds = 10.0;
   /// Solve time between checkpoints of resumable solvers, seconds (> 0).
   double checkpoint_seconds = 30.0;
-  /// Counted failed attempts (solver out of memory, or process deaths with no
-  /// checkpoint progress) after which a job fails; 1..100.
+  /// Counted failed attempts (the job's own faults: out of memory inside the
+  /// server, solver errors) after which a job fails; 1..100.
   int max_attempts = 5;
+  /// Attempts in a row whose process was lost (kill, node loss, OOM kill)
+  /// before the job wrote a checkpoint, after which it fails; never counted
+  /// in max_attempts (server/jobs/job_manager.h); 1..10000.
+  int max_lost_attempts = 20;
   /// HOST:PORT of the Prometheus metrics endpoint (HTTP, path /metrics);
   /// empty = no endpoint. Port 0 picks a free port (KlsServer::metrics_port()).
   std::string metrics_listen;

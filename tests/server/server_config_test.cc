@@ -115,6 +115,15 @@ TEST(ServerConfigTest, ValidateRejectsBadValues) {
   check([](ServerConfig* c) { c->log_level = "loud"; }, "log_level 'loud'");
   check([](ServerConfig* c) { c->max_message_mb = 0; }, "max_message_mb");
   check([](ServerConfig* c) { c->max_message_mb = 4096; }, "max_message_mb");
+  check([](ServerConfig* c) { c->max_lost_attempts = 0; }, "max_lost_attempts must be in 1..10000");
+}
+
+TEST(ServerConfigTest, MaxLostAttemptsKey) {
+  ServerConfig config;
+  EXPECT_EQ(config.max_lost_attempts, 20);
+  ASSERT_TRUE(ApplyConfigText("max_lost_attempts = 50\n", "kls.conf", &config).ok());
+  EXPECT_EQ(config.max_lost_attempts, 50);
+  EXPECT_TRUE(config.Validate().ok());
 }
 
 TEST(ServerConfigTest, AcceptsIpv6AndPortZero) {
