@@ -83,7 +83,8 @@ StatusOr<std::shared_ptr<const ItemKeys>> KeysOf(KernelCache* cache, const Kerne
   return loaded;
 }
 
-// Embedding rows of points the kernel was not trained on (harmonic extension, thesis §6.3.3):
+// Embedding rows of points the kernel was not trained on (harmonic extension, thesis §6.3.3;
+// exact rows · L for a kernel with a linear map, which reads no training features):
 // `values` is rows × dim raw features; `field` names them in errors.
 StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const KernelCache::Handle& handle,
                                                     const google::protobuf::RepeatedField<double>& values, int dim,
@@ -107,6 +108,17 @@ StatusOr<LearnedKernel::Embedding> ExtendToFeatures(KernelCache* cache, const Ke
   }
   if (sigma && !(std::isfinite(*sigma) && *sigma > 0)) {
     return InvalidArgumentError("sigma = " + FormatNumber(*sigma) + " must be finite and > 0 (or unset)");
+  }
+  if (handle.servable().has_linear_map()) {
+    // Exact (x ↦ scale(x) · L): no training features needed.
+    const int width = static_cast<int>(handle.servable().attachments().linear_map->rows());
+    if (dim != width) {
+      return InvalidArgumentError(field + ": " + std::to_string(dim) + " features per row but kernel " +
+                                  handle.record.name + " v" + std::to_string(handle.record.version) + " (method " +
+                                  handle.record.method + ") maps " + std::to_string(width));
+    }
+    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd x, FeatureRows(values, rows, dim, field));
+    return handle.servable().ExtendToFeatures(Eigen::MatrixXd(), x, options, field, control);
   }
   KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> train, cache->GetTrainingFeatures(handle));
   const LearnedKernel& kernel = *handle.kernel;

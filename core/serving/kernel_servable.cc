@@ -4,12 +4,36 @@
 #include <cmath>
 #include <utility>
 
+#include "core/common/byte_io.h"
 #include "core/mkl/classifier_training.h"
 #include "core/ranking/rerank.h"
 #include "core/social/pairwise_klr.h"
 #include "core/social/recommendation.h"
 
 namespace kls {
+
+namespace {
+constexpr uint32_t kLinearMapMagic = 0x4d4e494c;  // "LINM"
+constexpr uint32_t kLinearMapVersion = 1;
+}  // namespace
+
+std::string SerializeLinearMap(const Eigen::MatrixXd& map) {
+  ByteWriter w;
+  w.PutHeader(kLinearMapMagic, kLinearMapVersion);
+  w.PutMatrix(map);
+  return w.Take();
+}
+
+StatusOr<Eigen::MatrixXd> ParseLinearMap(const std::string& bytes) {
+  ByteReader r(bytes, "linear_map");
+  KLS_RETURN_IF_ERROR(r.ReadHeader(kLinearMapMagic, kLinearMapVersion));
+  Eigen::MatrixXd m;
+  KLS_RETURN_IF_ERROR(r.GetMatrix(&m));
+  KLS_RETURN_IF_ERROR(r.ExpectEnd());
+  if (m.size() == 0) return DataLossError("linear_map: empty");
+  if (!m.allFinite()) return DataLossError("linear_map: not finite");
+  return m;
+}
 
 StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored) {
   ModelAttachments out;
@@ -31,6 +55,14 @@ StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const s
       if (!klr.ok()) return DataLossError("social_klr: " + klr.status().message());
       out.bytes += static_cast<int64_t>(klr->memory_bytes());
       out.social_klr = std::move(klr).value();
+    } else if (a.name == kLinearMapAttachment) {
+      StatusOr<Eigen::MatrixXd> m = ParseLinearMap(bytes);
+      if (!m.ok()) return DataLossError(m.status().message());
+      if (m->cols() != kernel.rank()) {
+        return DataLossError("linear_map: " + std::to_string(m->rows()) + " x " + std::to_string(m->cols()) +
+                             " for a kernel of rank " + std::to_string(kernel.rank()));
+      }
+      out.linear_map = std::move(m).value();
     } else if (a.name == kFeatureScalingAttachment) {
       StatusOr<FeatureScaler> f = ParseFeatureScaler(bytes);
       if (!f.ok()) return DataLossError(f.status().message());
@@ -65,6 +97,17 @@ StatusOr<LearnedKernel::Embedding> KernelServable::ExtendToFeatures(const Eigen:
                                                                     const HarmonicExtensionOptions& options,
                                                                     const std::string& field,
                                                                     const SolveControl& control) const {
+  if (attachments_->linear_map) {
+    const Eigen::MatrixXd& map = *attachments_->linear_map;
+    if (rows.cols() != map.rows()) {
+      return InvalidArgumentError(field + ": " + std::to_string(rows.cols()) +
+                                  " features per row but the kernel's linear map takes " + std::to_string(map.rows()));
+    }
+    KLS_RETURN_IF_ERROR(control.CheckStop("feature extension"));
+    if (!attachments_->scaling) return LearnedKernel::Embedding(rows * map);
+    KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd x, attachments_->scaling->Apply(rows));
+    return LearnedKernel::Embedding(x * map);
+  }
   if (train.rows() != kernel_->num_points()) {
     return FailedPreconditionError("the kernel has " + std::to_string(kernel_->num_points()) +
                                    " items but its data set has " + std::to_string(train.rows()) +

@@ -39,6 +39,15 @@ inline constexpr const char* kSocialKlrAttachment = "social_klr";      ///< Seri
 /// The job's feature scaling statistics (FeatureScaler::Serialize, versioned);
 /// stored only when the scaling is not none. Absent = identity.
 inline constexpr const char* kFeatureScalingAttachment = "feature_scaling";
+/// A linear map L (d × r) with V = X L (X the training features, scaled):
+/// feature queries map new rows exactly, x ↦ scale(x) L, without the training
+/// features (metric-learning jobs: itml). SerializeLinearMap.
+inline constexpr const char* kLinearMapAttachment = "linear_map";
+
+/// The linear_map attachment's encoding (versioned); ParseLinearMap is its
+/// inverse (DATA_LOSS on malformed bytes, a non-finite or empty matrix).
+std::string SerializeLinearMap(const Eigen::MatrixXd& map);
+StatusOr<Eigen::MatrixXd> ParseLinearMap(const std::string& bytes);
 
 /// The parsed attachments of a kernel.
 struct ModelAttachments {
@@ -47,6 +56,8 @@ struct ModelAttachments {
   std::optional<KlrStrength> social_klr;       ///< the pairwise KLR model (social strength, KLR weighting)
   /// The job's feature scaling; absent = identity. Feature queries apply it.
   std::optional<FeatureScaler> scaling;
+  /// V = X L (itml jobs): feature queries are rows · L; absent = harmonic extension.
+  std::optional<Eigen::MatrixXd> linear_map;
   int64_t bytes = 0;                           ///< memory the attachments take
 };
 
@@ -77,6 +88,7 @@ class KernelServable {
   const ModelAttachments& attachments() const { return *attachments_; }
   bool has_classifier() const { return attachments_->classifier.has_value(); }
   bool has_social_graph() const { return attachments_->social.has_value(); }
+  bool has_linear_map() const { return attachments_->linear_map.has_value(); }
 
   /// The k items most similar to item `item` (INVALID_ARGUMENT naming `field` when out of range).
   StatusOr<std::vector<ScoredItem>> TopKOfItem(int item, int k, bool exclude_self, const char* field) const;
@@ -95,6 +107,8 @@ class KernelServable {
   /// the kernel's training features, already scaled (one row per item).
   /// FAILED_PRECONDITION when the kernel is not over `train`'s rows;
   /// INVALID_ARGUMENT naming `field` when the widths differ.
+  /// With a linear map (has_linear_map) the answer is exact, scale(rows) · L,
+  /// and `train` is not read (it may be empty).
   StatusOr<LearnedKernel::Embedding> ExtendToFeatures(const Eigen::MatrixXd& train, const Eigen::MatrixXd& rows,
                                                       const HarmonicExtensionOptions& options,
                                                       const std::string& field, const SolveControl& control) const;
