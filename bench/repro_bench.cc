@@ -18,7 +18,8 @@
 // and training × held-out pairs. `--baselines` (implied by --holdout) adds,
 // under the same split and pairs, the baselines of core/eval/baselines.h:
 // pairs_alone (training points only), raw_kmeans (= linear kernel, V = X) and
-// rbf (width chosen on the training pairs).
+// rbf (width chosen on the training pairs), and one_cluster (every point in
+// one cluster: the fraction of same-label pairs, the floor of pair accuracy).
 #include <cmath>
 #include <limits>
 #include <map>
@@ -220,7 +221,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       auto it = laplacians.find(v);
       return it != laplacians.end() ? it->second : laplacians.begin()->second;
     };
-    Scores learned, pairs_alone, raw_kmeans, rbf;
+    Scores learned, pairs_alone, raw_kmeans, rbf, one_cluster;
     MeanStd rbf_width, rbf_multiple, n_train_mean, n_heldout_mean, baseline_secs;
     MeanStd secs, obj, iters, rank, cons, chosen, gap;
     double gap_max = -std::numeric_limits<double>::infinity();
@@ -334,6 +335,11 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         auto alone = PairsAloneClustering(n_train, *constraints, num_classes, seed);
         if (!alone.ok()) return Fail(alone.status());
         if (Status st = pairs_alone.Add(labels, *alone, n_train, true); !st.ok()) return Fail(st);
+        // The trivial clustering (every point together): pair accuracy = the
+        // fraction of same-label pairs, the floor a clustering must clear.
+        if (Status st = one_cluster.Add(labels, std::vector<int>(labels.size(), 0), n_train, false); !st.ok()) {
+          return Fail(st);
+        }
         auto raw = KernelKMeans(all_x, km);  // the linear kernel's factor V = X
         if (!raw.ok()) return Fail(raw.status());
         if (Status st = raw_kmeans.Add(labels, raw->assignment, n_train, false); !st.ok()) return Fail(st);
@@ -414,6 +420,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       rbf.Into(b["rbf"], holdout);
       b["rbf"]["width_mean"] = rbf_width.mean();
       b["rbf"]["width_over_median_mean"] = rbf_multiple.mean();
+      one_cluster.Into(b["one_cluster"], holdout);
       b["seconds_mean"] = baseline_secs.mean();
       record["baselines"] = b;
     }
