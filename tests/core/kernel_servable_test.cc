@@ -85,5 +85,47 @@ TEST(KernelServable, SocialQueriesUseTheStrengthKernelAndCheckLabels) {
               HasSubstr("labels are all 2"));
 }
 
+TEST(KernelServable, LinearMapExtendsFeatureRowsExactlyWithoutTrainingFeatures) {
+  // V = X L for 20 training rows of 3 features, L 3 × 2; the scaling is z-score.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  Eigen::MatrixXd x(20, 3), l(3, 2);
+  for (int i = 0; i < x.size(); ++i) x(i) = 5 + 2 * normal(rng);
+  for (int i = 0; i < l.size(); ++i) l(i) = normal(rng);
+  auto scaler = FeatureScaler::Fit(x, FeatureScaling::kZScore);
+  ASSERT_TRUE(scaler.ok());
+  auto kernel = LearnedKernel::FromEmbedding(LearnedKernel::Embedding(*scaler->Apply(x) * l));
+  ASSERT_TRUE(kernel.ok());
+  const std::string map_bytes = SerializeLinearMap(l), scaling_bytes = scaler->Serialize();
+  auto attachments = ParseAttachments(*kernel, {{kLinearMapAttachment, &map_bytes},
+                                                {kFeatureScalingAttachment, &scaling_bytes}});
+  ASSERT_TRUE(attachments.ok()) << attachments.status();
+  ASSERT_TRUE(attachments->linear_map.has_value());
+  const KernelServable servable(std::make_shared<const LearnedKernel>(*kernel), nullptr,
+                                std::make_shared<const ModelAttachments>(*attachments));
+  EXPECT_TRUE(servable.has_linear_map());
+  Eigen::MatrixXd rows(2, 3);
+  rows << 1, 2, 3, 7, 5, 4;
+  auto v = servable.ExtendToFeatures(Eigen::MatrixXd(), rows, {}, "features", SolveControl());
+  ASSERT_TRUE(v.ok()) << v.status();
+  const Eigen::MatrixXd want = *scaler->Apply(rows) * l;
+  EXPECT_LE((Eigen::MatrixXd(*v) - want).cwiseAbs().maxCoeff(), 1e-12);
+  // A training row maps to its own row of V.
+  auto own = servable.ExtendToFeatures(Eigen::MatrixXd(), x.topRows(1), {}, "features", SolveControl());
+  ASSERT_TRUE(own.ok());
+  EXPECT_LE((Eigen::MatrixXd(*own) - Eigen::MatrixXd(kernel->embedding().topRows(1))).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_THAT(servable.ExtendToFeatures(Eigen::MatrixXd(), Eigen::MatrixXd::Ones(1, 2), {}, "features", SolveControl())
+                  .status()
+                  .message(),
+              HasSubstr("features: 2 features per row but the kernel's linear map takes 3"));
+  // A map of another rank than the kernel's, or damaged bytes, is DATA_LOSS.
+  const std::string wrong = SerializeLinearMap(Eigen::MatrixXd::Ones(3, 3));
+  auto bad = ParseAttachments(*kernel, {{kLinearMapAttachment, &wrong}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  const std::string truncated = map_bytes.substr(0, map_bytes.size() - 3);
+  EXPECT_EQ(ParseAttachments(*kernel, {{kLinearMapAttachment, &truncated}}).status().code(), StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace kls
