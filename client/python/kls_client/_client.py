@@ -11,12 +11,15 @@ the client holds no other mutable state).
 """
 
 import collections
+import importlib
 import os
+import pkgutil
 
 import grpc
 import numpy as np
 
 from kls.v1 import datasets_pb2, datasets_pb2_grpc
+from kls.v1 import family_options_pb2
 from kls.v1 import jobs_pb2, jobs_pb2_grpc
 from kls.v1 import kernels_pb2, kernels_pb2_grpc
 from kls.v1 import queries_pb2, queries_pb2_grpc
@@ -293,6 +296,28 @@ def _attributes_csv(attributes):
     return ("\n".join(lines) + "\n").encode()
 
 
+def _family_messages():
+    """{family name: options message class} of the generated kls.v1.families
+    modules: the families outside SubmitJobRequest's solver oneof."""
+    out = {}
+    try:
+        import kls.v1.families as package
+    except ImportError:
+        return out
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.endswith("_pb2"):
+            continue
+        module = importlib.import_module("kls.v1.families." + info.name)
+        for name, descriptor in module.DESCRIPTOR.message_types_by_name.items():
+            options = descriptor.GetOptions()
+            if options.HasExtension(family_options_pb2.family):
+                out[options.Extensions[family_options_pb2.family]] = getattr(module, name)
+    return out
+
+
+_FAMILY_MESSAGES = _family_messages()
+
+
 def _set_field(message, name, value):
     """Sets one options field; enum fields also take their value's name
     (case-insensitive, e.g. loss="hinge", algorithm="kpca")."""
@@ -565,11 +590,11 @@ class Client:
 
     # ---- Jobs ---------------------------------------------------------------
 
-    #: submit's method names: the solver oneof of SubmitJobRequest (its
-    #: family_options member, a google.protobuf.Any for families outside the
-    #: oneof, is not a method: pass such a request to Jobs.Submit directly).
+    #: submit's method names: the solver oneof of SubmitJobRequest, then the
+    #: families whose options message (kls/v1/families/*.proto, marked with
+    #: option (kls.v1.family)) travels in family_options, e.g. "itml".
     METHODS = tuple(f.name for f in jobs_pb2.SubmitJobRequest.DESCRIPTOR.oneofs_by_name["solver"].fields
-                    if f.message_type.full_name != "google.protobuf.Any")
+                    if f.message_type.full_name != "google.protobuf.Any") + tuple(sorted(_FAMILY_MESSAGES))
 
     def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, scaling=None,
                cross_validation=None, warm_start=None, **options):
@@ -577,7 +602,7 @@ class Client:
 
         dataset: a data-set id or DatasetInfo. method: one of Client.METHODS
         ("kl_admm", "bcd_npkl", "simple_npkl", "qsdp", "embedding", "onk",
-        "mkl", "npk_ranking", "social_strength"). kernel: the output kernel's name.
+        "mkl", "npk_ranking", "social_strength", "itml"). kernel: the output kernel's name.
         graph:   GraphSpec fields as a dict, e.g. {"k": 7, "weight": "binary"},
                  {"connect": "grow_k"} (qsdp regmvu: connect_error | grow_k | mst).
         scaling: "none", "zscore" or "minmax" (None = none).
@@ -587,7 +612,8 @@ class Client:
                  {"folds": 5, "grid": [0.1, 1, 10], "num_threads": 2}.
         warm_start: kl_admm / bcd_npkl / simple_npkl: start from kernel
                  "NAME" or "NAME:VERSION" (`kls submit --warm-start`).
-        options: fields of the method's options message (jobs.proto), e.g.
+        options: fields of the method's options message (jobs.proto, or
+                 kls/v1/families/*.proto for itml: gamma, lower, upper, ...), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
                  core default. `algorithm=` names the options' `method` enum
                  (embedding: cmvu|mve|spe|kpca; mkl: kta|svm|two_layer|...).
@@ -610,8 +636,12 @@ class Client:
             name, _, version = str(warm_start).partition(":")
             request.warm_start.kernel_name = name
             request.warm_start.version = int(version) if version else 0
-        solver = getattr(request, method)
-        solver.SetInParent()
+        packed = method in _FAMILY_MESSAGES
+        if packed:
+            solver = _FAMILY_MESSAGES[method]()
+        else:
+            solver = getattr(request, method)
+            solver.SetInParent()
         fields = solver.DESCRIPTOR.fields_by_name
         for key, value in options.items():
             field = "method" if key == "algorithm" and "method" in fields else key
@@ -620,6 +650,8 @@ class Client:
                 raise ValueError("option '%s' does not belong to method %s (its options: %s)"
                                  % (key, method, ", ".join(valid)))
             _set_field(solver, field, value)
+        if packed:
+            request.family_options.Pack(solver)
         return self._call(self._jobs.Submit, request)
 
     def job(self, job):
