@@ -126,6 +126,14 @@ Status KlsServer::Start() {
   job_options.max_attempts = config_.max_attempts;
   job_options.max_lost_attempts = config_.max_lost_attempts;
   job_options.exclusive_store = !shared;
+  // A crash signal in a solver thread is recorded here for the next start
+  // (server/jobs/crash_marker.h): the data directory, or a shared-store
+  // replica's cache directory when it has one.
+  if (!shared) {
+    job_options.crash_marker_path = data_dir_->path() + "/crash-marker";
+  } else if (!config_.cache_dir.empty()) {
+    job_options.crash_marker_path = config_.cache_dir + "/crash-marker";
+  }
   job_options.metrics = metrics_.get();
   job_manager_ = std::make_unique<JobManager>(store_.get(), job_options);
   // Events (own writes; other replicas' through the shared store) wake

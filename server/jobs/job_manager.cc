@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,6 +93,23 @@ Status JobManager::Start() {
   }
   if (!(options_.poll_seconds > 0.0) || !(options_.checkpoint_interval_seconds > 0.0)) {
     return InvalidArgumentError("poll_seconds and checkpoint_interval_seconds must be > 0");
+  }
+  // Crash signals an earlier process recorded: those attempts are the job's
+  // fault (before the re-queue below would call them lost).
+  if (!options_.crash_marker_path.empty()) {
+    StatusOr<std::vector<CrashMarker::Entry>> crashed = CrashMarker::Take(options_.crash_marker_path);
+    if (!crashed.ok()) {
+      spdlog::warn("reading the crash marker: {}", crashed.status().ToString());
+    } else {
+      RecordCrashSignals(*crashed);
+    }
+    StatusOr<std::unique_ptr<CrashMarker>> marker = CrashMarker::Open(options_.crash_marker_path);
+    if (!marker.ok()) {
+      spdlog::warn("no crash marker (a solver crash will count as a lost process): {}",
+                   marker.status().ToString());
+    } else {
+      crash_marker_ = std::move(marker).value();
+    }
   }
   // An exclusive store has no other owner: whatever is still running was
   // left by an earlier process of this data directory.
@@ -438,6 +456,57 @@ void JobManager::RenewLeases() {
   }
 }
 
+void JobManager::RecordCrashSignals(const std::vector<CrashMarker::Entry>& entries) {
+  for (const CrashMarker::Entry& e : entries) {
+    StatusOr<store::JobRecord> got = store_->GetJob(e.job_id);
+    if (!got.ok()) continue;  // deleted since
+    store::JobRecord job = *std::move(got);
+    store::JobFence fence;
+    fence.attempt = e.attempt;
+    if (job.attempts != e.attempt) continue;  // it has moved on
+    if (job.state == store::JobState::kRunning) {
+      fence.state = store::JobState::kRunning;
+    } else if (job.state == store::JobState::kQueued &&
+               job.last_attempt_end == store::attempt_end::kProcessLost) {
+      // Another replica re-queued it as lost first: the marker corrects that.
+      fence.state = store::JobState::kQueued;
+      job.lost_attempts = std::max(0, job.lost_attempts - 1);
+    } else {
+      continue;
+    }
+    const char* name = ::strsignal(e.signal);
+    const std::string what = "its solver crashed the server with signal " + std::to_string(e.signal) + " (" +
+                             (name != nullptr ? name : "?") + ") in attempt " + std::to_string(e.attempt);
+    job.last_attempt_end = store::attempt_end::kCrashSignal;
+    job.counted_failures += 1;
+    job.error = what;
+    if (job.counted_failures >= options_.max_attempts) {
+      job.state = store::JobState::kFailed;
+      job.error += " (" + std::to_string(job.counted_failures) + " counted failures, max_attempts = " +
+                   std::to_string(options_.max_attempts) + ")";
+      job.finished_unix_ms = NowUnixMs();
+      job.not_before_unix_ms = 0;
+    } else {
+      job.state = store::JobState::kQueued;
+      job.started_unix_ms = 0;
+      job.not_before_unix_ms = NowUnixMs() + LostAttemptBackoffMs(job.counted_failures, options_.lost_backoff_seconds,
+                                                                 options_.max_lost_backoff_seconds);
+    }
+    const Status s = store_->UpdateJobFenced(job, fence);
+    if (!s.ok()) {
+      spdlog::warn("job {}: recording its crash signal: {}", job.id, s.ToString());
+      continue;
+    }
+    if (job.state == store::JobState::kFailed) {
+      if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kFailed);
+      spdlog::warn("job {}: {}; failed", job.id, job.error);
+    } else {
+      spdlog::warn("job {}: {}; re-queued (counted failure {} of {})", job.id, what, job.counted_failures,
+                   options_.max_attempts);
+    }
+  }
+}
+
 Status JobManager::RequeueExpired(bool all_running) {
   std::vector<store::JobRecord> jobs;
   if (all_running) {
@@ -658,6 +727,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   if (data.ok()) {
     const Stopwatch solve_watch;
     try {
+      const CrashMarker::Scope crash_scope(crash_marker_.get(), job.id, job.attempts);
       result = RunSolverJob(*spec, *data, store_, control);
     } catch (const std::bad_alloc&) {
       result = ResourceExhaustedError("the solver ran out of memory");

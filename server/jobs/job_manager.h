@@ -36,7 +36,9 @@
 // JobRecord::lost_attempts, the lost attempts in a row that wrote no
 // checkpoint of their own (reset by one that did, or by any other end): at
 // max_lost_attempts (default 20, ≈ 15 minutes of back-off) the job fails,
-// and its error says why it is probably the job.
+// and its error says why it is probably the job. The one crash the server
+// can attribute is a crash signal raised in the thread running a job's solve
+// (crash_marker.h): that attempt ends "crash_signal" and counts.
 //
 // Resumable solves: a worker passes the job's last checkpoint (if any) to the
 // solver (SolveControl::resume_from) and stores new ones every
@@ -76,6 +78,7 @@
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "server/jobs/convergence_history.h"
+#include "server/jobs/crash_marker.h"
 #include "server/store/store.h"
 
 namespace kls::server {
@@ -113,6 +116,10 @@ struct JobManagerOptions {
   /// max_lost_backoff_seconds.
   double lost_backoff_seconds = 1.0;
   double max_lost_backoff_seconds = 60.0;
+  /// Crash marker file (crash_marker.h): a crash signal in a solver thread
+  /// records its job attempt there, and Start() reads what an earlier process
+  /// recorded (the attempt ends crash_signal and counts). Empty = off.
+  std::string crash_marker_path;
   /// This replica's name in job owners; empty = "<hostname>-<pid>-<random>".
   std::string replica_id;
   /// Lease of a claimed job, seconds: a replica that stops renewing loses its
@@ -227,6 +234,9 @@ class JobManager {
   void HeartbeatLoop();
   /// Renews this replica's leases; marks and stops jobs it no longer owns.
   void RenewLeases();
+  /// Records the attempts an earlier process's crash marker names as
+  /// crash_signal (counted), before RequeueExpired sees them.
+  void RecordCrashSignals(const std::vector<CrashMarker::Entry>& entries);
   /// Re-queues (or fails) running jobs whose lease ran out. `all_running`:
   /// every running job, expired or not (exclusive store at start).
   Status RequeueExpired(bool all_running);
@@ -252,6 +262,7 @@ class JobManager {
   int64_t next_not_before_ms_ = 0;  ///< earliest back-off this replica set that has not passed; 0 = none
   bool started_ = false;
   bool stopping_ = false;
+  std::unique_ptr<CrashMarker> crash_marker_;  ///< set by Start() when crash_marker_path is
   std::vector<std::thread> workers_;
   std::thread heartbeat_;
 };

@@ -66,7 +66,8 @@ struct JobRecord {
   /// When that lease runs out (unix ms); a running job past it may be re-queued by any replica.
   int64_t lease_expires_unix_ms = 0;
   /// Attempts that counted against max_attempts: ended by the job's own fault
-  /// (the solver's out-of-memory guard, a solver error). Attempts ended by a
+  /// (the solver's out-of-memory guard, a solver error, a crash signal in its
+  /// solver thread). Attempts ended by a
   /// drain, a cancel or a lost process (kill, node loss) do not count.
   int counted_failures = 0;
   /// Why the last attempt ended (attempt_end::k*); empty before the first

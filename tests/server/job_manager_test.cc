@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -526,6 +528,86 @@ TEST_F(JobManagerTest, AnExpiredLeaseIsAProcessLostAttemptWithABackOff) {
   EXPECT_EQ(r.lost_attempts, 1);
   EXPECT_GT(r.not_before_unix_ms, 0);
   EXPECT_TRUE(r.owner.empty());
+}
+
+// A crash signal in the thread running a solve is written to the crash
+// marker (then the process dies of it as it would have).
+TEST(CrashMarkerTest, ACrashSignalInAScopeIsRecordedAndTheProcessStillDies) {
+  kls::testing::TempDir dir;
+  const std::string path = (dir.path() / "crash-marker").string();
+  GTEST_FLAG_SET(death_test_style, "fast");  // a fork: the child writes where the parent reads
+  EXPECT_EXIT(
+      {
+        auto marker = CrashMarker::Open(path);
+        if (!marker.ok()) std::_Exit(3);
+        { const CrashMarker::Scope other(marker->get(), "job-finished", 1); }  // ended: not recorded
+        const CrashMarker::Scope scope(marker->get(), "job-crashing", 4);
+        std::raise(SIGSEGV);
+        std::_Exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+  auto entries = CrashMarker::Take(path);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].job_id, "job-crashing");
+  EXPECT_EQ((*entries)[0].attempt, 4);
+  EXPECT_EQ((*entries)[0].signal, SIGSEGV);
+  auto again = CrashMarker::Take(path);  // taken: empty now
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+}
+
+// At start, the attempts an earlier process's crash marker names end
+// crash_signal and count (up to max_attempts, then the job fails); a job
+// that was running beside it in the same process is only process_lost.
+TEST_F(JobManagerTest, ACrashSignalOfItsSolverCountsAgainstMaxAttempts) {
+  store::JobRecord rec = KlAdmmJob(small_id_, 50);
+  rec.state = store::JobState::kRunning;
+  rec.attempts = 1;
+  auto crashing = store_->CreateJob(rec);
+  ASSERT_TRUE(crashing.ok()) << crashing.status();
+  auto innocent = store_->CreateJob(rec);
+  ASSERT_TRUE(innocent.ok()) << innocent.status();
+  JobManagerOptions o = Opts(-1, 1000, /*max_attempts=*/2);
+  o.crash_marker_path = (dir_.path() / "crash-marker").string();
+  const auto write_marker = [&](int attempt) {
+    std::FILE* f = std::fopen(o.crash_marker_path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "%s %d %d\n", crashing->id.c_str(), attempt, SIGSEGV);
+    std::fclose(f);
+  };
+  write_marker(1);
+  {
+    JobManager m(store_.get(), o);
+    ASSERT_TRUE(m.Start().ok());
+    auto r = m.Get(crashing->id);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->state, store::JobState::kQueued);
+    EXPECT_EQ(r->last_attempt_end, store::attempt_end::kCrashSignal);
+    EXPECT_EQ(ToProtoJob(*r).last_attempt_end(), "crash_signal");
+    EXPECT_EQ(r->counted_failures, 1);
+    EXPECT_EQ(r->lost_attempts, 0);
+    EXPECT_GT(r->not_before_unix_ms, 0);
+    auto other = m.Get(innocent->id);
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(other->state, store::JobState::kQueued);
+    EXPECT_EQ(other->last_attempt_end, store::attempt_end::kProcessLost);
+    EXPECT_EQ(other->counted_failures, 0);
+  }
+  auto r = store_->GetJob(crashing->id);
+  ASSERT_TRUE(r.ok());
+  r->state = store::JobState::kRunning;  // the second attempt crashes too
+  r->attempts = 2;
+  ASSERT_TRUE(store_->UpdateJob(*r).ok());
+  write_marker(2);
+  JobManager m(store_.get(), o);
+  ASSERT_TRUE(m.Start().ok());
+  auto done = m.Get(crashing->id);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, store::JobState::kFailed);
+  EXPECT_EQ(done->counted_failures, 2);
+  EXPECT_THAT(done->error, HasSubstr("its solver crashed the server with signal 11"));
+  EXPECT_THAT(done->error, HasSubstr("max_attempts = 2"));
 }
 
 // A lost attempt that wrote a checkpoint of its own made progress: the count
