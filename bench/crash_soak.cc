@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -228,6 +230,9 @@ class Soak {
   std::mt19937_64 rng_;
   fs::path dir_, data_dir_, log_path_;
   size_t log_size_at_spawn_ = 0;  // where this server's lines start in the (appended) log
+  std::vector<int64_t> kill_times_ms_;  // unix ms of each SIGKILL
+  // redone_fraction from the server log and kill_times_ms_.
+  void ComputeRedone();
   pid_t server_pid_ = -1;
   std::string target_;
   std::unique_ptr<Client> client_;  // the checker's
@@ -256,9 +261,11 @@ Status Soak::SpawnServer() {
   std::vector<std::string> args = {
       options_.server_binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string(),
       "--workers", std::to_string(options_.server_workers), "--log-level", "info",
-      // No checkpoints: an interrupted job makes no progress past a kill, so
-      // kills count against max_attempts and some jobs end FAILED by them
-      // (jobs_failed_by_kills).
+      // checkpoint_seconds 86400: only the early checkpoints (the first after
+      // 1 s of solve time, then each after 10 % of the solve time so far).
+      // The 0.3 s jobs never checkpoint: every kill of one is a lost attempt
+      // without progress, the worst case for the lost-process safety net
+      // (max_lost_attempts of those in a row fail a job: jobs_failed_by_kills).
       "--max-attempts", std::to_string(options_.max_attempts), "--checkpoint-seconds", "86400"};
   if (!options_.store_uri.empty()) {
     args.insert(args.end(), {"--store", options_.store_uri, "--lease-seconds", std::to_string(options_.lease_seconds),
@@ -310,6 +317,8 @@ Status Soak::WaitServing() {
 }
 
 Status Soak::KillServer() {
+  kill_times_ms_.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count());
   if (kill(server_pid_, SIGKILL) != 0) return InternalError(std::string("kill: ") + std::strerror(errno));
   const int code = WaitFor(server_pid_, std::chrono::seconds(10));
   server_pid_ = -1;
@@ -504,7 +513,10 @@ bool Soak::DoSubmit(Client& c, ClientModel& m) {
   const int n = m.next_job++;
   submit.set_kernel_name(n % 2 == 1 ? std::string(kSharedKernelName)
                                     : "c" + std::to_string(m.index) + "-job-" + std::to_string(n));
-  submit.set_deadline_seconds(0.3);
+  // One job in four is long (8 s of solve time per attempt: checkpointed,
+  // killed mid-solve and resumed); the others stop at 0.3 s.
+  const bool long_job = n % 4 == 3;
+  submit.set_deadline_seconds(long_job ? 8.0 : 0.3);
   submit.mutable_kl_admm()->set_max_iterations(1000000);
   submit.mutable_kl_admm()->set_tolerance(0);
   submit.mutable_kl_admm()->set_num_threads(1);
@@ -516,6 +528,7 @@ bool Soak::DoSubmit(Client& c, ClientModel& m) {
   std::lock_guard<std::mutex> lock(mu_);
   ++result_.acknowledged_writes;
   ++result_.jobs_submitted;
+  if (long_job) ++result_.long_jobs_submitted;
   JobModel jm;
   jm.id = job->id();
   jm.kernel_name = submit.kernel_name();
@@ -1056,7 +1069,7 @@ Status Soak::Run() {
   }
   for (const v1::Job& j : jobs) {
     if (IsTerminal(j.state())) {
-      if (j.state() == v1::FAILED && j.error().find("with no checkpoint progress") != std::string::npos) {
+      if (j.state() == v1::FAILED && j.last_attempt_end() == "process_lost") {
         ++result_.jobs_failed_by_kills;
       }
       continue;
@@ -1078,8 +1091,76 @@ Status Soak::Run() {
   server_pid_ = -1;
   KLS_RETURN_IF_ERROR(RunCheck(true));
   if (code != 0) result_.final_check_clean = false;
+  ComputeRedone();
   result_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return OkStatus();
+}
+
+void Soak::ComputeRedone() {
+  // "[2026-11-28 01:02:03.456] [info] job J: running (attempt A, ..." and
+  // "... job J: checkpoint at iteration I (attempt A)", "... job J:
+  // succeeded|failed|cancelled ..." (the server logs local time, ms).
+  const auto stamp = [](const std::string& line, int64_t* ms) {
+    std::tm tm{};
+    int millis = 0;
+    if (line.size() < 25 || line[0] != '[') return false;
+    if (std::sscanf(line.c_str(), "[%d-%d-%d %d:%d:%d.%d]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                    &tm.tm_min, &tm.tm_sec, &millis) != 7) {
+      return false;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    *ms = static_cast<int64_t>(std::mktime(&tm)) * 1000 + millis;
+    return true;
+  };
+  struct Attempt {
+    int64_t start = 0, last_checkpoint = 0, end = 0;
+  };
+  std::map<std::pair<std::string, int>, Attempt> attempts;
+  std::map<std::string, int> current;  // job → its latest attempt seen
+  std::istringstream log(ReadFile(log_path_));
+  std::string line;
+  while (std::getline(log, line)) {
+    const size_t at = line.find("] job ");
+    int64_t t = 0;
+    if (at == std::string::npos || !stamp(line, &t)) continue;
+    const size_t colon = line.find(": ", at + 6);
+    if (colon == std::string::npos) continue;
+    const std::string job = line.substr(at + 6, colon - at - 6);
+    const std::string what = line.substr(colon + 2);
+    int attempt = 0;
+    long long iteration = 0;
+    if (std::sscanf(what.c_str(), "running (attempt %d", &attempt) == 1) {
+      attempts[{job, attempt}].start = t;
+      current[job] = attempt;
+    } else if (std::sscanf(what.c_str(), "checkpoint at iteration %lld (attempt %d)", &iteration, &attempt) == 2) {
+      attempts[{job, attempt}].last_checkpoint = t;
+    } else if (what.rfind("succeeded", 0) == 0 || what.rfind("failed", 0) == 0 || what.rfind("cancelled", 0) == 0) {
+      auto it = current.find(job);
+      if (it != current.end()) {
+        Attempt& a = attempts[{job, it->second}];
+        if (a.end == 0) a.end = t;
+      }
+    }
+  }
+  std::vector<int64_t> kills = kill_times_ms_;
+  std::sort(kills.begin(), kills.end());
+  double done = 0, redone = 0;
+  for (const auto& [key, a] : attempts) {
+    if (a.start == 0) continue;
+    const auto next_kill = std::upper_bound(kills.begin(), kills.end(), a.start);
+    const bool killed = next_kill != kills.end() && (a.end == 0 || *next_kill < a.end);
+    if (killed) {
+      done += (*next_kill - a.start) / 1000.0;
+      redone += (*next_kill - std::max(a.start, a.last_checkpoint)) / 1000.0;
+    } else if (a.end > a.start) {
+      done += (a.end - a.start) / 1000.0;
+    }
+  }
+  result_.solve_seconds = done;
+  result_.redone_seconds = redone;
+  result_.redone_fraction = done > 0 ? redone / done : -1;
 }
 
 }  // namespace
@@ -1103,6 +1184,10 @@ nlohmann::json CrashSoakResult::ToJson() const {
           {"query_mismatches", query_mismatches},
           {"duplicate_job_kernels", duplicate_job_kernels},
           {"shared_name_versions", shared_name_versions},
+          {"redone_fraction", redone_fraction},
+          {"solve_seconds", solve_seconds},
+          {"redone_seconds", redone_seconds},
+          {"long_jobs_submitted", long_jobs_submitted},
           {"queries", queries},
           {"jobs_submitted", jobs_submitted},
           {"jobs_succeeded", jobs_succeeded},

@@ -32,8 +32,11 @@
 //                 differs from the first answer that kernel version gave;
 //   stuck job     a job that is neither terminal nor advancing when the final
 //                 bounded wait ends;
-//   jobs failed by kills  jobs that ended FAILED because kills interrupted
-//                 them max_attempts times (informational).
+//   jobs failed by kills  jobs that ended FAILED with their last attempt
+//                 process_lost: the lost-process safety net (max_lost_attempts
+//                 lost attempts in a row without checkpoint progress) took
+//                 kills from outside for a job that crashes its process. Kills
+//                 never count against max_attempts; this should stay 0.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -93,6 +96,13 @@ struct CrashSoakResult {
   /// Versions of the kernel name every client's jobs share (kls-crash-shared)
   /// that succeeded jobs reported, each checked to belong to one job.
   int64_t shared_name_versions = 0;
+  /// Solve time redone after resumes / solve time done, over every attempt
+  /// (from the server log's attempt starts, checkpoints and ends and the kill
+  /// times): a killed attempt redoes the time since its last checkpoint (all
+  /// of it without one). -1 when no attempt ran.
+  double redone_fraction = -1;
+  double solve_seconds = 0, redone_seconds = 0;
+  int64_t long_jobs_submitted = 0;  ///< of jobs_submitted: long ones (8 s deadline, checkpointed)
   int64_t queries = 0;                ///< queries compared (clients and checks)
   int64_t jobs_submitted = 0, jobs_succeeded = 0, jobs_cancelled = 0, jobs_failed = 0;
   int64_t cancels_requested = 0;      ///< acknowledged cancels of running jobs

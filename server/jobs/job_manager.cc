@@ -689,6 +689,9 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
       spdlog::warn("job {}: writing a checkpoint: {}", job.id, s.ToString());
       return;
     }
+    // One line per checkpoint (the schedule spaces them: tens per hour at
+    // most); kls-bench crash reads them for its redone_fraction.
+    spdlog::info("job {}: checkpoint at iteration {} (attempt {})", job.id, c.iteration, job.attempts);
     std::lock_guard<std::mutex> lock(mu_);
     ++live->checkpoints_written;
     change_cv_.notify_all();
