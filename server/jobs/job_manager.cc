@@ -773,6 +773,15 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
                  result.ok() ? result->stats.iterations : last.iteration);
   } else if (lost) {
     spdlog::info("job {}: attempt {} ended without writing (lease lost)", job.id, job.attempts);
+  } else if (!result.ok() && result.status().code() == StatusCode::kCancelled && stopping) {
+    // The drain stopped it and a step after the solver (e.g. a guard that
+    // checks the cancel) reported that as an error: released all the same.
+    job.state = store::JobState::kQueued;
+    job.started_unix_ms = 0;
+    job.last_attempt_end = store::attempt_end::kDrained;
+    job.progress_json = ProgressJson(last, "");
+    spdlog::info("job {}: released by the drain ({}); back to queued", job.id, result.status().message());
+    finish(job);
   } else if (!result.ok()) {
     job.lost_attempts = 0;
     if (job.last_attempt_end == store::attempt_end::kOomGuard && job.counted_failures + 1 < options_.max_attempts) {
