@@ -137,6 +137,15 @@ TEST_F(ItmlJobTest, ServedKernelIsXLAndFeatureQueriesMapRowsExactly) {
   ASSERT_EQ(top->items_size(), top_want->items_size());
   for (int t = 0; t < top->items_size(); ++t) EXPECT_EQ(top->items(t).index(), top_want->items(t).index());
 
+  // The linear map needs no training features: with the data set deleted,
+  // feature queries still answer scale(rows) · L.
+  const Status deleted = client_->DeleteDataset(id);
+  ASSERT_TRUE(deleted.ok()) << deleted;
+  auto after = client_->Embed(e);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->values_size(), embedded->values_size());
+  for (int t = 0; t < after->values_size(); ++t) EXPECT_EQ(after->values(t), embedded->values(t)) << t;
+
   // A wrong width names the field.
   kls::v1::EmbedRequest narrow;
   *narrow.mutable_kernel() = Ref("wine-itml");
