@@ -41,8 +41,10 @@ int64_t Ms(double seconds) { return static_cast<int64_t>(seconds * 1000.0); }
 }  // namespace
 
 int64_t LostAttemptBackoffMs(int lost_attempts, double initial_seconds, double max_seconds) {
-  // lost_attempts is 0 after a lost attempt that had checkpointed: the
-  // shortest back-off, as for the first lost attempt without progress.
+  // lost_attempts is 0 after a lost attempt that had checkpointed: it made
+  // progress, so it is no crash loop, and it starts again at once (a replica
+  // killed mid-solve is taken over within lease + heartbeat, as before).
+  if (lost_attempts <= 0) return 0;
   const int doublings = std::clamp(lost_attempts - 1, 0, 30);
   const double seconds = std::min(max_seconds, initial_seconds * static_cast<double>(int64_t{1} << doublings));
   return std::max<int64_t>(0, Ms(seconds));

@@ -31,7 +31,9 @@
 // server does not guess. Such a job is re-queued with not_before = now +
 // back-off (lost_backoff_seconds doubled for each lost attempt in a row
 // without checkpoint progress: 1 s, 2 s, 4 s … at most
-// max_lost_backoff_seconds = 60 s), and the queue does not start it earlier.
+// max_lost_backoff_seconds = 60 s; none when the lost attempt had written a
+// checkpoint: it made progress, no crash loop), and the queue does not start
+// it earlier.
 // The safety net for a job that really kills its process every time is
 // JobRecord::lost_attempts, the lost attempts in a row that wrote no
 // checkpoint of their own (reset by one that did, or by any other end): at
@@ -268,8 +270,8 @@ class JobManager {
 };
 
 /// The back-off (ms) before a job whose process was lost is started again,
-/// given its lost attempts in a row without progress (0 after a lost attempt
-/// that had checkpointed): initial × 2^(lost − 1), at least initial, at most max.
+/// given its lost attempts in a row without progress: 0 when it is 0 (the
+/// lost attempt had checkpointed), else initial × 2^(lost − 1), at most max.
 int64_t LostAttemptBackoffMs(int lost_attempts, double initial_seconds, double max_seconds);
 
 class JobsService;  // server/jobs_service.h

@@ -493,7 +493,7 @@ TEST_F(JobManagerTest, ALostProcessNeverCountsAndBacksOffUpToAMinute) {
     ASSERT_TRUE(store_->UpdateJob(*r).ok());
   }
   EXPECT_THAT(backoffs, ElementsAre(1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60));
-  EXPECT_EQ(LostAttemptBackoffMs(0, 1.0, 60.0), 1000);  // a lost attempt that had checkpointed
+  EXPECT_EQ(LostAttemptBackoffMs(0, 1.0, 60.0), 0);  // a lost attempt that had checkpointed
   EXPECT_EQ(LostAttemptBackoffMs(1000, 1.0, 60.0), 60'000);
 }
 
@@ -611,7 +611,7 @@ TEST_F(JobManagerTest, ACrashSignalOfItsSolverCountsAgainstMaxAttempts) {
 }
 
 // A lost attempt that wrote a checkpoint of its own made progress: the count
-// of lost attempts without progress starts again, and the back-off is 1 s.
+// of lost attempts without progress starts again, and there is no back-off.
 TEST_F(JobManagerTest, ALostAttemptThatCheckpointedResetsTheLostCount) {
   store::JobRecord rec = KlAdmmJob(small_id_, 50);
   rec.state = store::JobState::kRunning;
@@ -638,8 +638,8 @@ TEST_F(JobManagerTest, ALostAttemptThatCheckpointedResetsTheLostCount) {
   EXPECT_EQ(r->last_attempt_end, store::attempt_end::kProcessLost);
   EXPECT_EQ(r->lost_attempts, 0);
   EXPECT_EQ(r->counted_failures, 0);
-  EXPECT_GE(r->not_before_unix_ms - before, 950);
-  EXPECT_LE(r->not_before_unix_ms - before, 3000);
+  EXPECT_GE(r->not_before_unix_ms - before, -1);
+  EXPECT_LE(r->not_before_unix_ms - before, 1000);
 }
 
 // The queue (either store) does not hand out a job before its not_before.
