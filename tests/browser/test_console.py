@@ -25,14 +25,15 @@ import pathlib
 import random
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "test_util"))
+from kls_server_process import KlsServerProcess  # noqa: E402  (tests/test_util)
 
 SKIP = 77
 CHROMIUM = os.environ.get("KLS_CHROMIUM", "/usr/bin/chromium")
@@ -87,30 +88,17 @@ class HttpError(Exception):
         self.status, self.body = status, body
 
 
-class Server:
+class Server(KlsServerProcess):
     """One kls-server (embedded store) with its HTTP gateway on a free port."""
 
+    check_exit = False  # the browser may hold connections open at the end
+
     def __init__(self, directory, *extra):
-        self.directory = pathlib.Path(directory)
-        self.log = self.directory / "server.log"
         env = dict(os.environ)
         env.pop("KLS_HTTP_CONSOLE_DIR", None)  # test the console compiled into the binary
         if os.environ.get("KLS_TEST_CONSOLE_DIR"):  # ... unless asked to test files on disk
             env["KLS_HTTP_CONSOLE_DIR"] = os.environ["KLS_TEST_CONSOLE_DIR"]
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [os.environ["KLS_SERVER_BINARY"], "--listen", "127.0.0.1:0", "--data-dir",
-                 str(self.directory / "data"), "--http-listen", "127.0.0.1:0", "--workers", "2", *extra],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.base = None
-        deadline = time.monotonic() + 30
-        while self.base is None and time.monotonic() < deadline:
-            assert self.process.poll() is None, "kls-server exited:\n" + self.log.read_text()
-            found = re.search(r"http: http://127\.0\.0\.1:(\d+)/", self.log.read_text(errors="replace"))
-            if found:
-                self.base = "http://127.0.0.1:" + found.group(1)
-            time.sleep(0.02)
-        assert self.base, "no HTTP address:\n" + self.log.read_text()
+        super().__init__(directory, *extra, http=True, workers=2, env=env)
         self.token = None
 
     def call(self, path, body=None, *, query=None, content_type="application/json", timeout=120):
@@ -147,13 +135,6 @@ class Server:
             assert time.monotonic() < deadline, f"job {job_id} still {job['state']}"
             time.sleep(0.05)
 
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def labelled_csv(sizes, seed, keys=True):

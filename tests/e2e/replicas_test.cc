@@ -26,9 +26,7 @@
 // All traffic goes to 127.0.0.1; every wait is bounded.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -48,7 +46,7 @@
 #include "client/client.h"
 #include "core/data/constraint_generators.h"
 #include "core/data/synthetic.h"
-#include "tests/e2e/process.h"
+#include "tests/e2e/server_process.h"
 #include "tests/test_util/postgres_server.h"
 #include "tests/test_util/time_scale.h"
 
@@ -57,108 +55,28 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A wall-clock bound widened by KLS_TEST_TIME_SCALE (sanitizer builds).
-std::chrono::milliseconds Scaled(int seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(1000.0 * seconds * kls::testing::TimeScale()));
-}
 using kls::e2e::ReadFile;
+using kls::e2e::Ref;
+using kls::e2e::Scaled;
+using kls::e2e::Server;
 using kls::e2e::Spawn;
+using kls::e2e::Terminate;
+using kls::e2e::TopKAnswers;
 using kls::e2e::WaitFor;
 
 constexpr double kLeaseSeconds = 2.0;
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-kls::v1::KernelRef Ref(const std::string& name, int64_t version) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  r.set_version(version);
-  return r;
-}
-
-std::unique_ptr<kls::Client> Connect(const std::string& target) {
-  kls::ClientOptions options;
-  options.target = target;
-  options.timeout_seconds = 5;
-  return std::make_unique<kls::Client>(options);
-}
-
-/// One kls-server process; killed when the Server goes, so a failed
-/// assertion does not leave it running after the test.
-struct Server {
-  pid_t pid = -1;
-  std::string target;
-  fs::path log;
-  std::unique_ptr<kls::Client> client;
-  bool alive() const { return pid > 0; }
-
-  Server() = default;
-  Server(Server&& o) noexcept
-      : pid(std::exchange(o.pid, -1)), target(std::move(o.target)), log(std::move(o.log)), client(std::move(o.client)) {}
-  Server& operator=(Server&&) = delete;
-  ~Server() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      WaitFor(pid, std::chrono::seconds(10));
-    }
-  }
-};
-
-/// Starts `args` (after the binary) as a kls-server on a free port and waits
-/// until readiness of kls.v1.Jobs is SERVING.
-void StartServer(Server* s, std::vector<std::string> args, const fs::path& scratch, const std::string& tag) {
-  const int port = FreePort();
-  s->target = "127.0.0.1:" + std::to_string(port);
-  s->log = scratch / (tag + ".log");
-  args.insert(args.begin(), {KLS_SERVER_BINARY, "--listen", s->target, "--log-level", "info"});
-  s->pid = Spawn(args, scratch / (tag + ".out"), s->log, /*append_err=*/true);
-  ASSERT_GT(s->pid, 0);
-  s->client = Connect(s->target);
-  const auto deadline = Clock::now() + Scaled(30);
-  while (Clock::now() < deadline) {
-    ASSERT_EQ(WaitFor(s->pid, std::chrono::milliseconds(0)), -1) << tag << " exited:\n" << ReadFile(s->log);
-    auto health = s->client->CheckHealth("kls.v1.Queries");
-    if (health.ok() && *health == kls::ServingStatus::kServing) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  FAIL() << tag << " not ready within 30 s:\n" << ReadFile(s->log);
-}
-
-void Terminate(Server* s, int signal_number) {
-  if (!s->alive()) return;
-  kill(s->pid, SIGCONT);
-  kill(s->pid, signal_number);
-  if (WaitFor(s->pid, Scaled(30)) == -1) {
-    kill(s->pid, SIGKILL);
-    WaitFor(s->pid, Scaled(10));
-  }
-  s->pid = -1;
+/// The replicas' clients time out after 5 s: a query to a dead replica is
+/// retried on the next one soon enough.
+void StartProcess(Server* s, std::vector<std::string> args, const fs::path& scratch, const std::string& tag) {
+  kls::e2e::StartServer(s, std::move(args), scratch, tag, /*client_timeout_seconds=*/5);
 }
 
 /// A KL-ADMM job on the two-moons set that runs to its iteration cap
 /// (tolerance 0) at the fixed rank RankBound(|T|) = 63 (no rank escalation):
 /// long enough to be interrupted, the same work every time.
 kls::v1::SubmitJobRequest LongJob(const std::string& dataset_id, const std::string& kernel, int iterations) {
-  kls::v1::SubmitJobRequest submit;
-  submit.set_dataset_id(dataset_id);
-  submit.set_kernel_name(kernel);
-  submit.mutable_kl_admm()->set_max_iterations(iterations);
-  submit.mutable_kl_admm()->set_tolerance(0);
-  submit.mutable_kl_admm()->set_rank(63);
-  submit.mutable_kl_admm()->set_num_threads(1);
-  return submit;
+  return kls::e2e::AdmmJob(dataset_id, kernel, iterations, /*rank=*/63);
 }
 
 /// The summary JSON of a kernel version.
@@ -280,7 +198,7 @@ class ReplicasTest : public ::testing::Test {
 
   void StartReplica(int i) {
     const fs::path cache = scratch_ / ("cache" + std::to_string(i));
-    ASSERT_NO_FATAL_FAILURE(StartServer(&servers_[i],
+    ASSERT_NO_FATAL_FAILURE(StartProcess(&servers_[i],
                                         {"--store", pg_.uri(), "--cache-dir", cache.string(), "--workers", "1",
                                          "--lease-seconds", std::to_string(kLeaseSeconds), "--checkpoint-seconds",
                                          "0.3"},
@@ -590,7 +508,7 @@ TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
   const std::vector<std::string> args = {"--data-dir", (scratch / "data").string(), "--workers", "1",
                                          "--checkpoint-seconds", "0.3"};
   Server server;
-  ASSERT_NO_FATAL_FAILURE(StartServer(&server, args, scratch, "embedded"));
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&server, args, scratch, "embedded"));
   auto moons = kls::MakeTwoMoons(600, 0.05, 1);
   auto constraints = kls::GenerateAdmmProtocol(moons->labels, 1);
   kls::UploadOptions upload;
@@ -611,7 +529,7 @@ TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
   }
   ASSERT_EQ(running.state(), kls::v1::RUNNING);
   Terminate(&server, SIGKILL);
-  ASSERT_NO_FATAL_FAILURE(StartServer(&server, args, scratch, "embedded"));
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&server, args, scratch, "embedded"));
   kls::v1::Job done;
   const auto finish_by = Clock::now() + Scaled(120);
   while (Clock::now() < finish_by) {
@@ -643,20 +561,7 @@ std::string Answers(kls::Client& client, const kls::v1::KernelRef& ref) {
     std::snprintf(buf, sizeof buf, "%.17g ", v);
     out += buf;
   }
-  for (int item : {3, 100}) {
-    kls::v1::TopKRequest topk;
-    *topk.mutable_kernel() = ref;
-    topk.set_item(item);
-    topk.set_k(5);
-    auto r = client.TopK(topk);
-    if (!r.ok()) return out + "topk: " + r.status().ToString();
-    out += "|";
-    for (const auto& s : r->items()) {
-      std::snprintf(buf, sizeof buf, "%d:%.17g ", s.index(), s.score());
-      out += buf;
-    }
-  }
-  return out;
+  return out + TopKAnswers(client, ref, {3, 100});
 }
 
 // kls-server --migrate-from DIR --store URI copies an embedded data directory
@@ -671,7 +576,7 @@ TEST(Migrate, ADataDirectoryCopiedIntoPostgresAnswersIdentically) {
   ASSERT_TRUE(pg.Init()) << pg.error();
   const std::string data = (scratch / "data").string();
   Server embedded;
-  ASSERT_NO_FATAL_FAILURE(StartServer(&embedded, {"--data-dir", data, "--workers", "1"}, scratch, "embedded"));
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&embedded, {"--data-dir", data, "--workers", "1"}, scratch, "embedded"));
   auto moons = kls::MakeTwoMoons(200, 0.05, 3);
   ASSERT_TRUE(moons.ok());
   auto constraints = kls::GenerateAdmmProtocol(moons->labels, 3);
@@ -712,7 +617,7 @@ TEST(Migrate, ADataDirectoryCopiedIntoPostgresAnswersIdentically) {
   }
 
   Server replica;
-  ASSERT_NO_FATAL_FAILURE(StartServer(&replica, {"--store", pg.uri(), "--cache-dir", (scratch / "cache").string()},
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&replica, {"--store", pg.uri(), "--cache-dir", (scratch / "cache").string()},
                                       scratch, "replica"));
   for (size_t i = 0; i < refs.size(); ++i) {
     EXPECT_EQ(Answers(*replica.client, refs[i]), before[i]) << "kernel ref " << refs[i].ShortDebugString();

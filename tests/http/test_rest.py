@@ -22,6 +22,7 @@ import os
 import pathlib
 import re
 import signal
+import sys
 import subprocess
 import time
 import types
@@ -34,6 +35,8 @@ import numpy as np
 import pytest
 from google.protobuf import descriptor_pool, json_format
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "test_util"))
+from kls_server_process import KlsServerProcess  # noqa: E402  (tests/test_util)
 import kls_client
 from kls.v1 import datasets_pb2, jobs_pb2, kernels_pb2, queries_pb2, queries_pb2_grpc, service_pb2
 
@@ -95,34 +98,11 @@ def b64(data):
     return base64.b64encode(data).decode()
 
 
-class Server:
+class Server(KlsServerProcess):
     """One kls-server with its HTTP gateway; stopped with SIGTERM."""
 
     def __init__(self, directory, *extra):
-        binary = os.environ.get("KLS_SERVER_BINARY")
-        if not binary:
-            pytest.skip("KLS_SERVER_BINARY is not set (run through ctest)")
-        data_dir = directory / "data"
-        self.log = directory / "server.log"
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [binary, "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--http-listen", "127.0.0.1:0",
-                 "--workers", "2", *extra],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        self.base = self.target = None
-        deadline = time.monotonic() + 30
-        lock = data_dir / "kls-server.lock"
-        while (self.base is None or self.target is None) and time.monotonic() < deadline:
-            assert self.process.poll() is None, "kls-server exited:\n" + self.log.read_text()
-            found = re.search(r"http: http://127\.0\.0\.1:(\d+)/", self.log.read_text(errors="replace"))
-            if found:
-                self.base = "http://127.0.0.1:" + found.group(1)
-            if lock.exists():
-                for line in lock.read_text().splitlines():
-                    if line.startswith("listen="):
-                        self.target = line[len("listen="):]
-            time.sleep(0.02)
-        assert self.base and self.target, "no HTTP or gRPC address:\n" + self.log.read_text()
+        super().__init__(directory, *extra, http=True, workers=2)
 
     def request(self, verb, path, body=None, *, query=None, headers=None, content_type="application/json",
                 timeout=60):
@@ -166,14 +146,6 @@ class Server:
         events = self.ok("POST", "/v1/jobs/watch", {"id": job_id})
         assert events, "no events"
         return events[-1]["job"]
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            assert self.process.wait(timeout=20) == 0, self.log.read_text()
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
 
 
 def sse_events(response):

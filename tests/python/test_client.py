@@ -8,9 +8,7 @@ V V[i] for topk, VisualRank (I − λ K̂)⁻¹ (1 − λ) P for rerank, and exp
 give back an imported V bit for bit.
 """
 
-import os
 import pathlib
-import signal
 import subprocess
 import time
 
@@ -21,6 +19,11 @@ import pytest
 import kls_client
 from kls_client import KlsError
 
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "test_util"))
+from kls_server_process import KlsServerProcess  # noqa: E402  (tests/test_util)
+
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 IRIS = DATA / "iris.csv"
 
@@ -28,32 +31,12 @@ READ_TOKEN = "read-token-0123456789abcdef"
 WRITE_TOKEN = "write-token-0123456789abcdef"
 
 
-class Server:
-    """One kls-server process; stopped with SIGTERM."""
+class Server(KlsServerProcess):
+    """One kls-server process (embedded store), waited for until SERVING."""
 
     def __init__(self, directory, *extra, tls_ca=None):
-        binary = os.environ.get("KLS_SERVER_BINARY")
-        if not binary:
-            pytest.skip("KLS_SERVER_BINARY is not set (run through ctest)")
-        self.directory = directory
-        data_dir = directory / "data"
-        self.log = directory / "server.log"
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [binary, "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--workers", "1",
-                 "--log-level", "warn", *extra],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        self.target = None
+        super().__init__(directory, "--log-level", "warn", *extra)
         deadline = time.monotonic() + 30
-        lock = data_dir / "kls-server.lock"
-        while self.target is None and time.monotonic() < deadline:
-            assert self.process.poll() is None, "kls-server exited:\n" + self.log.read_text()
-            if lock.exists():
-                for line in lock.read_text().splitlines():
-                    if line.startswith("listen="):
-                        self.target = line[len("listen="):]
-            time.sleep(0.02)
-        assert self.target, "no listen address recorded:\n" + self.log.read_text()
         with kls_client.Client(self.target, timeout=1, tls_ca=tls_ca) as probe:
             while True:
                 try:
@@ -63,14 +46,6 @@ class Server:
                     pass
                 assert time.monotonic() < deadline, "never SERVING:\n" + self.log.read_text()
                 time.sleep(0.05)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            assert self.process.wait(timeout=20) == 0, self.log.read_text()
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
 
 
 @pytest.fixture(scope="module")

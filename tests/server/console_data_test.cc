@@ -31,6 +31,7 @@
 #include "server/jobs/job_manager.h"
 #include "server/jobs/proto_convert.h"
 #include "server/kls_server.h"
+#include "iris_subset.h"
 #include "temp_dir.h"
 #include "test_server.h"
 #include "test_store.h"
@@ -42,24 +43,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Clock = std::chrono::steady_clock;
-
-/// `n` iris points spread over the three classes with KL-ADMM protocol constraints.
-store::StoredDataset IrisSubset(int n) {
-  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
-  EXPECT_TRUE(iris.ok()) << iris.status();
-  store::StoredDataset d;
-  const int total = iris->num_points();
-  d.data.features.resize(n, iris->dim());
-  for (int i = 0; i < n; ++i) {
-    const int src = static_cast<int>(static_cast<int64_t>(i) * total / n);
-    d.data.features.row(i) = iris->features.row(src);
-    d.data.labels.push_back(iris->labels[src]);
-  }
-  auto c = GenerateAdmmProtocol(d.data.labels, /*seed=*/7);
-  EXPECT_TRUE(c.ok()) << c.status();
-  d.constraints = *c;
-  return d;
-}
 
 LearnedKernel::Embedding RandomFactor(int n, int r, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -163,7 +146,7 @@ class JobHistoryTest : public ::testing::Test {
     auto s = kls::testing::OpenTestStore(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
-    auto ds = store_->PutDataset("iris150", IrisSubset(150));
+    auto ds = store_->PutDataset("iris150", testing::IrisWithPairs(150));
     ASSERT_TRUE(ds.ok()) << ds.status();
     dataset_id_ = ds->id;
   }
@@ -481,7 +464,7 @@ TEST_F(ConsoleDataTest, DatasetInfoCountsClassesAndPairsInUploadAndGetNotList) {
 }
 
 TEST_F(ConsoleDataTest, HistoryOfAFinishedJobIsStoredWithItsSummary) {
-  const std::string id = Upload(IrisSubset(60).data, IrisSubset(60).constraints);
+  const std::string id = Upload(testing::IrisWithPairs(60).data, testing::IrisWithPairs(60).constraints);
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(id);
   r.mutable_kl_admm()->set_rank(3);

@@ -20,6 +20,7 @@
 #include "core/data/csv_reader.h"
 #include "server/jobs/families/npkl_options.h"
 #include "server/jobs/proto_convert.h"
+#include "iris_subset.h"
 #include "temp_dir.h"
 #include "test_store.h"
 
@@ -29,24 +30,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
-
-/// `n` iris points spread over the three classes with KL-ADMM protocol constraints.
-store::StoredDataset IrisSubset(int n) {
-  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
-  EXPECT_TRUE(iris.ok()) << iris.status();
-  store::StoredDataset d;
-  const int total = iris->num_points();
-  d.data.features.resize(n, iris->dim());
-  for (int i = 0; i < n; ++i) {
-    const int src = static_cast<int>(static_cast<int64_t>(i) * total / n);
-    d.data.features.row(i) = iris->features.row(src);
-    d.data.labels.push_back(iris->labels[src]);
-  }
-  auto c = GenerateAdmmProtocol(d.data.labels, /*seed=*/7);
-  EXPECT_TRUE(c.ok()) << c.status();
-  d.constraints = *c;
-  return d;
-}
 
 JobManagerOptions Opts(int workers, int queue_capacity = 1000, int max_attempts = 2) {
   JobManagerOptions o;
@@ -63,13 +46,13 @@ class JobManagerTest : public ::testing::Test {
     auto s = kls::testing::OpenTestStore(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
-    auto small = store_->PutDataset("iris60", IrisSubset(60));
+    auto small = store_->PutDataset("iris60", testing::IrisWithPairs(60));
     ASSERT_TRUE(small.ok()) << small.status();
     small_id_ = small->id;
-    auto large = store_->PutDataset("iris150", IrisSubset(150));
+    auto large = store_->PutDataset("iris150", testing::IrisWithPairs(150));
     ASSERT_TRUE(large.ok()) << large.status();
     large_id_ = large->id;
-    store::StoredDataset pairs = IrisSubset(60);  // BCDNPKL protocol: no self pairs
+    store::StoredDataset pairs = testing::IrisWithPairs(60);  // BCDNPKL protocol: no self pairs
     auto c = GenerateBcdProtocol(pairs.data.labels, 0.3, /*seed=*/3);
     ASSERT_TRUE(c.ok()) << c.status();
     pairs.constraints = *c;
@@ -204,7 +187,7 @@ TEST_F(JobManagerTest, SubmitValidatesAgainstTheDataSet) {
   auto unknown = m.Submit(KlAdmmJob("ds-nope", 5));
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
 
-  store::StoredDataset bare = IrisSubset(20);
+  store::StoredDataset bare = testing::IrisWithPairs(20);
   bare.constraints.pairs.clear();
   auto ds = store_->PutDataset("bare", bare);
   ASSERT_TRUE(ds.ok()) << ds.status();

@@ -29,6 +29,7 @@
 #include "core/social/recommendation.h"
 #include "core/social/social_model.h"
 #include "server/kls_server.h"
+#include "iris_subset.h"
 #include "temp_dir.h"
 #include "test_server.h"
 
@@ -37,19 +38,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-Dataset IrisSubset(int n) {
-  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
-  EXPECT_TRUE(iris.ok()) << iris.status();
-  Dataset d;
-  d.features.resize(n, iris->dim());
-  for (int i = 0; i < n; ++i) {
-    const int src = static_cast<int>(static_cast<int64_t>(i) * iris->num_points() / n);
-    d.features.row(i) = iris->features.row(src);
-    d.labels.push_back(iris->labels[src]);
-  }
-  return d;
-}
 
 kls::v1::KernelRef Ref(const std::string& name) {
   kls::v1::KernelRef r;
@@ -77,7 +65,7 @@ class ModelJobsTest : public kls::testing::ServerJobTest {
 };
 
 TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
-  const Dataset iris = IrisSubset(60);
+  const Dataset iris = testing::IrisRows(60);
   const std::string id = Upload(iris);
   for (const char* name : {"mkl", "onk", "umkl"}) {
     SCOPED_TRACE(name);
@@ -143,7 +131,7 @@ TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
 }
 
 TEST_F(ModelJobsTest, QsdpRegPcpKernelEqualsQyqFromCore) {
-  const Dataset iris = IrisSubset(90);
+  const Dataset iris = testing::IrisRows(90);
   auto constraints = GeneratePerClassConstraints(iris.labels, 10, 10, 3);
   ASSERT_TRUE(constraints.ok());
   const std::string id = Upload(iris, *constraints);
@@ -179,7 +167,7 @@ TEST_F(ModelJobsTest, QsdpRegPcpKernelEqualsQyqFromCore) {
 }
 
 TEST_F(ModelJobsTest, EmbeddingJobStoresPrincipalCoordinates) {
-  const Dataset iris = IrisSubset(60);
+  const Dataset iris = testing::IrisRows(60);
   const std::string id = Upload(iris);
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(id);
@@ -453,7 +441,7 @@ TEST_F(ModelJobsTest, SocialStrengthJobRecommendsLikeCore) {
 
   // A social query on a kernel without a social graph, a user out of range,
   // and a social job on an ordinary data set.
-  const Dataset iris = IrisSubset(30);
+  const Dataset iris = testing::IrisRows(30);
   kls::v1::SubmitJobRequest k;
   k.set_dataset_id(Upload(iris));
   k.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::KPCA);
