@@ -32,7 +32,7 @@ const std::set<std::string>& ReservedFlags() {
       "--dataset",       "--kernel",  "--method",       "--priority",    "--deadline-seconds", "--watch",
       "--print-request", "--graph-k", "--graph-weight", "--graph-sigma", "--graph-delta",      "--graph-connect",
       "--cv-folds",      "--cv-grid", "--cv-threads",   "--cv-clusters", "--warm-start",       "--scaling",
-      "--help"};
+      "--no-baseline-guard", "--help"};
   return names;
 }
 
@@ -371,6 +371,10 @@ void SubmitFlags::AddFlags(CLI::App* app) {
   app->add_option(
       "--warm-start", common_.warm_start,
       FamiliesWith("warm_start") + ": start from kernel NAME[:VERSION] of a data set with the same features");
+  app->add_flag("--no-baseline-guard", common_.no_baseline_guard,
+               FamiliesWith("cross_validation") +
+                   ": skip the baseline guard (the learned kernel scored against plain linear and RBF kernels on "
+                   "held-out pairs; without --c/--gamma auto it costs one more learn)");
   app->add_option("--scaling", common_.scaling,
                   "Feature scaling: none (default), zscore or minmax; "
                   "stored with the kernel and applied to feature queries");
@@ -611,6 +615,13 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
     }
     r.mutable_warm_start()->set_kernel_name(ref.name());
     r.mutable_warm_start()->set_version(ref.version());
+  }
+
+  if (a.no_baseline_guard) {
+    if (family->job_fields.count("cross_validation") == 0) {
+      return InvalidArgumentError("--no-baseline-guard applies to " + FamiliesWith("cross_validation"));
+    }
+    r.set_baseline_guard(false);
   }
 
   // Request-level flags the family does not use.

@@ -119,6 +119,7 @@ class SubmitFlags {
     std::string graph_weight, graph_connect, scaling;
     int cv_folds = 0, cv_threads = -1, cv_clusters = 0;  // cv_threads -1: not given
     std::string cv_grid, warm_start;
+    bool no_baseline_guard = false;
     std::map<std::string, CLI::Option*> graph_flags;  // --graph-k ... (not --graph-connect)
     CLI::Option* graph_connect_flag = nullptr;
   } common_;

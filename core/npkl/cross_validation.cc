@@ -26,13 +26,12 @@ std::string Num(double v) {
 // margins z_ij = T_ij K_ij), so "must-link iff K_ij > t" is the rule the
 // solvers fit. (Cosine K_ij / √(K_ii K_jj) measured slightly worse: iris,
 // wine, ionosphere and breast cancer, docs/reproduction/npkl.md.)
-double Similarity(const LearnedKernel& k, const Pair& p) { return k.value(p.i, p.j); }
 
 // The threshold maximizing the training accuracy of "must iff s > t".
-double FitThreshold(const LearnedKernel& kernel, const PairwiseConstraints& train) {
+double FitThreshold(const PairSimilarityFn& similarity, const PairwiseConstraints& train) {
   std::vector<std::pair<double, bool>> s;  // (similarity, is must-link)
   for (const Pair& p : train.pairs) {
-    if (p.i != p.j) s.emplace_back(Similarity(kernel, p), p.kind == PairKind::kMustLink);
+    if (p.i != p.j) s.emplace_back(similarity(p.i, p.j), p.kind == PairKind::kMustLink);
   }
   if (s.empty()) return 0.0;
   std::sort(s.begin(), s.end());
@@ -131,16 +130,21 @@ StatusOr<std::vector<int>> AssignPairFolds(const PairwiseConstraints& constraint
   return fold;
 }
 
-double HeldOutPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& train,
+double HeldOutPairAccuracy(const PairSimilarityFn& similarity, const PairwiseConstraints& train,
                            const PairwiseConstraints& test) {
-  const double t = FitThreshold(kernel, train);
+  const double t = FitThreshold(similarity, train);
   int total = 0, correct = 0;
   for (const Pair& p : test.pairs) {
     if (p.i == p.j) continue;
     ++total;
-    correct += ((Similarity(kernel, p) > t) == (p.kind == PairKind::kMustLink)) ? 1 : 0;
+    correct += ((similarity(p.i, p.j) > t) == (p.kind == PairKind::kMustLink)) ? 1 : 0;
   }
   return total ? static_cast<double>(correct) / total : 1.0;
+}
+
+double HeldOutPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& train,
+                           const PairwiseConstraints& test) {
+  return HeldOutPairAccuracy([&kernel](int i, int j) { return kernel.value(i, j); }, train, test);
 }
 
 StatusOr<double> HeldOutClusterPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& test, int clusters,

@@ -103,6 +103,12 @@ StatusOr<std::vector<int>> AssignPairFolds(const PairwiseConstraints& constraint
 double HeldOutPairAccuracy(const LearnedKernel& kernel, const PairwiseConstraints& train,
                            const PairwiseConstraints& test);
 
+/// K_ij of any kernel, for the pairs a score reads (a plain kernel needs no factor).
+using PairSimilarityFn = std::function<double(int i, int j)>;
+/// The same score for a kernel given by its entries.
+double HeldOutPairAccuracy(const PairSimilarityFn& similarity, const PairwiseConstraints& train,
+                           const PairwiseConstraints& test);
+
 /// Accuracy on `test` of "must-link iff i and j fall in the same cluster" of
 /// kernel k-means with `clusters` clusters on `kernel` (file comment), self
 /// pairs ignored; 1 when `test` has no pair i ≠ j. Errors: INVALID_ARGUMENT

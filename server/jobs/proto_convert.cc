@@ -130,7 +130,7 @@ std::string ExplicitLossWeight(const SolverFamily& family, const pb::Message& op
   return family.name() + "." + name + " = " + Num(options.GetReflection()->GetDouble(options, field));
 }
 
-// cross_validation and warm_start: pairwise (NPKL) families only.
+// cross_validation, warm_start and baseline_guard: pairwise (NPKL) families only.
 Status PairwiseKnobsToCore(const Submit& r, const SolverSection& s, JobSpec* spec) {
   const bool pairwise = s.family->traits().pairwise;
   spec->delta_follows_c = s.family->traits().delta_follows_c && !r.graph().has_delta();
@@ -165,6 +165,11 @@ Status PairwiseKnobsToCore(const Submit& r, const SolverSection& s, JobSpec* spe
     }
     spec->warm_start = JobSpec::WarmStartRef{r.warm_start().kernel_name(), r.warm_start().version()};
   }
+  if (r.has_baseline_guard() && r.baseline_guard() && !pairwise) {
+    return InvalidArgumentError("baseline_guard = true but method = " + spec->method + "; it scores " +
+                                NamesAnd(IsPairwise) + " kernels only");
+  }
+  spec->baseline_guard = pairwise && (!r.has_baseline_guard() || r.baseline_guard());
   return OkStatus();
 }
 
@@ -238,12 +243,13 @@ StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& 
   KLS_ASSIGN_OR_RETURN(JobSpec spec, SpecFromRequest(request));
 
   // Keep only what the worker needs to rebuild the spec: graph, scaling,
-  // cross_validation, warm_start and the solver oneof.
+  // cross_validation, warm_start, baseline_guard and the solver oneof.
   kls::v1::SubmitJobRequest stored;
   if (request.has_graph()) *stored.mutable_graph() = request.graph();
   stored.set_scaling(request.scaling());
   if (request.has_cross_validation()) *stored.mutable_cross_validation() = request.cross_validation();
   if (request.has_warm_start()) *stored.mutable_warm_start() = request.warm_start();
+  if (request.has_baseline_guard()) stored.set_baseline_guard(request.baseline_guard());
   const pb::FieldDescriptor* solver = request.GetReflection()->GetOneofFieldDescriptor(request, SolverOneof());
   stored.GetReflection()->MutableMessage(&stored, solver)->CopyFrom(request.GetReflection()->GetMessage(request, solver));
   store::JobRecord job;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/graph/laplacian.h"
+#include "core/npkl/baseline_guard.h"
 
 namespace kls::server {
 namespace {
@@ -38,6 +39,100 @@ StatusOr<std::shared_ptr<const Eigen::MatrixXd>> ResolveWarmStart(const JobSpec&
   }
   KLS_ASSIGN_OR_RETURN(LearnedKernel k, store->LoadKernel(record->name, record->version));
   return std::make_shared<const Eigen::MatrixXd>(k.embedding());
+}
+
+// The baseline guard (core/npkl/baseline_guard.h): the learned kernel's
+// held-out score against the plain linear and RBF kernels'. With
+// cross-validation, on its folds, from the chosen value's fold scores (free);
+// without, one more learn with the job's options on four fifths of the pairs
+// (stratified, seed 1), scored on the fifth left out — up to
+// kGuardMaxPoints points, where that learn costs seconds; above, skipped with
+// the reason (cross_validation gives the guard for free). The guard never
+// fails a job that learned: its own errors, and a deadline that passes (the
+// job keeps its kernel), land in the summary; a cancellation drops the guard.
+constexpr int kGuardFolds = 5;
+
+// `text` as the inside of a JSON string.
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+constexpr int kGuardMaxPoints = 20000;
+
+StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::StoredDataset& data,
+                                         const NpklProblem& problem, std::optional<double> chosen,
+                                         const std::shared_ptr<const Eigen::MatrixXd>& warm, const JobOutput& out,
+                                         const SolveControl& control) {
+  const int n = static_cast<int>(data.data.features.rows());
+  auto skipped = [](const std::string& why) { return ",\"baseline_guard\":{\"skipped\":\"" + why + "\"}"; };
+  // A job stopped by its deadline keeps its best iterate and has no time
+  // left for the guard; a cancelled one goes on as it did without a guard
+  // (the job manager sees the cancellation), with no guard in its summary.
+  Termination why;
+  if (out.stats.termination == Termination::kCancelled || (control.ShouldStop(&why) && why == Termination::kCancelled)) {
+    return std::string();
+  }
+  if (out.stats.termination == Termination::kTimeLimit || control.ShouldStop(&why)) {
+    return skipped("the job's deadline passed before the guard could run");
+  }
+  SolveControl inner;  // the job's cancellation and deadline; no progress, checkpoints or resume
+  inner.cancel = control.cancel;
+  inner.deadline = control.deadline;
+  inner.stop_requested = control.stop_requested;
+  BaselineGuardOptions options;
+  std::vector<int> fold, evaluated;
+  std::vector<double> learned;
+  int folds = kGuardFolds;
+  if (out.cross_validation) {
+    const CrossValidationOptions& cv = *spec.cross_validation;
+    options.clusters = cv.clusters;
+    folds = cv.folds;
+    KLS_ASSIGN_OR_RETURN(fold, AssignPairFolds(data.constraints, cv.folds, cv.seed));
+    for (int f = 0; f < cv.folds; ++f) evaluated.push_back(f);
+    learned = out.cross_validation->candidates[out.cross_validation->best_index].fold_scores;
+  } else {
+    if (n > kGuardMaxPoints) {
+      return skipped(std::to_string(n) + " points > " + std::to_string(kGuardMaxPoints) +
+                     ": the guard's extra learn is left out; cross_validation scores the plain kernels for free");
+    }
+    StatusOr<std::vector<int>> assigned = AssignPairFolds(data.constraints, kGuardFolds, 1);
+    if (!assigned.ok()) return skipped("fewer than " + std::to_string(kGuardFolds) + " pairs i != j to hold out");
+    fold = *std::move(assigned);
+    PairwiseConstraints train, test;
+    for (size_t t = 0; t < fold.size(); ++t) (fold[t] == 0 ? test : train).pairs.push_back(data.constraints.pairs[t]);
+    StatusOr<NpklResult> r =
+        spec.family->RunWithWeight(spec, NpklProblem{problem.laplacian, train}, chosen, false, warm, inner);
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kCancelled) return std::string();
+      return skipped("the held-out learn failed: " + JsonEscape(r.status().ToString()));
+    }
+    if (r->stats.termination == Termination::kCancelled) return std::string();
+    if (r->stats.termination == Termination::kTimeLimit) {
+      return skipped("the job's deadline passed during the guard's held-out learn");
+    }
+    evaluated = {0};
+    learned = {HeldOutPairAccuracy(r->kernel, train, test)};
+  }
+  StatusOr<BaselineGuardResult> g =
+      RunBaselineGuard(data.data.features, data.constraints, fold, folds, evaluated, learned, options, inner);
+  if (!g.ok()) {
+    if (g.status().code() == StatusCode::kCancelled) return std::string();
+    return skipped(JsonEscape(g.status().ToString()));
+  }
+  return ",\"baseline_guard\":" + g->Json() + ",\"baseline_guard_note\":\"" + JsonEscape(g->note) + "\"";
 }
 
 // A pairwise (NPKL) family's job: the graph Laplacian, the loss weight
@@ -90,6 +185,10 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
   out.primal_residual = r.primal_residual;
   out.dual_residual = r.dual_residual;
   out.certificate.gap = r.duality_gap;
+  if (spec.baseline_guard) {
+    KLS_ASSIGN_OR_RETURN(std::string guard, BaselineGuardNotes(spec, data, problem, chosen, warm, out, control));
+    out.summary_notes += guard;
+  }
   return out;
 }
 

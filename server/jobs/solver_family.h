@@ -68,6 +68,10 @@ struct JobSpec {
     int64_t version = 0;
   };
   std::optional<WarmStartRef> warm_start;
+  /// SubmitJobRequest.baseline_guard (Traits::pairwise families only; unset =
+  /// on): score the learned kernel against plain kernels on held-out pairs
+  /// (core/npkl/baseline_guard.h, solver_dispatch.cc).
+  bool baseline_guard = true;
 
   /// The family's core options; std::bad_any_cast if `T` is not its type.
   template <class T>

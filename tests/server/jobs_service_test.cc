@@ -19,6 +19,7 @@
 #include "kls/v1/service.grpc.pb.h"
 #include "server/admin_service.h"
 #include "server/jobs/proto_convert.h"
+#include "iris_subset.h"
 #include "temp_dir.h"
 #include "test_store.h"
 
@@ -28,33 +29,16 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-store::StoredDataset Iris(int n) {
-  auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
-  EXPECT_TRUE(iris.ok()) << iris.status();
-  store::StoredDataset d;
-  const int total = iris->num_points();
-  d.data.features.resize(n, iris->dim());
-  for (int i = 0; i < n; ++i) {
-    const int src = static_cast<int>(static_cast<int64_t>(i) * total / n);
-    d.data.features.row(i) = iris->features.row(src);
-    d.data.labels.push_back(iris->labels[src]);
-  }
-  auto c = GenerateAdmmProtocol(d.data.labels, /*seed=*/7);
-  EXPECT_TRUE(c.ok()) << c.status();
-  d.constraints = *c;
-  return d;
-}
-
 class JobsServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto s = kls::testing::OpenTestStore(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(s).value();
-    auto small = store_->PutDataset("iris60", Iris(60));
+    auto small = store_->PutDataset("iris60", testing::IrisWithPairs(60));
     ASSERT_TRUE(small.ok()) << small.status();
     small_id_ = small->id;
-    auto large = store_->PutDataset("iris150", Iris(150));
+    auto large = store_->PutDataset("iris150", testing::IrisWithPairs(150));
     ASSERT_TRUE(large.ok()) << large.status();
     large_id_ = large->id;
 
@@ -164,6 +148,56 @@ TEST_F(JobsServiceTest, SubmitWatchGetUntilSucceeded) {
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].state(), kls::v1::SUCCEEDED);
+}
+
+// Every pairwise job scores its kernel against the plain linear and RBF
+// kernels on held-out pairs (core/npkl/baseline_guard.h): without
+// cross-validation on a fifth of the pairs after one more learn, with it on
+// the cross-validation's folds; the summary says which did better.
+TEST_F(JobsServiceTest, PairwiseJobsReportTheBaselineGuardInTheirSummary) {
+  auto summary_of = [&](const kls::v1::SubmitJobRequest& request) -> std::string {
+    kls::v1::Job job;
+    EXPECT_TRUE(Submit(request, &job).ok());
+    grpc::Status st;
+    const std::vector<kls::v1::Job> events = WatchAll(job.id(), &st);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    if (events.empty() || events.back().state() != kls::v1::SUCCEEDED) return "job did not succeed";
+    auto record = store_->GetKernelRecord(events.back().kernel_name(), events.back().kernel_version());
+    EXPECT_TRUE(record.ok()) << record.status();
+    return record.ok() ? record->summary_json : "";
+  };
+  const std::string plain = summary_of(KlAdmm(small_id_, 200));
+  EXPECT_THAT(plain, HasSubstr("\"baseline_guard\":{\"score\":\"threshold\",\"folds\":5,\"evaluated\":[0],"
+                               "\"candidates\":[{\"name\":\"learned\""));
+  EXPECT_THAT(plain, HasSubstr("{\"name\":\"linear\""));
+  EXPECT_THAT(plain, HasSubstr("{\"name\":\"rbf\",\"widths\":["));
+  EXPECT_THAT(plain, HasSubstr("\"baseline_better\":false"));
+  EXPECT_THAT(plain, HasSubstr("\"baseline_guard_note\":\"the learned kernel predicts held-out pairs at least as well"));
+
+  kls::v1::SubmitJobRequest cv = KlAdmm(small_id_, 200);
+  cv.mutable_cross_validation()->set_folds(3);
+  const std::string with_cv = summary_of(cv);
+  EXPECT_THAT(with_cv, HasSubstr("\"baseline_guard\":{\"score\":\"threshold\",\"folds\":3,\"evaluated\":[0,1,2],"));
+
+  // A kernel stopped after one iteration has learned little: the RBF kernel
+  // wins on the held-out pairs, and the summary says so in words.
+  const std::string poor = summary_of(KlAdmm(large_id_, 1, 0.0));
+  EXPECT_THAT(poor, HasSubstr("\"best_baseline\":\"rbf\",\"held_out_pairs\":36,\"margin\":0.166667,"
+                              "\"baseline_better\":true"));
+  EXPECT_THAT(poor, HasSubstr("\"baseline_guard_note\":\"the plain RBF kernel (width "));
+  EXPECT_THAT(poor, HasSubstr("predicts held-out pairs better than the learned kernel"));
+
+  kls::v1::SubmitJobRequest off = KlAdmm(small_id_, 200);
+  off.set_baseline_guard(false);
+  EXPECT_THAT(summary_of(off), ::testing::Not(HasSubstr("baseline_guard")));
+  kls::v1::SubmitJobRequest embedding;
+  embedding.set_dataset_id(small_id_);
+  embedding.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::KPCA);
+  embedding.set_baseline_guard(true);
+  kls::v1::Job job;
+  const grpc::Status refused = Submit(embedding, &job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("baseline_guard = true but method = embedding"));
 }
 
 TEST_F(JobsServiceTest, SyncJobsServiceCoexistsWithCallbackServices) {

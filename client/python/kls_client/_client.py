@@ -597,7 +597,7 @@ class Client:
                     if f.message_type.full_name != "google.protobuf.Any") + tuple(sorted(_FAMILY_MESSAGES))
 
     def submit(self, dataset, method, kernel, *, priority=0, deadline_seconds=0.0, graph=None, scaling=None,
-               cross_validation=None, warm_start=None, **options):
+               cross_validation=None, warm_start=None, baseline_guard=None, **options):
         """Jobs.Submit; returns the queued Job.
 
         dataset: a data-set id or DatasetInfo. method: one of Client.METHODS
@@ -612,6 +612,9 @@ class Client:
                  {"folds": 5, "grid": [0.1, 1, 10], "num_threads": 2}.
         warm_start: kl_admm / bcd_npkl / simple_npkl: start from kernel
                  "NAME" or "NAME:VERSION" (`kls submit --warm-start`).
+        baseline_guard: kl_admm / bcd_npkl / simple_npkl: False skips the
+                 comparison with plain linear and RBF kernels on held-out pairs
+                 (`kls submit --no-baseline-guard`); None = on.
         options: fields of the method's options message (jobs.proto, or
                  kls/v1/families/*.proto for itml: gamma, lower, upper, ...), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
@@ -636,6 +639,8 @@ class Client:
             name, _, version = str(warm_start).partition(":")
             request.warm_start.kernel_name = name
             request.warm_start.version = int(version) if version else 0
+        if baseline_guard is not None:
+            request.baseline_guard = bool(baseline_guard)
         packed = method in _FAMILY_MESSAGES
         if packed:
             solver = _FAMILY_MESSAGES[method]()

@@ -1,0 +1,88 @@
+// The baseline guard of a pairwise job (issue 40, item 3): does the learned
+// kernel predict held-out pairs better than the plain kernels a user would
+// otherwise take? The plain kernels are
+//   - linear: K_ij = ⟨x_i, x_j⟩ on the (scaled) features;
+//   - rbf: K_ij = exp(−‖x_i − x_j‖² / w), the width w chosen per fold on that
+//     fold's training pairs only, over multiples of the median squared
+//     distance (core/eval/baselines.h, MedianSquaredDistance);
+// scored on the same held-out pairs, with the same score, as the learned
+// kernel (core/npkl/cross_validation.h):
+//   - threshold score (clusters = 0): a plain kernel needs no factor — its
+//     K_ij on the scored pairs are computed directly, O(pairs · d) — and the
+//     width is the one whose threshold rule is most accurate on the fold's
+//     training pairs;
+//   - clustering score (clusters >= 2): kernel k-means on a factor of the
+//     plain kernel (LinearKernelFactor; RbfKernelFactor, Nyström above
+//     max_exact_points) and SelectRbfWidth on the training pairs.
+// The verdict: a baseline "beats" the learned kernel when its mean held-out
+// score exceeds the learned kernel's by at least max(margin, 1/√m), m the
+// number of held-out pairs scored: 1/√m is about two standard errors of a
+// difference between two pair accuracies near 0.9 on m pairs, so a lead of
+// two pairs out of 36 (iris, one fold of 180 pairs) is called noise, a lead
+// of 5 points on 1,000 pairs is not. A guard that cries wolf is ignored.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <Eigen/Core>
+#include <string>
+#include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/data/constraints.h"
+
+namespace kls {
+
+struct BaselineGuardOptions {
+  /// 0 = the threshold score; c >= 2 = the clustering score with c clusters.
+  int clusters = 0;
+  /// RBF width candidates, as multiples of the median squared distance.
+  std::vector<double> rbf_multiples = {0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0};
+  /// Clustering score only: exact RBF factors up to this many points, Nyström above.
+  int max_exact_points = 1000;
+  /// Smallest mean-score lead a baseline needs to be reported as better;
+  /// the lead used is max(margin, 1/√m) (file comment).
+  double margin = 0.01;
+  Status Validate() const;
+};
+
+struct GuardCandidate {
+  std::string name;                 ///< "learned", "linear", "rbf"
+  std::vector<double> widths;       ///< rbf: the width chosen on each fold
+  std::vector<double> fold_scores;  ///< held-out score per evaluated fold, in [0, 1]
+  double mean = 0.0;
+};
+
+struct BaselineGuardResult {
+  int folds = 0;                        ///< folds of the split
+  std::vector<int> evaluated;           ///< the folds scored
+  int clusters = 0;                     ///< 0 = threshold score
+  std::vector<GuardCandidate> candidates;  ///< learned first, then the baselines
+  int best_baseline = -1;               ///< index into candidates (>= 1)
+  int held_out_pairs = 0;               ///< m: held-out pairs i != j scored, over the evaluated folds
+  double margin = 0.0;                  ///< the lead required: max(options.margin, 1/√m)
+  bool baseline_better = false;         ///< best baseline mean >= learned mean + margin
+  double seconds = 0.0;
+  /// One sentence for the job summary: which kernel did better, by how much.
+  std::string note;
+  /// {"score":"threshold","folds":5,"evaluated":[0],"candidates":[{"name":"learned","fold_scores":[…],
+  ///  "mean":…},{"name":"rbf","widths":[…],…}],"best_baseline":"rbf","held_out_pairs":36,"margin":0.167,"baseline_better":false,
+  ///  "seconds":…}
+  std::string Json() const;
+};
+
+/// Scores the plain kernels on `features` (n × d, as the job saw them) on the
+/// held-out pairs of the folds in `evaluated` (`fold[t]` is pair t's fold,
+/// -1 for a self pair: always training; AssignPairFolds), next to the learned
+/// kernel's scores on the same folds (`learned_fold_scores`, one per evaluated
+/// fold, in that order). Errors: INVALID_ARGUMENT for mismatched sizes or bad
+/// options; CANCELLED / DEADLINE_EXCEEDED from `control`.
+StatusOr<BaselineGuardResult> RunBaselineGuard(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
+                                               const std::vector<int>& fold, int folds,
+                                               const std::vector<int>& evaluated,
+                                               const std::vector<double>& learned_fold_scores,
+                                               const BaselineGuardOptions& options,
+                                               const SolveControl& control = SolveControl());
+
+}  // namespace kls
