@@ -4,7 +4,10 @@
   check_deploy.py k8s      render deploy/k8s (base), its TLS component and
                            deploy/k8s/postgres-example with `kubectl kustomize`
                            and check the objects (Deployments, probes, drain,
-                           Services, PDBs, ConfigMap, Secrets, securityContext)
+                           Services, PDBs, ConfigMap, Secrets, securityContext,
+                           metrics port and scrape annotations, HPA,
+                           NetworkPolicies, ephemeral storage), and the
+                           servicemonitor component
   check_deploy.py compose  parse deploy/docker-compose.yml and check the
                            default service and the `replicas` profile
 
@@ -13,7 +16,8 @@ deploy/install-deps.sh). Exit 0 = pass, 1 = fail, 77 = skipped: no kubectl on
 PATH (CTest reports the test as skipped). deploy/install-deps.sh installs
 Debian's kubernetes-client (kubectl 1.20, kustomize v2) when no kubectl is on
 PATH; it renders the base and postgres-example, but not kustomize Components
-(kubectl >= 1.21), so with it the TLS component's check is skipped, saying so.
+(kubectl >= 1.21), so with it the TLS and servicemonitor components' checks
+are skipped, saying so.
 """
 import os
 import re
@@ -38,12 +42,19 @@ K8S = os.path.join(ROOT, "deploy", "k8s")
 # finish in-flight queries, exit 0 — "allow ~15 s" (docs; deploy/k8s/README.md).
 DRAIN_SECONDS = 15
 PORT = 50051
-# Config-file keys kls-server knows (server/server_config.h + the replica keys).
+# Config-file keys kls-server knows (server/server_config.cc, kKnownKeys and
+# ApplyConfigText); check_known_keys() compares this list with that file.
 KNOWN_KEYS = {
     "listen", "data_dir", "workers", "log_level", "max_message_mb", "kernel_cache_mb",
     "tls_cert_file", "tls_key_file", "tls_client_ca_file", "tokens_file",
-    "store", "role", "cache_dir", "lease_seconds",
+    "store", "role", "cache_dir", "cache_disk_mb", "lease_seconds", "checkpoint_seconds",
+    "max_attempts", "max_lost_attempts", "metrics_listen", "log_format",
+    "http_listen", "http_cors_origins", "http_threads",
 }
+SERVER_CONFIG = os.path.join(ROOT, "server", "server_config.cc")
+METRICS_PATH = "/metrics"
+PG_PORT = 5432
+DNS_PORT = 53
 ROLES = {"all", "api", "worker", "query"}
 
 failures = []
@@ -97,6 +108,72 @@ def quantity(q):
 
 def selects(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_known_keys():
+    """KNOWN_KEYS == the keys server/server_config.cc accepts (skipped without the file)."""
+    try:
+        text = open(SERVER_CONFIG).read()
+    except OSError:
+        print(f"note: {SERVER_CONFIG} not readable: KNOWN_KEYS not compared with it")
+        return
+    m = re.search(r'kKnownKeys\s*=\s*((?:\s*"[^"]*")+)', text)
+    listed = set()
+    if check(m, "server/server_config.cc: kKnownKeys not found"):
+        listed = {k.strip() for k in "".join(re.findall(r'"([^"]*)"', m.group(1))).split(",") if k.strip()}
+    parsed = set(re.findall(r'key == "(\w+)"', text))
+    for what, keys in (("kKnownKeys", listed), ("ApplyConfigText", parsed)):
+        check(keys == KNOWN_KEYS, f"check_deploy.py KNOWN_KEYS differs from server_config.cc {what}: "
+              f"missing {sorted(keys - KNOWN_KEYS)}, extra {sorted(KNOWN_KEYS - keys)}")
+
+
+def listen_port(address):
+    """HOST:PORT or [V6]:PORT -> int port, or None."""
+    m = re.search(r":(\d+)$", address or "")
+    return int(m.group(1)) if m else None
+
+
+def container_port(c, name):
+    return next((p.get("containerPort") for p in c.get("ports", []) if p.get("name") == name), None)
+
+
+def port_number(port, containers):
+    """A NetworkPolicy/Service port (number or container-port name) -> number."""
+    if isinstance(port, int):
+        return port
+    for c in containers:
+        n = container_port(c, port)
+        if n is not None:
+            return n
+    return port
+
+
+def rule_allows(rule, port, protocol, containers, direction):
+    """One ingress/egress rule lets `port/protocol` through (from/to anyone or someone)."""
+    ports = rule.get("ports")
+    if not ports:
+        return True
+    for p in ports:
+        if p.get("protocol", "TCP") != protocol:
+            continue
+        if "port" not in p:
+            return True
+        lo = port_number(p["port"], containers if direction == "ingress" else [])
+        hi = p.get("endPort", lo)
+        if isinstance(lo, int) and lo <= port <= hi:
+            return True
+    return False
+
+
+def policy_allows(policies, direction, port, protocol, containers):
+    """Policies selecting one pod: is `port` allowed in `direction`? None = not restricted."""
+    typed = [p for p in policies
+             if direction.capitalize() in p["spec"].get("policyTypes",
+                                                         ["Ingress"] + (["Egress"] if "egress" in p["spec"] else []))]
+    if not typed:
+        return None
+    return any(rule_allows(r, port, protocol, containers, direction)
+               for p in typed for r in p["spec"].get(direction) or [])
 
 
 def parse_conf(text):
@@ -212,6 +289,45 @@ def check_deployment(dep, role, readiness_service, objs, conf_maps, secrets):
             check(tfile in secrets[sname].get("stringData", secrets[sname].get("data", {})),
                   f"{name}: Secret {sname} has no key {tfile!r}")
 
+    # Metrics: the conf's metrics_listen port, exposed as `metrics`, announced by annotations.
+    metrics_port = listen_port(flags.get("--metrics-listen", conf.get("metrics_listen")))
+    if check(metrics_port, f"{name}: metrics_listen not set (flag or {config_file}): no Prometheus metrics"):
+        check(container_port(c, "metrics") == metrics_port,
+              f"{name}: containerPort `metrics` {container_port(c, 'metrics')} != metrics_listen port {metrics_port}")
+        ann = spec["template"]["metadata"].get("annotations") or {}
+        for key, want in (("prometheus.io/scrape", "true"), ("prometheus.io/port", str(metrics_port)),
+                          ("prometheus.io/path", METRICS_PATH)):
+            check(ann.get(key) == want, f"{name}: pod annotation {key} = {ann.get(key)!r}, want {want!r}")
+    # HTTP/JSON API: on the api pods only, exposed as `http`.
+    http = flags.get("--http-listen", conf.get("http_listen", ""))
+    if role == "api":
+        if check(listen_port(http), f"{name}: no --http-listen HOST:PORT (HTTP/JSON API and console)"):
+            check(container_port(c, "http") == listen_port(http),
+                  f"{name}: containerPort `http` {container_port(c, 'http')} != --http-listen port {listen_port(http)}")
+    else:
+        check(not http, f"{name}: serves the HTTP API ({http!r}); only kls-api should")
+    # Ephemeral storage: every emptyDir bounded, the requests cover their sum.
+    empty = {v["name"]: v["emptyDir"] for v in pod.get("volumes", []) if "emptyDir" in v}
+    total = 0.0
+    for vname, ed in empty.items():
+        if check((ed or {}).get("sizeLimit"), f"{name}: emptyDir {vname} has no sizeLimit"):
+            total += quantity(ed["sizeLimit"])
+    req = sum(quantity(x.get("resources", {}).get("requests", {}).get("ephemeral-storage", 0)) for x in containers)
+    lim = [x.get("resources", {}).get("limits", {}).get("ephemeral-storage") for x in containers]
+    check(req >= total, f"{name}: ephemeral-storage requests {req / 2**20:.0f}Mi < the emptyDirs' sizeLimits "
+          f"{total / 2**20:.0f}Mi (the scheduler would overcommit the node's disk)")
+    if check(all(lim), f"{name}: resources.limits.ephemeral-storage missing"):
+        check(sum(quantity(x) for x in lim) >= req, f"{name}: ephemeral-storage limit below its request")
+    # The cache's own budget below its emptyDir (else the kubelet evicts the pod when it fills).
+    cache_path = flags.get("--cache-dir", conf.get("cache_dir"))
+    cache_vol = mounts.get(cache_path, {}).get("emptyDir") or {}
+    budget = flags.get("--cache-disk-mb", conf.get("cache_disk_mb", "0"))
+    if cache_vol.get("sizeLimit") and check(budget.isdigit() and int(budget) > 0,
+                                            f"{name}: cache_disk_mb {budget!r}: unbounded cache on a "
+                                            f"{cache_vol['sizeLimit']} emptyDir"):
+        check(int(budget) * 2**20 < quantity(cache_vol["sizeLimit"]),
+              f"{name}: cache_disk_mb {budget} MiB does not fit the cache emptyDir ({cache_vol['sizeLimit']})")
+
     # Store: a postgresql URI without a password; PGPASSWORD from a Secret.
     store = flags.get("--store", conf.get("store", ""))
     m = re.match(r"postgresql://([^@/]+)@([^:/]+):(\d+)/(\w+)", store)
@@ -227,6 +343,110 @@ def check_deployment(dep, role, readiness_service, objs, conf_maps, secrets):
     return labels, c, res, conf
 
 
+def check_hpa(hpas, deps):
+    api = deps.get("kls-api")
+    targeting = {n: h for n, h in hpas.items()
+                 if h["spec"].get("scaleTargetRef", {}).get("kind") == "Deployment"
+                 and h["spec"]["scaleTargetRef"].get("name") == "kls-api"}
+    check(len(targeting) == 1, f"{len(targeting)} HorizontalPodAutoscalers target Deployment kls-api, want 1")
+    for n, h in hpas.items():
+        ref = h["spec"].get("scaleTargetRef", {})
+        check(ref.get("kind") == "Deployment" and ref.get("name") in deps,
+              f"HPA {n}: scaleTargetRef {ref} is not a Deployment of the render")
+        check(h.get("apiVersion") == "autoscaling/v2", f"HPA {n}: apiVersion {h.get('apiVersion')}, want autoscaling/v2")
+    for n, h in targeting.items():
+        spec = h["spec"]
+        check(spec["scaleTargetRef"].get("apiVersion") == "apps/v1", f"HPA {n}: scaleTargetRef apiVersion not apps/v1")
+        if api:
+            check(spec.get("minReplicas") == api["spec"].get("replicas"),
+                  f"HPA {n}: minReplicas {spec.get('minReplicas')} != kls-api replicas {api['spec'].get('replicas')}")
+        check(isinstance(spec.get("maxReplicas"), int) and spec["maxReplicas"] > (spec.get("minReplicas") or 1),
+              f"HPA {n}: maxReplicas {spec.get('maxReplicas')} not above minReplicas")
+        cpu = [m for m in spec.get("metrics", []) if m.get("type") == "Resource"
+               and m.get("resource", {}).get("name") == "cpu"]
+        if check(cpu, f"HPA {n}: no CPU resource metric"):
+            target = cpu[0]["resource"].get("target", {})
+            check(target.get("type") == "Utilization" and 0 < target.get("averageUtilization", 0) <= 100,
+                  f"HPA {n}: CPU target {target} is not a utilization in (0, 100]")
+        down = spec.get("behavior", {}).get("scaleDown", {})
+        check(down.get("stabilizationWindowSeconds", 0) >= 300,
+              f"HPA {n}: scale-down stabilization {down.get('stabilizationWindowSeconds')} s < 300 s (warm caches)")
+        check(any(p.get("type") == "Pods" and p.get("value") == 1 for p in down.get("policies", [])),
+              f"HPA {n}: no scale-down policy of 1 pod per period")
+    if api:
+        c = api["spec"]["template"]["spec"]["containers"][0]
+        check("cpu" in c.get("resources", {}).get("requests", {}),
+              "kls-api: no CPU request, so the HPA's CPU utilization is undefined")
+
+
+def check_network_policies(policies, deps):
+    check(policies, "no NetworkPolicy in the base")
+    pods = {d: (o["spec"]["template"]["metadata"].get("labels", {}), o["spec"]["template"]["spec"]["containers"])
+            for d, o in deps.items()}
+    for n, p in policies.items():
+        sel = p["spec"].get("podSelector", {})
+        check(not sel.get("matchExpressions"), f"NetworkPolicy {n}: matchExpressions not checked here; use matchLabels")
+        check(sel.get("matchLabels") and any(selects(sel["matchLabels"], l) for l, _ in pods.values()),
+              f"NetworkPolicy {n}: podSelector {sel} selects no kls pod of the render")
+    for d, (labels, containers) in pods.items():
+        mine = [p for p in policies.values() if selects(p["spec"].get("podSelector", {}).get("matchLabels"), labels)]
+        if not check(mine, f"{d}: no NetworkPolicy selects its pods"):
+            continue
+        c = containers[0]
+        wanted = [("ingress", container_port(c, "metrics"), "TCP", "metrics (Prometheus)")]
+        if d == "kls-api":
+            wanted += [("ingress", PORT, "TCP", "grpc (clients)"),
+                       ("ingress", container_port(c, "http"), "TCP", "http (clients)")]
+        wanted += [("egress", PG_PORT, "TCP", "PostgreSQL"), ("egress", DNS_PORT, "UDP", "DNS"),
+                   ("egress", DNS_PORT, "TCP", "DNS over TCP")]
+        for direction, port, proto, what in wanted:
+            if port is None:
+                continue
+            got = policy_allows(mine, direction, port, proto, containers)
+            check(got is not False, f"{d}: NetworkPolicies drop {direction} {port}/{proto} ({what})")
+            check(got is not None, f"{d}: no NetworkPolicy restricts {direction} (expected an explicit allow list)")
+        # Metrics (no token) from named peers (Prometheus), never from everyone.
+        for p in mine:
+            for r in p["spec"].get("ingress") or []:
+                if rule_allows(r, container_port(c, "metrics") or 0, "TCP", containers, "ingress"):
+                    check(r.get("from"), f"NetworkPolicy {p['metadata']['name']}: a rule opens {d}'s metrics "
+                          "port to every source; allow Prometheus' pods only")
+
+
+def check_component(name):
+    """Render base + components/NAME through a throwaway overlay outside the base."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rel = os.path.relpath(K8S, tmp)
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            f.write(f"resources: [{rel}]\ncomponents: [{rel}/components/{name}]\n")
+        return kustomize(tmp)
+
+
+def check_servicemonitor(components, minor, svcs, deps):
+    if not components:
+        print(f"note: kubectl 1.{minor} has no kustomize Components (needs >= 1.21): "
+              "components/servicemonitor NOT checked.")
+        return
+    objs = check_component("servicemonitor")
+    sms = [o for o in objs if o.get("kind") == "ServiceMonitor"]
+    if not check(len(sms) == 1, f"servicemonitor component: {len(sms)} ServiceMonitors, want 1"):
+        return
+    sm = sms[0]
+    check(sm.get("apiVersion") == "monitoring.coreos.com/v1",
+          f"ServiceMonitor: apiVersion {sm.get('apiVersion')}, want monitoring.coreos.com/v1")
+    sel = sm["spec"].get("selector", {}).get("matchLabels", {})
+    chosen = [n for n, s in by_kind(objs, "Service").items() if selects(sel, s["metadata"].get("labels", {}))]
+    check(chosen == ["kls-metrics"], f"ServiceMonitor selects Services {chosen}, want only kls-metrics")
+    svc_ports = {p.get("name") for p in svcs.get("kls-metrics", {}).get("spec", {}).get("ports", [])}
+    eps = sm["spec"].get("endpoints", [])
+    check(eps and all(e.get("port") in svc_ports for e in eps),
+          f"ServiceMonitor endpoints {[e.get('port') for e in eps]} are not ports of kls-metrics {sorted(svc_ports)}")
+    check(all(e.get("path", METRICS_PATH) == METRICS_PATH and e.get("interval") for e in eps),
+          "ServiceMonitor: an endpoint without an interval or not on /metrics")
+    # The component changes nothing else.
+    check(set(by_kind(objs, "Deployment")) == set(deps), "servicemonitor component: Deployments differ from the base")
+
+
 def check_k8s():
     if shutil.which("kubectl") is None:
         print("SKIPPED: kubectl is not on PATH, so `kubectl kustomize deploy/k8s` cannot be checked. "
@@ -237,6 +457,7 @@ def check_k8s():
     minor = re.search(r"minor: \W?(\d+)", version.stdout)
     components = minor is None or int(minor.group(1)) >= 21   # kustomize >= 3.7 inside kubectl
 
+    check_known_keys()
     # --- base ---
     objs = kustomize(K8S)
     for o in objs:
@@ -272,12 +493,26 @@ def check_k8s():
         except KeyError:
             pass
         # Services: both over the api pods only; one headless.
-        headless = [n for n, s in svcs.items() if s["spec"].get("clusterIP") == "None"]
+        headless = [n for n, s in svcs.items() if s["spec"].get("clusterIP") == "None" and n != "kls-metrics"]
         clusterip = [n for n, s in svcs.items() if s["spec"].get("clusterIP") != "None"
                      and s["spec"].get("type", "ClusterIP") == "ClusterIP"]
         check(headless, "no headless Service (clusterIP: None)")
         check(clusterip, "no ClusterIP Service")
-        for n, s in svcs.items():
+        client_svcs = {n: s for n, s in svcs.items() if n != "kls-metrics"}
+        if check("kls-metrics" in svcs, "no Service kls-metrics (headless, every kls pod, port metrics)"):
+            ms = svcs["kls-metrics"]["spec"]
+            sel = ms.get("selector", {})
+            check(ms.get("clusterIP") == "None", "Service kls-metrics is not headless")
+            check(selects(sel, api_labels) and selects(sel, worker_labels),
+                  "Service kls-metrics does not select both the kls-api and kls-worker pods")
+            mport = [p for p in ms.get("ports", []) if p.get("name") == "metrics"]
+            check(mport and mport[0].get("targetPort") == "metrics",
+                  "Service kls-metrics: no port `metrics` -> targetPort metrics")
+        if check("kls-api" in svcs, "no Service kls-api"):
+            check(any(p.get("name") == "http" and p.get("targetPort") in ("http", 8080)
+                      for p in svcs["kls-api"]["spec"].get("ports", [])),
+                  "Service kls-api: no port `http` -> the pods' http port (HTTP/JSON API and console)")
+        for n, s in client_svcs.items():
             sel = s["spec"].get("selector", {})
             check(selects(sel, api_labels), f"Service {n} does not select the kls-api pods")
             check(not selects(sel, worker_labels), f"Service {n} also selects kls-worker pods")
@@ -293,15 +528,14 @@ def check_k8s():
                 if "minAvailable" in spec and isinstance(spec["minAvailable"], int):
                     check(spec["minAvailable"] < deps[dname]["spec"]["replicas"],
                           f"PDB {n}: minAvailable blocks every voluntary eviction")
+        check_hpa(by_kind(objs, "HorizontalPodAutoscaler"), deps)
+        check_network_policies(by_kind(objs, "NetworkPolicy"), deps)
+    check_servicemonitor(components, minor.group(1) if minor else "?", svcs, deps)
 
     # --- TLS component, through a throwaway overlay outside the base ---
     tls = []
     if components:
-        with tempfile.TemporaryDirectory() as tmp:
-            rel = os.path.relpath(K8S, tmp)
-            with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
-                f.write(f"resources: [{rel}]\ncomponents: [{rel}/components/tls]\n")
-            tls = kustomize(tmp)
+        tls = check_component("tls")
         check("kls-tls" in by_kind(tls, "Secret"), "TLS component: no Secret kls-tls")
     else:
         print(f"note: kubectl 1.{minor.group(1)} has no kustomize Components (needs >= 1.21): "
