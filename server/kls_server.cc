@@ -185,7 +185,7 @@ Status KlsServer::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Request ids, the log context of each call, RPC metrics (server/rpc_observer.h).
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics_.get()));
+  interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics_.get(), config_.access_log));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(admin_service_.get());
   if (config_.ServesApi()) {
@@ -215,6 +215,7 @@ Status KlsServer::Start() {
     http_options.cors_origins = SplitOrigins(config_.http_cors_origins);
     http_options.max_body_bytes = config_.max_message_bytes();
     http_options.threads = config_.http_threads;
+    http_options.access_log = config_.access_log;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
     args.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));

@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
                  "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
                  "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
                  "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format, http_listen, "
-                 "http_cors_origins, http_threads); "
+                 "http_cors_origins, http_threads, access_log); "
                  "flags override it");
   auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
                          ->default_str(defaults.listen);
@@ -256,6 +256,11 @@ int main(int argc, char** argv) {
   auto* log_format_opt = app.add_option("--log-format", log_format,
                                         "text, or json (one JSON object a line, with request ids)")
                              ->default_str(defaults.log_format);
+  std::string access_log;
+  auto* access_log_opt = app.add_option("--access-log", access_log,
+                                        "true: one info line per gRPC call and HTTP request (method, status, ms, "
+                                        "request id, peer); false: those lines at debug level")
+                             ->default_str(defaults.access_log ? "true" : "false");
   std::string http_listen, http_cors_origins;
   int http_threads = 0;
   auto* http_opt = app.add_option("--http-listen", http_listen,
@@ -301,6 +306,14 @@ int main(int argc, char** argv) {
   if (attempts_opt->count() > 0) overrides.max_attempts = max_attempts;
   if (metrics_opt->count() > 0) overrides.metrics_listen = metrics_listen;
   if (log_format_opt->count() > 0) overrides.log_format = log_format;
+  if (access_log_opt->count() > 0) {
+    const kls::StatusOr<bool> on = kls::server::ParseBoolSetting("--access-log", access_log);
+    if (!on.ok()) {
+      std::cerr << "kls-server: " << on.status() << "\n";
+      return 2;
+    }
+    overrides.access_log = *on;
+  }
   if (http_opt->count() > 0) overrides.http_listen = http_listen;
   if (cors_opt->count() > 0) overrides.http_cors_origins = http_cors_origins;
   if (http_threads_opt->count() > 0) overrides.http_threads = http_threads;

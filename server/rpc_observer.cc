@@ -27,8 +27,8 @@ std::string NewRequestId() {
 
 class RpcObserver final : public grpc::experimental::Interceptor {
  public:
-  RpcObserver(grpc::experimental::ServerRpcInfo* info, Metrics* metrics)
-      : info_(info), metrics_(metrics), method_(info->method() != nullptr ? info->method() : ""),
+  RpcObserver(grpc::experimental::ServerRpcInfo* info, Metrics* metrics, bool access_log)
+      : info_(info), metrics_(metrics), access_log_(access_log), method_(info->method() != nullptr ? info->method() : ""),
         start_(std::chrono::steady_clock::now()), serial_(next_serial_.fetch_add(1) + 1) {
     std::lock_guard<std::mutex> publish(mu_);  // orders the members above before every hook
   }
@@ -95,7 +95,8 @@ class RpcObserver final : public grpc::experimental::Interceptor {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (metrics_ != nullptr) metrics_->ObserveRpc(method_, static_cast<int>(code), seconds);
     if (log) {
-      spdlog::log(code == grpc::StatusCode::OK ? spdlog::level::debug : spdlog::level::info,
+      const bool info = access_log_ && !IsInProcessPeer(peer_);
+      spdlog::log(info ? spdlog::level::info : spdlog::level::debug,
                   "rpc {} {} in {:.1f} ms, request {}, peer {}", method_,
                   StatusCodeName(static_cast<StatusCode>(code)), seconds * 1000.0, request_id_, peer_);
     }
@@ -103,6 +104,7 @@ class RpcObserver final : public grpc::experimental::Interceptor {
 
   grpc::experimental::ServerRpcInfo* const info_;
   Metrics* const metrics_;
+  const bool access_log_;
   const std::string method_;
   const std::chrono::steady_clock::time_point start_;
   const uint64_t serial_;  ///< never 0, never reused
@@ -123,9 +125,14 @@ std::string RequestIdFrom(const std::string& sent) {
   return usable ? sent : NewRequestId();
 }
 
+// gRPC gives the calls of Server::InProcessChannel() the peer "unknown"
+// (other versions say "inproc..."); a network client's peer is always its
+// address ("ipv4:...", "ipv6:...", "unix:...").
+bool IsInProcessPeer(const std::string& peer) { return peer == "unknown" || peer.rfind("inproc", 0) == 0; }
+
 grpc::experimental::Interceptor* RpcObserverFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new RpcObserver(info, metrics_);
+  return new RpcObserver(info, metrics_, access_log_);
 }
 
 }  // namespace kls::server

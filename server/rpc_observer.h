@@ -7,8 +7,12 @@
 //   - sets the thread's log context (server/log_context.h: request id, method,
 //     peer) while the call's handler runs, so every line the handler logs
 //     carries them in the JSON log format;
-//   - logs one line when the call ends: "rpc METHOD CODE in N ms, request ID,
-//     peer PEER" (debug for OK, info otherwise);
+//   - logs one access-log line when the call ends: "rpc METHOD CODE in N ms,
+//     request ID, peer PEER", at info level when the access log is on (config
+//     key access_log, the default) and at debug level when it is off. Calls
+//     from the HTTP gateway (server/http, an in-process channel: peer
+//     "unknown") log at debug: the gateway writes the access line of an HTTP
+//     request itself, with the HTTP peer, so each request is logged once;
 //   - counts the call and its latency in Metrics (server/metrics.h), when
 //     metrics are on.
 // Calls refused by the token check (server/auth.h) never reach it.
@@ -31,12 +35,18 @@ inline constexpr const char* kRequestIdKey = "x-request-id";
 class RpcObserverFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   /// `metrics` may be null (metrics off); it must outlive the server.
-  explicit RpcObserverFactory(Metrics* metrics) : metrics_(metrics) {}
+  /// `access_log`: log every finished call at info level (else at debug).
+  RpcObserverFactory(Metrics* metrics, bool access_log) : metrics_(metrics), access_log_(access_log) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
 
  private:
   Metrics* metrics_;
+  bool access_log_;
 };
+
+/// Whether `peer` (ServerContext::peer()) is the in-process channel of the
+/// HTTP gateway.
+bool IsInProcessPeer(const std::string& peer);
 
 /// A client-sent request id, if usable (1..128 printable ASCII characters,
 /// no spaces); otherwise a new random one.

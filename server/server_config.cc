@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
     "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
-    "max_attempts, max_lost_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads";
+    "max_attempts, max_lost_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads, "
+    "access_log";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -57,6 +58,14 @@ bool IsLogLevel(const std::string& level) {
 }
 
 }  // namespace
+
+StatusOr<bool> ParseBoolSetting(const std::string& name, const std::string& value) {
+  std::string v;
+  for (char c : value) v.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (v == "true" || v == "on" || v == "yes" || v == "1") return true;
+  if (v == "false" || v == "off" || v == "no" || v == "0") return false;
+  return InvalidArgumentError(name + " = '" + value + "' is not a boolean (true or false)");
+}
 
 int ServerConfig::ResolvedWorkers() const {
   if (workers > 0) return workers;
@@ -218,6 +227,10 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->metrics_listen = value;
     } else if (key == "log_format") {
       config->log_format = value;
+    } else if (key == "access_log") {
+      const StatusOr<bool> on = ParseBoolSetting(key, value);
+      if (!on.ok()) return InvalidArgumentError(where + on.status().message());
+      config->access_log = *on;
     } else if (key == "http_listen") {
       config->http_listen = value;
     } else if (key == "http_cors_origins") {
@@ -270,6 +283,7 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.max_attempts) config.max_attempts = *overrides.max_attempts;
   if (overrides.metrics_listen) config.metrics_listen = *overrides.metrics_listen;
   if (overrides.log_format) config.log_format = *overrides.log_format;
+  if (overrides.access_log) config.access_log = *overrides.access_log;
   if (overrides.http_listen) config.http_listen = *overrides.http_listen;
   if (overrides.http_cors_origins) config.http_cors_origins = *overrides.http_cors_origins;
   if (overrides.http_threads) config.http_threads = *overrides.http_threads;

@@ -24,6 +24,7 @@
 //   max_lost_attempts = 20                    # lost processes in a row without progress before it fails
 //   metrics_listen = 127.0.0.1:9464           # Prometheus endpoint (GET /metrics); unset = off
 //   log_format = text                         # text | json (one JSON object a line)
+//   access_log = true                         # one info line per gRPC/HTTP call; false = debug level
 //   http_listen = 127.0.0.1:8080              # HTTP/JSON API + web console; unset = off
 //   http_cors_origins = https://app.example   # other origins the HTTP API answers (comma-separated, * = any)
 //   http_threads = 16                         # HTTP worker threads (an open SSE watch holds one)
@@ -95,6 +96,10 @@ struct ServerConfig {
   /// Log line format: "text" (default) or "json" (one JSON object a line with
   /// time, level, message and, when known, request_id, method, peer, job_id).
   std::string log_format = "text";
+  /// Access log: one line per finished gRPC call and HTTP request (method,
+  /// status, milliseconds, request id, peer) at info level; false = those
+  /// lines at debug level (server/rpc_observer.h).
+  bool access_log = true;
   /// HOST:PORT of the HTTP/JSON API, OpenAPI document and web console
   /// (server/http/http_gateway.h); empty = off. Port 0 picks a free port
   /// (KlsServer::http_port()). TLS and tokens are the gRPC port's.
@@ -153,6 +158,7 @@ struct ConfigOverrides {
   std::optional<int> max_attempts;
   std::optional<std::string> metrics_listen;
   std::optional<std::string> log_format;
+  std::optional<bool> access_log;
   std::optional<std::string> http_listen;
   std::optional<std::string> http_cors_origins;
   std::optional<int> http_threads;
@@ -161,6 +167,10 @@ struct ConfigOverrides {
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the
 /// result is Validate()d. Errors name the file and line, or the bad field.
 StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const ConfigOverrides& overrides);
+
+/// A boolean setting: "true"/"false" (also on/off, yes/no, 1/0); otherwise
+/// INVALID_ARGUMENT naming `name` and the value.
+StatusOr<bool> ParseBoolSetting(const std::string& name, const std::string& value);
 
 /// Splits "HOST:PORT" (or "[V6]:PORT") and checks the port is 0..65535.
 Status ValidateListenAddress(const std::string& listen);

@@ -267,9 +267,11 @@ void HttpGateway::Impl::Handle(const httplib::Request& req, httplib::Response& r
     }
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  spdlog::log(status < 400 ? spdlog::level::debug : spdlog::level::info,
-              "http {} {} {} in {:.1f} ms, request {}, peer {}", verb, path, status, ms, reply.request_id,
-              req.remote_addr);
+  // The access-log line of the request (the in-process gRPC calls it makes
+  // log at debug level: server/rpc_observer.h).
+  spdlog::log(options.access_log ? spdlog::level::info : spdlog::level::debug,
+              "http {} {} {} in {:.1f} ms, request {}, peer {}:{}", verb, path, status, ms, reply.request_id,
+              req.remote_addr, req.remote_port);
 }
 
 // KLS_HTTP_CONSOLE_DIR (developers of the console): serve the console's files

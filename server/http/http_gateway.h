@@ -52,6 +52,9 @@ struct HttpGatewayOptions {
   int64_t max_upload_bytes = 1024ll << 20;   ///< CSV / LIBSVM upload bodies
   int threads = 16;                          ///< worker threads (an open SSE stream holds one)
   double call_timeout_seconds = 600;         ///< deadline of one unary call
+  /// Log every request ("http VERB PATH STATUS in N ms, request ID, peer
+  /// ADDR:PORT") at info level; false = at debug level (config key access_log).
+  bool access_log = true;
 };
 
 class HttpGateway {

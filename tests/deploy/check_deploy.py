@@ -49,7 +49,7 @@ KNOWN_KEYS = {
     "tls_cert_file", "tls_key_file", "tls_client_ca_file", "tokens_file",
     "store", "role", "cache_dir", "cache_disk_mb", "lease_seconds", "checkpoint_seconds",
     "max_attempts", "max_lost_attempts", "metrics_listen", "log_format",
-    "http_listen", "http_cors_origins", "http_threads",
+    "http_listen", "http_cors_origins", "http_threads", "access_log",
 }
 SERVER_CONFIG = os.path.join(ROOT, "server", "server_config.cc")
 METRICS_PATH = "/metrics"

@@ -210,7 +210,7 @@ TEST_F(LogFormatTest, JsonLinesCarryTheClientsRequestIdMethodPeerAndJobId) {
     if (request_id == "test-123") {
       EXPECT_EQ(j.value("method", ""), "/kls.v1.Admin/Echo");
       EXPECT_THAT(j.value("peer", ""), HasSubstr("127.0.0.1"));
-      EXPECT_EQ(j["level"], "debug");
+      EXPECT_EQ(j["level"], "info");  // the access log (access_log, on by default)
       EXPECT_THAT(message, HasSubstr("rpc /kls.v1.Admin/Echo OK"));
       echo_line = true;
     }

@@ -126,6 +126,25 @@ TEST(ServerConfigTest, MaxLostAttemptsKey) {
   EXPECT_TRUE(config.Validate().ok());
 }
 
+TEST(ServerConfigTest, AccessLogKeyIsABoolean) {
+  ServerConfig config;
+  EXPECT_TRUE(config.access_log);  // on by default
+  ASSERT_TRUE(ApplyConfigText("access_log = false\n", "kls.conf", &config).ok());
+  EXPECT_FALSE(config.access_log);
+  ASSERT_TRUE(ApplyConfigText("access_log = on  # comment\n", "kls.conf", &config).ok());
+  EXPECT_TRUE(config.access_log);
+  const Status bad = ApplyConfigText("\naccess_log = maybe\n", "kls.conf", &config);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("kls.conf:2: access_log = 'maybe' is not a boolean (true or false)"));
+  EXPECT_THAT(ParseBoolSetting("--access-log", "nope").status().message(),
+              HasSubstr("--access-log = 'nope' is not a boolean"));
+  ConfigOverrides overrides;
+  overrides.access_log = false;
+  const StatusOr<ServerConfig> loaded = LoadServerConfig("", overrides);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->access_log);
+}
+
 TEST(ServerConfigTest, AcceptsIpv6AndPortZero) {
   EXPECT_TRUE(ValidateListenAddress("[::1]:50051").ok());
   EXPECT_TRUE(ValidateListenAddress("0.0.0.0:0").ok());
