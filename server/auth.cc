@@ -4,12 +4,15 @@
 #include <grpcpp/security/server_credentials.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -60,8 +63,8 @@ class CoreServerCredentials final : public grpc::ServerCredentials {
     // Not used: the processor is installed on the core object (InstallTokenCheck).
   }
 
-  void InstallTokenCheck(std::shared_ptr<const TokenTable> tokens) {
-    auto* state = new std::shared_ptr<const TokenTable>(std::move(tokens));
+  void InstallTokenCheck(std::shared_ptr<LiveTokens> tokens) {
+    auto* state = new std::shared_ptr<LiveTokens>(std::move(tokens));
     grpc_auth_metadata_processor processor{&Process, &Destroy, state};
     grpc_server_credentials_set_auth_metadata_processor(creds_, processor);
   }
@@ -79,7 +82,8 @@ class CoreServerCredentials final : public grpc::ServerCredentials {
   // Non-blocking (one SHA-256 and a table scan), so `done` is called inline.
   static void Process(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md, size_t num_md,
                       grpc_process_auth_metadata_done_cb done, void* user_data) {
-    const auto& tokens = *static_cast<std::shared_ptr<const TokenTable>*>(state);
+    // The table current when the call arrives (a SIGHUP may replace it).
+    const std::shared_ptr<const TokenTable> tokens = (*static_cast<std::shared_ptr<LiveTokens>*>(state))->Get();
     std::string method, authorization;
     const grpc_metadata* consumed = nullptr;
     int authorization_headers = 0;
@@ -105,7 +109,7 @@ class CoreServerCredentials final : public grpc::ServerCredentials {
     }
   }
 
-  static void Destroy(void* state) { delete static_cast<std::shared_ptr<const TokenTable>*>(state); }
+  static void Destroy(void* state) { delete static_cast<std::shared_ptr<LiveTokens>*>(state); }
 
   grpc_server_credentials* creds_;
 };
@@ -315,32 +319,224 @@ Status Authorize(const TokenTable* tokens, const std::string& method, const std:
   return OkStatus();
 }
 
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TransportSecurity& security,
-                                                                       std::shared_ptr<const TokenTable> tokens) {
-  grpc_server_credentials* core = nullptr;
-  if (security.cert_file.empty()) {
-    if (!security.key_file.empty() || !security.client_ca_file.empty()) {
-      return InvalidArgumentError("tls_key_file and tls_client_ca_file need tls_cert_file");
+std::shared_ptr<const TokenTable> LiveTokens::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_;
+}
+
+StatusOr<size_t> LiveTokens::Reload() {
+  StatusOr<TokenTable> loaded = TokenTable::Load(path_);
+  if (!loaded.ok()) return loaded.status();
+  auto table = std::make_shared<const TokenTable>(std::move(loaded).value());
+  const size_t n = table->size();
+  std::lock_guard<std::mutex> lock(mu_);
+  table_ = std::move(table);
+  return n;
+}
+
+// ---- LiveIdentity ----------------------------------------------------------------
+
+struct LiveIdentity::Material {
+  std::string cert_pem, key_pem, client_ca_pem;  // as read; client_ca_pem empty = no mutual TLS
+  X509* cert = nullptr;                           // the leaf certificate
+  STACK_OF(X509)* chain = nullptr;                // the certificates after it in cert_file
+  EVP_PKEY* key = nullptr;
+  X509_STORE* ca_store = nullptr;                 // client CA certificates (mutual TLS)
+  STACK_OF(X509_NAME)* ca_names = nullptr;        // their subjects, sent in the certificate request
+  uint64_t generation = 0;
+  std::string summary;
+
+  Material() = default;
+  Material(const Material&) = delete;
+  Material& operator=(const Material&) = delete;
+  ~Material() {
+    X509_free(cert);
+    sk_X509_pop_free(chain, X509_free);
+    EVP_PKEY_free(key);
+    X509_STORE_free(ca_store);
+    sk_X509_NAME_pop_free(ca_names, X509_NAME_free);
+  }
+};
+
+namespace {
+
+// Every certificate in `pem`, in order; empty when there is none.
+std::vector<X509*> ReadCertificates(const std::string& pem) {
+  std::vector<X509*> out;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return out;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) out.push_back(cert);
+  ERR_clear_error();  // the read past the last certificate
+  BIO_free(bio);
+  return out;
+}
+
+std::string CertificateSummary(X509* cert) {
+  std::string out;
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return out;
+  BIO_puts(bio, "subject ");
+  X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0, XN_FLAG_RFC2253);
+  BIO_puts(bio, ", expires ");
+  ASN1_TIME_print(bio, X509_get0_notAfter(cert));
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  out.assign(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const LiveIdentity::Material>> LiveIdentity::Read(const TransportSecurity& files) {
+  if (files.key_file.empty()) return InvalidArgumentError("tls_cert_file needs tls_key_file");
+  auto m = std::make_shared<Material>();
+  KLS_ASSIGN_OR_RETURN(m->cert_pem, ReadWholeFile(files.cert_file, "tls_cert_file"));
+  KLS_ASSIGN_OR_RETURN(m->key_pem, ReadWholeFile(files.key_file, "tls_key_file"));
+  KLS_RETURN_IF_ERROR(CheckPem(m->cert_pem, files.cert_file, "tls_cert_file", false));
+  KLS_RETURN_IF_ERROR(CheckPem(m->key_pem, files.key_file, "tls_key_file", true));
+  KLS_RETURN_IF_ERROR(CheckKeyMatchesCert(m->cert_pem, m->key_pem, files));
+  if (!files.client_ca_file.empty()) {
+    KLS_ASSIGN_OR_RETURN(m->client_ca_pem, ReadWholeFile(files.client_ca_file, "tls_client_ca_file"));
+    KLS_RETURN_IF_ERROR(CheckPem(m->client_ca_pem, files.client_ca_file, "tls_client_ca_file", false));
+  }
+  // The parsed form, for the HTTPS gateway's handshakes.
+  std::vector<X509*> certs = ReadCertificates(m->cert_pem);
+  m->chain = sk_X509_new_null();
+  for (size_t k = 0; k < certs.size(); ++k) {
+    if (k == 0) m->cert = certs[0];
+    else sk_X509_push(m->chain, certs[k]);
+  }
+  BIO* key_bio = BIO_new_mem_buf(m->key_pem.data(), static_cast<int>(m->key_pem.size()));
+  m->key = key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(key_bio);
+  if (m->cert == nullptr || m->key == nullptr || m->chain == nullptr) {
+    return InternalError("cannot parse tls_cert_file '" + files.cert_file + "' and tls_key_file '" + files.key_file +
+                         "' a second time");
+  }
+  if (!m->client_ca_pem.empty()) {
+    m->ca_store = X509_STORE_new();
+    m->ca_names = sk_X509_NAME_new_null();
+    for (X509* ca : ReadCertificates(m->client_ca_pem)) {
+      X509_STORE_add_cert(m->ca_store, ca);
+      sk_X509_NAME_push(m->ca_names, X509_NAME_dup(X509_get_subject_name(ca)));
+      X509_free(ca);
     }
+  }
+  m->summary = CertificateSummary(m->cert);
+  return std::shared_ptr<const Material>(std::move(m));
+}
+
+StatusOr<std::shared_ptr<LiveIdentity>> LiveIdentity::Load(const TransportSecurity& files) {
+  if (files.cert_file.empty()) return InvalidArgumentError("TLS needs tls_cert_file");
+  KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Material> material, Read(files));
+  std::shared_ptr<LiveIdentity> identity(new LiveIdentity(files));
+  const_cast<Material&>(*material).generation = 1;
+  identity->material_ = std::move(material);
+  identity->generation_ = 1;
+  return identity;
+}
+
+LiveIdentity::~LiveIdentity() = default;
+
+StatusOr<std::string> LiveIdentity::Reload() {
+  StatusOr<std::shared_ptr<const Material>> read = Read(files_);
+  if (!read.ok()) return read.status();
+  std::shared_ptr<const Material> material = std::move(read).value();
+  std::lock_guard<std::mutex> lock(mu_);
+  const_cast<Material&>(*material).generation = ++generation_;  // not yet shared
+  material_ = std::move(material);
+  return material_->summary;
+}
+
+std::shared_ptr<const LiveIdentity::Material> LiveIdentity::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return material_;
+}
+
+uint64_t LiveIdentity::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+std::string LiveIdentity::Summary() const { return Get()->summary; }
+
+namespace {
+
+// OpenSSL's certificate callback (SSL_CTX_set_cert_cb): runs in each
+// handshake before the server's certificate is chosen, on the connection's
+// thread. Gives the SSL object the current certificate, chain and key, and
+// for mutual TLS the current client CA.
+int UseCurrentIdentity(SSL* ssl, void* arg) {
+  const std::shared_ptr<const LiveIdentity::Material> m = static_cast<LiveIdentity*>(arg)->Get();
+  if (SSL_use_cert_and_key(ssl, m->cert, m->key, m->chain, /*override=*/1) != 1) return 0;
+  if (m->ca_store != nullptr) {
+    if (SSL_set1_verify_cert_store(ssl, m->ca_store) != 1) return 0;
+    STACK_OF(X509_NAME)* names = SSL_dup_CA_list(m->ca_names);
+    if (names == nullptr) return 0;
+    SSL_set_client_CA_list(ssl, names);  // takes ownership
+  }
+  return 1;
+}
+
+}  // namespace
+
+void LiveIdentity::InstallOn(void* ssl_ctx) {
+  SSL_CTX_set_cert_cb(static_cast<SSL_CTX*>(ssl_ctx), &UseCurrentIdentity, this);
+}
+
+namespace {
+
+// gRPC's certificate-config fetcher (asked at server start and before every
+// new connection's handshake): a new config only when the identity changed
+// since the last one handed over, so unchanged material costs one lock.
+// One fetcher per listening port: the server has one.
+struct GrpcFetcher {
+  LiveIdentity* identity;
+  std::atomic<uint64_t> delivered{0};
+
+  static grpc_ssl_certificate_config_reload_status Fetch(void* user_data,
+                                                         grpc_ssl_server_certificate_config** config);
+};
+
+}  // namespace
+
+// Accessor for the fetcher (Material is private to this file's users).
+static grpc_ssl_server_certificate_config* ConfigOf(const LiveIdentity::Material& m) {
+  grpc_ssl_pem_key_cert_pair pair{m.key_pem.c_str(), m.cert_pem.c_str()};
+  // gRPC's fetcher path insists on root certificates even when client
+  // certificates are not requested; without mutual TLS the server's own
+  // certificate stands in, unused (no certificate request is ever sent).
+  return grpc_ssl_server_certificate_config_create(
+      m.client_ca_pem.empty() ? m.cert_pem.c_str() : m.client_ca_pem.c_str(), &pair, 1);
+}
+
+grpc_ssl_certificate_config_reload_status GrpcFetcher::Fetch(void* user_data,
+                                                             grpc_ssl_server_certificate_config** config) {
+  auto* self = static_cast<GrpcFetcher*>(user_data);
+  const std::shared_ptr<const LiveIdentity::Material> m = self->identity->Get();
+  if (self->delivered.load() == m->generation) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+  *config = ConfigOf(*m);
+  if (*config == nullptr) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;
+  self->delivered.store(m->generation);
+  return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+}
+
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(std::shared_ptr<LiveIdentity> identity,
+                                                                       std::shared_ptr<LiveTokens> tokens) {
+  grpc_server_credentials* core = nullptr;
+  if (!identity) {
     core = grpc_insecure_server_credentials_create();
   } else {
-    if (security.key_file.empty()) return InvalidArgumentError("tls_cert_file needs tls_key_file");
-    KLS_ASSIGN_OR_RETURN(const std::string cert, ReadWholeFile(security.cert_file, "tls_cert_file"));
-    KLS_ASSIGN_OR_RETURN(const std::string key, ReadWholeFile(security.key_file, "tls_key_file"));
-    KLS_RETURN_IF_ERROR(CheckPem(cert, security.cert_file, "tls_cert_file", false));
-    KLS_RETURN_IF_ERROR(CheckPem(key, security.key_file, "tls_key_file", true));
-    KLS_RETURN_IF_ERROR(CheckKeyMatchesCert(cert, key, security));
-    std::string client_ca;
-    if (!security.client_ca_file.empty()) {
-      KLS_ASSIGN_OR_RETURN(client_ca, ReadWholeFile(security.client_ca_file, "tls_client_ca_file"));
-      KLS_RETURN_IF_ERROR(CheckPem(client_ca, security.client_ca_file, "tls_client_ca_file", false));
-    }
-    grpc_ssl_pem_key_cert_pair pair{key.c_str(), cert.c_str()};
-    core = grpc_ssl_server_credentials_create_ex(
-        client_ca.empty() ? nullptr : client_ca.c_str(), &pair, 1,
-        client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
-        nullptr);
+    // The fetcher's state lives as long as the process: gRPC offers no
+    // destroy hook for it and may ask it until the port's last connection
+    // is gone. One small object per started server.
+    auto* fetcher = new GrpcFetcher{identity.get()};
+    const bool mutual = !identity->files().client_ca_file.empty();
+    grpc_ssl_server_credentials_options* options = grpc_ssl_server_credentials_create_options_using_config_fetcher(
+        mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+        &GrpcFetcher::Fetch, fetcher);
+    core = options ? grpc_ssl_server_credentials_create_with_options(options) : nullptr;
     if (core == nullptr) return InvalidArgumentError("gRPC rejected the TLS certificate or key");
   }
   auto creds = std::make_shared<CoreServerCredentials>(core);

@@ -33,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,28 @@ class TokenTable {
 /// `tokens`, every call is allowed.
 Status Authorize(const TokenTable* tokens, const std::string& method, const std::string& authorization);
 
+/// The token table a running server checks, replaceable while it serves
+/// (SIGHUP: KlsServer::ReloadSecurity). Calls already authorized are not
+/// affected; every call after Set() is checked against the new table.
+class LiveTokens {
+ public:
+  LiveTokens(std::shared_ptr<const TokenTable> table, std::string path)
+      : table_(std::move(table)), path_(std::move(path)) {}
+
+  /// The current table (never null).
+  std::shared_ptr<const TokenTable> Get() const;
+  /// Re-reads the tokens file. On any error (unreadable, malformed, empty)
+  /// the current table is kept and the error returned; on success returns
+  /// the new table's size.
+  StatusOr<size_t> Reload();
+  const std::string& path() const { return path_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const TokenTable> table_;
+  const std::string path_;
+};
+
 /// Transport security of a listening port.
 struct TransportSecurity {
   std::string cert_file;       ///< server certificate chain (PEM); empty = plain TCP
@@ -95,11 +118,55 @@ struct TransportSecurity {
   std::string client_ca_file;  ///< when set: mutual TLS, clients must present a cert signed by this CA
 };
 
-/// Server credentials for `security` with `tokens` (may be null: auth off)
-/// checked on every call. Reads the PEM files: NOT_FOUND if one is
-/// unreadable, INVALID_ARGUMENT if one is empty or not PEM.
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TransportSecurity& security,
-                                                                       std::shared_ptr<const TokenTable> tokens);
+/// The TLS material of a running server — certificate chain, private key
+/// and (mutual TLS) client CA — read from the TransportSecurity files and
+/// replaceable while it serves (SIGHUP). The gRPC port (through gRPC's
+/// certificate-config fetcher, asked at every new connection) and the HTTPS
+/// gateway (through an OpenSSL certificate callback) use the current material
+/// for every new connection; open connections keep theirs.
+class LiveIdentity {
+ public:
+  /// One version of the material: the PEM text and its parsed form.
+  struct Material;
+
+  /// Reads and checks the files (each PEM parses, the key is the
+  /// certificate's). NOT_FOUND if one is unreadable, INVALID_ARGUMENT if one
+  /// is empty, not PEM, or the key does not match.
+  static StatusOr<std::shared_ptr<LiveIdentity>> Load(const TransportSecurity& files);
+  ~LiveIdentity();
+
+  /// Re-reads the files with the checks of Load(). On error the current
+  /// material is kept and the error returned; on success returns a summary
+  /// of the new certificate ("subject CN=..., expires ...").
+  StatusOr<std::string> Reload();
+
+  std::shared_ptr<const Material> Get() const;
+  /// Incremented by every successful Reload(); 1 after Load().
+  uint64_t generation() const;
+  const TransportSecurity& files() const { return files_; }
+  /// A summary of the current certificate (subject, expiry).
+  std::string Summary() const;
+
+  /// Installs the certificate callback on an OpenSSL server context (an
+  /// SSL_CTX*): each handshake then takes the current certificate, key and
+  /// client CA. `this` must outlive every connection of that context.
+  void InstallOn(void* ssl_ctx);
+
+ private:
+  explicit LiveIdentity(TransportSecurity files) : files_(std::move(files)) {}
+  static StatusOr<std::shared_ptr<const Material>> Read(const TransportSecurity& files);
+
+  const TransportSecurity files_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Material> material_;
+  uint64_t generation_ = 0;
+};
+
+/// Server credentials for `identity` (null: plain TCP) with `tokens` (null:
+/// auth off) checked on every call. The credentials read `identity` at every
+/// new connection; `identity` must outlive the gRPC server they serve.
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(std::shared_ptr<LiveIdentity> identity,
+                                                                       std::shared_ptr<LiveTokens> tokens);
 
 /// True for 127.0.0.0/8, [::1] and "localhost" listen hosts.
 bool IsLoopbackHost(const std::string& host);

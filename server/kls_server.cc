@@ -69,9 +69,15 @@ Status KlsServer::Start() {
     StatusOr<TokenTable> loaded = TokenTable::Load(config_.tokens_file);
     if (!loaded.ok()) return loaded.status().WithContext("loading tokens_file");
     tokens = std::make_shared<const TokenTable>(std::move(loaded).value());
+    tokens_ = std::make_shared<LiveTokens>(tokens, config_.tokens_file);
   }
   const TransportSecurity security{config_.tls_cert_file, config_.tls_key_file, config_.tls_client_ca_file};
-  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(security, tokens);
+  if (!security.cert_file.empty()) {
+    StatusOr<std::shared_ptr<LiveIdentity>> identity = LiveIdentity::Load(security);
+    if (!identity.ok()) return identity.status().WithContext("setting up transport security");
+    identity_ = std::move(identity).value();
+  }
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(identity_, tokens_);
   if (!credentials.ok()) return credentials.status().WithContext("setting up transport security");
 
   if (!config_.metrics_listen.empty()) metrics_ = std::make_unique<Metrics>();
@@ -211,7 +217,8 @@ Status KlsServer::Start() {
     http::HttpGatewayOptions http_options;
     http_options.listen = config_.http_listen;
     http_options.security = security;
-    http_options.tokens = tokens;
+    http_options.identity = identity_;
+    http_options.tokens = tokens_;
     http_options.cors_origins = SplitOrigins(config_.http_cors_origins);
     http_options.max_body_bytes = config_.max_message_bytes();
     http_options.threads = config_.http_threads;
@@ -267,6 +274,36 @@ Status KlsServer::Start() {
                  config_.tls_cert_file.empty() ? "http" : "https", HostOf(config_.http_listen), http_->port());
   }
   return OkStatus();
+}
+
+KlsServer::ReloadReport KlsServer::ReloadSecurity() {
+  std::lock_guard<std::mutex> lock(reload_mu_);  // one reload at a time
+  ReloadReport report;
+  if (tokens_) {
+    const StatusOr<size_t> n = tokens_->Reload();
+    if (n.ok()) {
+      spdlog::info("reloaded tokens_file {}: {} tokens", tokens_->path(), *n);
+    } else {
+      report.tokens = n.status();
+      spdlog::error("reloading tokens_file {} failed, keeping the {} tokens loaded before: {}", tokens_->path(),
+                    tokens_->Get()->size(), n.status().ToString());
+    }
+  }
+  if (identity_) {
+    const StatusOr<std::string> summary = identity_->Reload();
+    if (summary.ok()) {
+      spdlog::info("reloaded the TLS certificate {} and key {}{}: {}; new connections use it",
+                   identity_->files().cert_file, identity_->files().key_file,
+                   identity_->files().client_ca_file.empty() ? "" : " and client CA " + identity_->files().client_ca_file,
+                   *summary);
+    } else {
+      report.certificate = summary.status();
+      spdlog::error("reloading the TLS certificate failed, keeping the one loaded before ({}): {}",
+                    identity_->Summary(), summary.status().ToString());
+    }
+  }
+  if (!tokens_ && !identity_) spdlog::info("reload: no tokens_file and no TLS certificate to reload");
+  return report;
 }
 
 void KlsServer::Stop(std::chrono::milliseconds grace) {

@@ -55,6 +55,8 @@ class JobManager;
 class JobsService;
 class KernelCache;
 class KernelsService;
+class LiveIdentity;
+class LiveTokens;
 class Metrics;
 class QueriesService;
 namespace http {
@@ -88,6 +90,22 @@ class KlsServer {
   /// Sets health for "" and every KLS service (drain before Stop, or tests).
   void SetServing(bool serving);
 
+  /// What ReloadSecurity() did with each file set; a failed part kept the
+  /// material the server had.
+  struct ReloadReport {
+    Status tokens;       ///< OK also when there is no tokens_file (nothing to reload)
+    Status certificate;  ///< OK also when the server runs without TLS
+    /// True when every part that is configured was reloaded.
+    bool ok() const { return tokens.ok() && certificate.ok(); }
+  };
+  /// Re-reads tokens_file and the TLS certificate, key and client CA (what
+  /// SIGHUP does): new calls are checked against the new tokens, new
+  /// connections (gRPC and HTTPS) use the new certificate; open connections
+  /// keep theirs. A file that cannot be read or is malformed is logged as an
+  /// error and the server keeps the old tokens / certificate. Thread-safe
+  /// once Start() returned OK; a no-op before.
+  ReloadReport ReloadSecurity();
+
   /// Bound port (the chosen one when the config asked for port 0); 0 before Start().
   int port() const { return port_; }
   /// "HOST:PORT" a client on this machine can dial (0.0.0.0 / [::] become loopback).
@@ -120,6 +138,11 @@ class KlsServer {
   // Destroyed in reverse order: services before the manager, cache and store
   // they point into, the lock, then the metrics they all report to.
   std::unique_ptr<Metrics> metrics_;
+  // Tokens and TLS material, replaceable by ReloadSecurity(); they outlive
+  // the gRPC server and the HTTP gateway that read them (declared before).
+  std::shared_ptr<LiveTokens> tokens_;
+  std::shared_ptr<LiveIdentity> identity_;
+  std::mutex reload_mu_;
   std::unique_ptr<http::HttpGateway> http_;
   std::unique_ptr<DataDir> data_dir_;
   std::unique_ptr<store::Store> store_;

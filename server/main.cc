@@ -13,6 +13,9 @@
 // (server/store/backup.h) while a server may be running on D;
 // `kls-server --restore DIR --data-dir NEW` verifies DIR's manifest, copies it
 // into the empty NEW and runs the --check integrity check on it.
+//
+// While serving, SIGHUP reloads tokens_file and the TLS certificate, key and
+// client CA (KlsServer::ReloadSecurity); SIGTERM and SIGINT shut down.
 #include <pthread.h>
 #include <signal.h>
 
@@ -333,12 +336,14 @@ int main(int argc, char** argv) {
   if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
   kls::server::SetUpLogging(config.log_level, config.log_format);
 
-  // Block the shutdown signals before gRPC starts its threads (they inherit
-  // the mask), so only the sigwait below ever receives them.
+  // Block the shutdown signals and SIGHUP before gRPC starts its threads
+  // (they inherit the mask), so only the sigwait below ever receives them:
+  // no work runs in a signal handler.
   sigset_t shutdown_signals;
   sigemptyset(&shutdown_signals);
   sigaddset(&shutdown_signals, SIGTERM);
   sigaddset(&shutdown_signals, SIGINT);
+  sigaddset(&shutdown_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
 
   kls::server::KlsServer server(config);
@@ -347,8 +352,13 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // SIGHUP: reload tokens_file and the TLS certificate, key and client CA
+  // (KlsServer::ReloadSecurity; a bad file is logged and the old one kept).
   int signal_number = 0;
-  sigwait(&shutdown_signals, &signal_number);
+  while (sigwait(&shutdown_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    spdlog::info("received SIGHUP, reloading tokens and TLS certificate");
+    server.ReloadSecurity();
+  }
   spdlog::info("received {}, shutting down (grace {} ms)", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                kls::server::KlsServer::kDefaultShutdownGrace.count());
   server.Stop();

@@ -339,7 +339,8 @@ int HttpGateway::Impl::Api(const httplib::Request& req, const Reply& reply) {
     return reply.Error(matched.status());
   }
   const HttpRoute& route = **matched;
-  if (const Status auth = Authorize(options.tokens.get(), route.grpc_method, req.get_header_value("Authorization"));
+  const std::shared_ptr<const TokenTable> tokens = options.tokens ? options.tokens->Get() : nullptr;
+  if (const Status auth = Authorize(tokens.get(), route.grpc_method, req.get_header_value("Authorization"));
       !auth.ok()) {
     std::vector<std::pair<std::string, std::string>> extra;
     if (auth.code() == StatusCode::kUnauthenticated) extra.emplace_back("WWW-Authenticate", "Bearer");
@@ -592,6 +593,9 @@ StatusOr<std::unique_ptr<HttpGateway>> HttpGateway::Start(HttpGatewayOptions opt
       return InvalidArgumentError("http_listen: cannot set up TLS with tls_cert_file '" + o.security.cert_file +
                                   "' and tls_key_file '" + o.security.key_file + "'");
     }
+    // Each handshake takes the identity current at that moment, so a
+    // reloaded certificate serves new connections without a restart.
+    if (o.identity) o.identity->InstallOn(tls->ssl_context());
     impl->server = std::move(tls);
   }
   httplib::Server& server = *impl->server;

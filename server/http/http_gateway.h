@@ -46,7 +46,11 @@ namespace kls::server::http {
 struct HttpGatewayOptions {
   std::string listen;  ///< HOST:PORT; port 0 picks a free one
   TransportSecurity security;  ///< cert_file empty = plain HTTP
-  std::shared_ptr<const TokenTable> tokens;  ///< null = authorization off
+  /// With TLS, the current certificate, key and client CA for each new
+  /// connection (replaced by a SIGHUP reload); null = the files of `security`
+  /// as read at start.
+  std::shared_ptr<LiveIdentity> identity;
+  std::shared_ptr<LiveTokens> tokens;  ///< null = authorization off; read at every request
   std::vector<std::string> cors_origins;     ///< extra origins allowed ("*" = any)
   int64_t max_body_bytes = 64ll << 20;       ///< JSON bodies (the server's max message size)
   int64_t max_upload_bytes = 1024ll << 20;   ///< CSV / LIBSVM upload bodies
