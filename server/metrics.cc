@@ -8,8 +8,17 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <sstream>
+#include <string>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -80,7 +89,60 @@ MetricFamily MakeFamily(const std::string& name, const std::string& help, Metric
   return f;
 }
 
-/// Metrics read at scrape time: the job counts of the (possibly shared)
+/// The standard process_* series of Prometheus client libraries, read from
+/// /proc at scrape time (Linux); a file that cannot be read leaves its
+/// series out.
+void AppendProcessFamilies(std::vector<MetricFamily>* out) {
+  // /proc/self/stat: fields after the command name "(...)", which may hold
+  // spaces and parentheses; so split after the last ')'. Field 3 is the
+  // state; utime 14, stime 15 (clock ticks), starttime 22 (ticks after
+  // boot), vsize 23 (bytes), rss 24 (pages).
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  std::vector<std::string> fields;
+  if (paren != std::string::npos) {
+    std::istringstream rest(stat.substr(paren + 1));
+    for (std::string f; rest >> f;) fields.push_back(f);
+  }
+  const auto field = [&](int n) { return std::strtod(fields[static_cast<size_t>(n - 3)].c_str(), nullptr); };
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (fields.size() >= 22 && ticks > 0) {
+    out->push_back(MakeFamily("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+                              MetricType::Counter, {Sample((field(14) + field(15)) / ticks, {}, true)}));
+    out->push_back(MakeFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
+                              {Sample(field(23))}));
+    out->push_back(MakeFamily("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+                              {Sample(field(24) * page)}));
+    // Boot time (btime of /proc/stat, seconds since the epoch) + starttime.
+    std::ifstream proc_stat("/proc/stat");
+    for (std::string line; std::getline(proc_stat, line);) {
+      if (line.rfind("btime ", 0) != 0) continue;
+      const double boot = std::strtod(line.c_str() + 6, nullptr);
+      out->push_back(MakeFamily("process_start_time_seconds",
+                                "Start time of the process since unix epoch in seconds.", MetricType::Gauge,
+                                {Sample(boot + field(22) / ticks)}));
+      break;
+    }
+  }
+  std::error_code ec;
+  double fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
+  if (!ec) {
+    // (The directory iterator's own descriptor is counted too, as other
+    // client libraries count it.)
+    out->push_back(MakeFamily("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
+                              {Sample(fds)}));
+  }
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {  // unlimited: left out
+    out->push_back(MakeFamily("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,
+                              {Sample(static_cast<double>(files.rlim_cur))}));
+  }
+}
+
+/// Metrics read at scrape time: the process (/proc), the job counts of the (possibly shared)
 /// store, the kernel cache, the build.
 class ScrapeTimeCollector final : public prometheus::Collectable {
  public:
@@ -93,6 +155,7 @@ class ScrapeTimeCollector final : public prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<MetricFamily> out;
+    AppendProcessFamilies(&out);
     out.push_back(MakeFamily("kls_build_info", "Build of this kls-server (value 1)", MetricType::Gauge,
                              {Sample(1, {{"commit", KLS_GIT_COMMIT}, {"version", KlsVersion()}})}));
     if (store_ != nullptr) {

@@ -25,6 +25,14 @@
 //                                                 dataset, kernel, checkpoint): matrices, keys and
 //                                                 attachments; headers and metadata rows not counted
 //   kls_build_info{version,commit}                gauge, always 1
+//   process_cpu_seconds_total                     counter: user + system CPU seconds (/proc/self/stat)
+//   process_resident_memory_bytes                 gauge: resident set size
+//   process_virtual_memory_bytes                  gauge: virtual memory size
+//   process_start_time_seconds                    gauge: process start, seconds since the Unix epoch
+//   process_open_fds / process_max_fds            gauges: open descriptors (/proc/self/fd) and
+//                                                 their soft limit (RLIMIT_NOFILE)
+//   (the standard series of Prometheus client libraries, read from /proc at
+//   scrape time; a file that cannot be read leaves its series out)
 //
 // RPCs refused by the token check (server/auth.h) end in gRPC's auth filter
 // before any handler or interceptor sees them, and are not counted.

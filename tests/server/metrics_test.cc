@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -474,6 +475,60 @@ TEST_F(MetricsTest, QueriesStopWithin100MsOfTheDeadlineOrCancellation) {
     std::printf("[ Embed ] deadline 0.1 s: the handler returned after %.3f s\n", seconds);
     EXPECT_LE(seconds, 0.1 + 0.1 * kls::testing::TimeScale());
   }
+}
+
+// The standard process_* series, read from /proc: present once each, with
+// their types, plausible values (compared with what the test reads itself),
+// and accepted by promtool.
+TEST_F(MetricsTest, ProcessSeriesArePresentTypedAndPlausible) {
+  const Scrape m(HttpGet(server_->metrics_port(), "/metrics"));
+  const std::map<std::string, std::string> types = {
+      {"process_cpu_seconds_total", "counter"},    {"process_resident_memory_bytes", "gauge"},
+      {"process_virtual_memory_bytes", "gauge"},   {"process_start_time_seconds", "gauge"},
+      {"process_open_fds", "gauge"},               {"process_max_fds", "gauge"}};
+  for (const auto& [name, type] : types) {
+    SCOPED_TRACE(name);
+    EXPECT_THAT(m.text(), HasSubstr("# TYPE " + name + " " + type + "\n"));
+    EXPECT_THAT(m.text(), HasSubstr("# HELP " + name + " "));
+    EXPECT_TRUE(m.Has(name));
+  }
+  const double rss = m.Sum("process_resident_memory_bytes");
+  const double vsz = m.Sum("process_virtual_memory_bytes");
+  EXPECT_GT(rss, 1 << 20);  // a gRPC server with a store: well over 1 MiB
+  EXPECT_GE(vsz, rss);
+  const double cpu = m.Sum("process_cpu_seconds_total");
+  EXPECT_GE(cpu, 0);
+  rusage usage{};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &usage), 0);
+  const double cpu_now = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  EXPECT_LE(cpu, cpu_now + 0.05);  // clock ticks round down; never ahead of getrusage
+  // Started before the scrape (the server runs in this test's process),
+  // within the last hour.
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double start = m.Sum("process_start_time_seconds");
+  EXPECT_LE(start, now + 1);
+  EXPECT_GE(start, now - 3600);
+  const double open_fds = m.Sum("process_open_fds");
+  const double max_fds = m.Sum("process_max_fds");
+  EXPECT_GE(open_fds, 3);  // stdin, stdout, stderr at least; sockets and the store besides
+  rlimit files{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  if (files.rlim_cur != RLIM_INFINITY) {
+    EXPECT_EQ(max_fds, static_cast<double>(files.rlim_cur));
+    EXPECT_LE(open_fds, max_fds);
+  }
+  // CPU seconds never decrease.
+  volatile double spin = 0;
+  for (int i = 0; i < 20000000; ++i) spin = spin + i;
+  const Scrape later(HttpGet(server_->metrics_port(), "/metrics"));
+  EXPECT_GE(later.Sum("process_cpu_seconds_total"), cpu);
+
+  if (!HavePromtool()) GTEST_SKIP() << "promtool not installed (Debian package prometheus; deploy/install-deps.sh)";
+  const fs::path file = fs::path(dir_.Sub("process-metrics.txt"));
+  std::ofstream(file) << m.text();
+  const auto [rc, out] = Promtool("check metrics", file);
+  EXPECT_EQ(rc, 0) << out;
 }
 
 TEST_F(MetricsTest, RequestIdIsEchoedInTrailingMetadata) {
