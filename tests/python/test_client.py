@@ -551,5 +551,41 @@ def test_request_id_is_sent_and_reported(server):
         with pytest.raises(kls_client.KlsError) as raised:
             c.export("no-such-kernel")
         assert raised.value.request_id and len(raised.value.request_id) == 16  # the server's own
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="request_id = 'has space'"):
         kls_client.Client(server.target, request_id="has space")
+
+
+def test_per_call_request_id_override(server):
+    """with_request_id(ID) tags the calls of a view; the client keeps its own id and connection."""
+    with kls_client.Client(server.target, timeout=20, request_id="client-wide-1") as c:
+        view = c.with_request_id("per-call-7")
+        with pytest.raises(kls_client.KlsError) as raised:
+            view.kernel("no-such-kernel")
+        assert raised.value.request_id == "per-call-7"
+        # Streams too, and a generator started later still sends the view's id.
+        with pytest.raises(kls_client.KlsError) as raised:
+            view.export("no-such-kernel")
+        assert raised.value.request_id == "per-call-7"
+        watch = c.with_request_id("per-call-watch").watch("no-such-job")
+        with pytest.raises(kls_client.KlsError) as raised:
+            next(watch)
+        assert raised.value.request_id == "per-call-watch"
+        # Closing a view (with block) leaves the client's connection open.
+        with c.with_request_id("per-call-8") as v:
+            with pytest.raises(kls_client.KlsError) as raised:
+                v.job("no-such-job")
+            assert raised.value.request_id == "per-call-8"
+        assert v.health() == "SERVING"
+        # The client itself still sends its own id.
+        with pytest.raises(kls_client.KlsError) as raised:
+            c.kernel("no-such-kernel")
+        assert raised.value.request_id == "client-wide-1"
+        for bad in ("", "a b", "x" * 129, "caf\u00e9", None):
+            with pytest.raises(ValueError, match="request_id"):
+                c.with_request_id(bad)
+    # Without a client-wide id, the view's id is the only one sent.
+    with kls_client.Client(server.target, timeout=20) as c:
+        with pytest.raises(kls_client.KlsError) as raised:
+            c.with_request_id("only-one").dataset("no-such-dataset")
+        assert raised.value.request_id == "only-one"
+        assert len([k for k, _ in c.with_request_id("only-one")._metadata if k == "x-request-id"]) == 1

@@ -11,6 +11,7 @@ the client holds no other mutable state).
 """
 
 import collections
+import copy
 import importlib
 import os
 import pkgutil
@@ -132,6 +133,15 @@ def _id(thing, message_type, what):
     if isinstance(thing, str) and thing:
         return thing
     raise TypeError("%s must be an id string or a %s; got %r" % (what, message_type.DESCRIPTOR.name, thing))
+
+
+def _check_request_id(request_id):
+    """The id itself, or ValueError naming it."""
+    if (not isinstance(request_id, str) or not (1 <= len(request_id) <= 128)
+            or any(not (0x20 < ord(c) < 0x7f) for c in request_id)):
+        raise ValueError("request_id = %r: must be 1..128 printable ASCII characters without spaces"
+                         % (request_id,))
+    return request_id
 
 
 def _read_pem(value, what):
@@ -362,7 +372,9 @@ class Client:
              server's (ServerInfo.max_message_bytes).
     request_id: sent with every call as x-request-id; the server logs it with
              each call (default: the server makes one per call). A failed
-             call's KlsError.request_id is the id the server used.
+             call's KlsError.request_id is the id the server used. For one
+             call or a few, with_request_id(ID) gives the same client with
+             another id.
 
     Connecting is lazy: a server that is down shows up as KlsError(UNAVAILABLE)
     from the first call. Use as a context manager or call close().
@@ -388,10 +400,9 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=options)
         self._metadata = (("authorization", "Bearer " + token),) if token else ()
+        self._owns_channel = True
         if request_id is not None:
-            if not (1 <= len(request_id) <= 128) or any(not (0x20 < ord(c) < 0x7f) for c in request_id):
-                raise ValueError("request_id: 1..128 printable ASCII characters without spaces")
-            self._metadata += (("x-request-id", request_id),)
+            self._metadata += (("x-request-id", _check_request_id(request_id)),)
         self._admin = service_pb2_grpc.AdminStub(self._channel)
         self._datasets = datasets_pb2_grpc.DatasetsStub(self._channel)
         self._jobs = jobs_pb2_grpc.JobsStub(self._channel)
@@ -405,7 +416,27 @@ class Client:
     # ---- plumbing -----------------------------------------------------------
 
     def close(self):
-        self._channel.close()
+        """Closes the connection (a with_request_id() view leaves it open)."""
+        if self._owns_channel:
+            self._channel.close()
+
+    def with_request_id(self, request_id):
+        """This client with every call tagged `request_id` (x-request-id)
+        instead of the id given to Client() or none: a view sharing the
+        connection, token and timeout, e.g.
+
+            client.with_request_id("order-7731").submit(...)
+            with client.with_request_id("batch-12") as c:   # closing c keeps
+                c.topk(...); c.rerank(...)                  # the connection
+
+        The client itself is unchanged, so threads may use their own views.
+        ValueError for an id that is not 1..128 printable ASCII characters
+        without spaces."""
+        view = copy.copy(self)
+        view._owns_channel = False
+        view._metadata = tuple(kv for kv in self._metadata if kv[0] != "x-request-id") + (
+            ("x-request-id", _check_request_id(request_id)),)
+        return view
 
     def __enter__(self):
         return self
