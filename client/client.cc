@@ -205,6 +205,17 @@ StatusOr<std::string> Client::Echo(const std::string& payload) {
   return std::move(*response.mutable_payload());
 }
 
+StatusOr<kls::v1::BackupResponse> Client::Backup(const std::string& name) {
+  grpc::ClientContext context;
+  SetDeadline(options_, &context);
+  kls::v1::BackupRequest request;
+  request.set_name(name);
+  kls::v1::BackupResponse response;
+  const grpc::Status status = stubs_->admin->Backup(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
 StatusOr<kls::v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext context;
   SetDeadline(options_, &context);

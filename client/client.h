@@ -171,6 +171,11 @@ class Client {
   /// Admin.GetServerInfo.
   StatusOr<kls::v1::ServerInfo> GetServerInfo();
 
+  /// Admin.Backup: a snapshot of the server's embedded store into a new
+  /// directory `name` (empty = a timestamped one) under its backup_dir.
+  /// Waits for the whole backup: give a timeout to match the store's size.
+  StatusOr<kls::v1::BackupResponse> Backup(const std::string& name = "");
+
   /// grpc.health.v1.Health.Check for `service` ("" = the whole server).
   /// NOT_FOUND if the server does not know the service.
   StatusOr<ServingStatus> CheckHealth(const std::string& service = "");

@@ -1,6 +1,8 @@
 #include "server/kls_server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+
+#include <filesystem>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
@@ -159,6 +161,8 @@ Status KlsServer::Start() {
   facts.data_dir = shared ? "(shared store)" : data_dir_->path();
   facts.worker_threads = config_.ResolvedWorkers();
   facts.max_message_bytes = config_.max_message_bytes();
+  facts.shared_store = shared;
+  if (!config_.backup_dir.empty()) facts.backup_dir = std::filesystem::absolute(config_.backup_dir).string();
   admin_service_ = std::make_unique<AdminService>(std::move(facts));
   datasets_service_ = std::make_unique<DatasetsService>(store_.get());
   jobs_service_ = std::make_unique<JobsService>(job_manager_.get(), store_.get());

@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
                  "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
                  "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
                  "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format, http_listen, "
-                 "http_cors_origins, http_threads, access_log); "
+                 "http_cors_origins, http_threads, access_log, backup_dir); "
                  "flags override it");
   auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
                          ->default_str(defaults.listen);
@@ -277,7 +277,11 @@ int main(int argc, char** argv) {
   std::string migrate_from;
   app.add_option("--migrate-from", migrate_from,
                  "Copy every data set, job and kernel of this data directory into --store, then exit");
-  std::string backup_dir, restore_dir;
+  std::string backup_dir, restore_dir, admin_backup_dir;
+  auto* admin_backup_opt =
+      app.add_option("--backup-dir", admin_backup_dir,
+                     "Directory where Admin.Backup (kls backup) writes snapshots of the running embedded store; "
+                     "unset = that RPC is refused");
   app.add_option("--backup", backup_dir,
                  "Write a consistent snapshot of --data-dir (running server or not) into this new or empty "
                  "directory, then exit");
@@ -320,6 +324,7 @@ int main(int argc, char** argv) {
   if (http_opt->count() > 0) overrides.http_listen = http_listen;
   if (cors_opt->count() > 0) overrides.http_cors_origins = http_cors_origins;
   if (http_threads_opt->count() > 0) overrides.http_threads = http_threads;
+  if (admin_backup_opt->count() > 0) overrides.backup_dir = admin_backup_dir;
   const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
   if (!loaded.ok()) {
     std::cerr << "kls-server: " << loaded.status() << "\n";

@@ -17,7 +17,7 @@ constexpr const char* kKnownKeys =
     "listen, data_dir, workers, log_level, max_message_mb, kernel_cache_mb, tls_cert_file, tls_key_file, "
     "tls_client_ca_file, tokens_file, store, role, cache_dir, cache_disk_mb, lease_seconds, checkpoint_seconds, "
     "max_attempts, max_lost_attempts, metrics_listen, log_format, http_listen, http_cors_origins, http_threads, "
-    "access_log";
+    "access_log, backup_dir";
 constexpr int kMaxMessageMbLimit = 2047;  // gRPC sizes are int: < 2 GiB.
 constexpr int kMaxKernelCacheMb = 1 << 20;  // 1 TiB: anything above is a typo.
 
@@ -221,6 +221,8 @@ Status ApplyConfigText(const std::string& text, const std::string& source_name, 
       config->role = value;
     } else if (key == "cache_dir") {
       config->cache_dir = value;
+    } else if (key == "backup_dir") {
+      config->backup_dir = value;
     } else if (key == "cache_disk_mb") {
       KLS_RETURN_IF_ERROR(int_value(&config->cache_disk_mb));
     } else if (key == "metrics_listen") {
@@ -277,6 +279,7 @@ StatusOr<ServerConfig> LoadServerConfig(const std::string& config_file, const Co
   if (overrides.store) config.store = *overrides.store;
   if (overrides.role) config.role = *overrides.role;
   if (overrides.cache_dir) config.cache_dir = *overrides.cache_dir;
+  if (overrides.backup_dir) config.backup_dir = *overrides.backup_dir;
   if (overrides.cache_disk_mb) config.cache_disk_mb = *overrides.cache_disk_mb;
   if (overrides.lease_seconds) config.lease_seconds = *overrides.lease_seconds;
   if (overrides.checkpoint_seconds) config.checkpoint_seconds = *overrides.checkpoint_seconds;

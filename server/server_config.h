@@ -28,6 +28,7 @@
 //   http_listen = 127.0.0.1:8080              # HTTP/JSON API + web console; unset = off
 //   http_cors_origins = https://app.example   # other origins the HTTP API answers (comma-separated, * = any)
 //   http_threads = 16                         # HTTP worker threads (an open SSE watch holds one)
+//   backup_dir = /var/backups/kls             # where Admin.Backup (kls backup) writes snapshots; unset = off
 //
 // Values may be wrapped in double quotes (to keep a '#' or surrounding
 // spaces). Unknown keys, repeated keys and malformed lines are errors that name
@@ -110,6 +111,10 @@ struct ServerConfig {
   std::string http_cors_origins;
   /// HTTP worker threads, 2..1024.
   int http_threads = 16;
+  /// Directory under which Admin.Backup (`kls backup`) writes snapshots of
+  /// the embedded store, one new subdirectory each (created if missing);
+  /// empty = the RPC is refused. Unused by the PostgreSQL store (pg_dump).
+  std::string backup_dir;
 
   /// INVALID_ARGUMENT naming the first bad field.
   Status Validate() const;
@@ -162,6 +167,7 @@ struct ConfigOverrides {
   std::optional<std::string> http_listen;
   std::optional<std::string> http_cors_origins;
   std::optional<int> http_threads;
+  std::optional<std::string> backup_dir;
 };
 
 /// Defaults, then `config_file` (skipped when empty), then `overrides`; the

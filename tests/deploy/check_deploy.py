@@ -7,7 +7,7 @@
                            Services, PDBs, ConfigMap, Secrets, securityContext,
                            metrics port and scrape annotations, HPA,
                            NetworkPolicies, ephemeral storage), and the
-                           servicemonitor component
+                           servicemonitor and backup-cronjob components
   check_deploy.py compose  parse deploy/docker-compose.yml and check the
                            default service and the `replicas` profile
 
@@ -50,6 +50,7 @@ KNOWN_KEYS = {
     "store", "role", "cache_dir", "cache_disk_mb", "lease_seconds", "checkpoint_seconds",
     "max_attempts", "max_lost_attempts", "metrics_listen", "log_format",
     "http_listen", "http_cors_origins", "http_threads", "access_log",
+    "backup_dir",
 }
 SERVER_CONFIG = os.path.join(ROOT, "server", "server_config.cc")
 METRICS_PATH = "/metrics"
@@ -447,6 +448,41 @@ def check_servicemonitor(components, minor, svcs, deps):
     check(set(by_kind(objs, "Deployment")) == set(deps), "servicemonitor component: Deployments differ from the base")
 
 
+def check_backup_cronjob(components, minor, deps):
+    """components/backup-cronjob: a CronJob that runs `kls ... backup` with an admin token from a Secret."""
+    if not components:
+        print(f"note: kubectl 1.{minor} has no kustomize Components (needs >= 1.21): "
+              "components/backup-cronjob NOT checked.")
+        return
+    objs = check_component("backup-cronjob")
+    jobs = by_kind(objs, "CronJob")
+    if not check(list(jobs) == ["kls-backup"], f"backup-cronjob component: CronJobs {sorted(jobs)}, want kls-backup"):
+        return
+    spec = jobs["kls-backup"]["spec"]
+    check(spec.get("concurrencyPolicy") == "Forbid", "CronJob kls-backup: concurrencyPolicy is not Forbid")
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    check(pod.get("restartPolicy") in ("Never", "OnFailure"), "CronJob kls-backup: restartPolicy")
+    containers = pod.get("containers", [])
+    if not check(len(containers) == 1, "CronJob kls-backup: want one container"):
+        return
+    c = containers[0]
+    cmd = c.get("command", []) + c.get("args", [])
+    check(cmd[:1] == ["kls"] and cmd[-1:] == ["backup"] and "--target" in cmd,
+          f"CronJob kls-backup: command {cmd} is not `kls --target ... backup`")
+    env = {e["name"]: e for e in c.get("env", [])}
+    ref = ((env.get("KLS_TOKEN") or {}).get("valueFrom") or {}).get("secretKeyRef") or {}
+    check(bool(ref.get("name")) and bool(ref.get("key")), "CronJob kls-backup: KLS_TOKEN does not come from a Secret")
+    psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
+    check(psc.get("runAsNonRoot") is True, "CronJob kls-backup: runAsNonRoot not set")
+    check(csc.get("readOnlyRootFilesystem") is True and csc.get("allowPrivilegeEscalation") is False,
+          "CronJob kls-backup: container securityContext not locked down")
+    check(c.get("resources", {}).get("limits"), "CronJob kls-backup: no resource limits")
+    labels = jobs["kls-backup"]["spec"]["jobTemplate"]["spec"]["template"]["metadata"].get("labels", {})
+    check(labels.get("app.kubernetes.io/name") != "kls",
+          "CronJob kls-backup: its pods must not carry app.kubernetes.io/name=kls (Service kls-metrics selects those)")
+    check(set(by_kind(objs, "Deployment")) == set(deps), "backup-cronjob component: Deployments differ from the base")
+
+
 def check_k8s():
     if shutil.which("kubectl") is None:
         print("SKIPPED: kubectl is not on PATH, so `kubectl kustomize deploy/k8s` cannot be checked. "
@@ -531,6 +567,7 @@ def check_k8s():
         check_hpa(by_kind(objs, "HorizontalPodAutoscaler"), deps)
         check_network_policies(by_kind(objs, "NetworkPolicy"), deps)
     check_servicemonitor(components, minor.group(1) if minor else "?", svcs, deps)
+    check_backup_cronjob(components, minor.group(1) if minor else "?", deps)
 
     # --- TLS component, through a throwaway overlay outside the base ---
     tls = []

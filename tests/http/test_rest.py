@@ -180,7 +180,8 @@ def expect_error(response, status, code, *fragments):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("kls-http"), "--http-cors-origins", ALLOWED_ORIGIN)
+    directory = tmp_path_factory.mktemp("kls-http")
+    s = Server(directory, "--http-cors-origins", ALLOWED_ORIGIN, "--backup-dir", str(directory / "backups"))
     yield s
     s.stop()
 
@@ -479,7 +480,7 @@ MISSING = {
     "/v1/queries/classify-users": {"kernel": {"name": "missing"}, "labelledUsers": [0, 1], "labels": [0, 1]},
 }
 # Methods that look nothing up: lists answer empty for a filter matching nothing.
-NOTHING_TO_FIND = {"/v1/admin/echo", "/v1/admin/get-server-info", "/v1/datasets/list", "/v1/jobs/list",
+NOTHING_TO_FIND = {"/v1/admin/echo", "/v1/admin/get-server-info", "/v1/admin/backup", "/v1/datasets/list", "/v1/jobs/list",
                    "/v1/kernels/list", "/v1/kernels/import"}
 
 
@@ -834,6 +835,17 @@ def test_request_id_round_trips(server):
         assert generated and generated != sent and r.json()["request_id"] == generated
     ids = {server.get("/v1/admin/get-server-info").headers["X-Request-Id"] for _ in range(3)}
     assert len(ids) == 3
+
+
+# ---- Admin.Backup: a snapshot into the server's --backup-dir ----------------------------
+
+def test_admin_backup(server):
+    answer = server.ok("POST", "/v1/admin/backup", {"name": "over-rest"})
+    assert answer["path"].endswith("/backups/over-rest") and int(answer["files"]) >= 1, answer
+    expect_error(server.post("/v1/admin/backup", {"name": "over-rest"}), 409, "ALREADY_EXISTS", "over-rest")
+    expect_error(server.post("/v1/admin/backup", {"name": "../x"}), 400, "INVALID_ARGUMENT", "name")
+    # A read-only verb is refused: Backup needs scope admin and is POST only.
+    assert server.get("/v1/admin/backup").status == 405
 
 
 # ---- every route answered ----------------------------------------------------------------

@@ -468,6 +468,15 @@ class Client:
         """Admin.Echo: the payload (bytes) back."""
         return self._call(self._admin.Echo, service_pb2.EchoRequest(payload=payload)).payload
 
+    def backup(self, name="", timeout=3600):
+        """Admin.Backup (scope admin): a snapshot of the server's embedded store
+        into backup_dir/NAME (default kls-backup-<UTC time>); the BackupResponse
+        (path, datasets, kernels, jobs, files, bytes, linked, schema_version,
+        attempts, seconds, kls_version). Waits for the whole backup, up to
+        `timeout` seconds. KlsError(FAILED_PRECONDITION) when the server has no
+        backup_dir or runs on PostgreSQL."""
+        return self._call(self._admin.Backup, service_pb2.BackupRequest(name=name), timeout=timeout)
+
     # ---- Datasets -----------------------------------------------------------
 
     def upload(self, features, labels=None, keys=None, constraints=None, protocol=None, name=None,
