@@ -4,7 +4,8 @@
 // integrity check and answers every kernel exactly as the original. Refusals:
 // no backup_dir (FAILED_PRECONDITION naming the key), a bad name
 // (INVALID_ARGUMENT naming the value), an existing snapshot name
-// (ALREADY_EXISTS), a token without scope admin (PERMISSION_DENIED). The same
+// (ALREADY_EXISTS), a token without scope admin (PERMISSION_DENIED), the
+// PostgreSQL store (FAILED_PRECONDITION naming pg_dump). The same
 // RPC over the HTTP gateway (POST /v1/admin/backup).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 
 #include "client/client.h"
 #include "tests/e2e/server_process.h"
+#include "tests/test_util/postgres_server.h"
 
 #ifndef KLS_CLI_BINARY
 #error "define KLS_CLI_BINARY"
@@ -180,6 +182,18 @@ TEST_F(AdminBackupTest, RefusalsNameTheReason) {
     ASSERT_TRUE(answer.is_object()) << ReadFile(out);
     EXPECT_EQ(answer.value("path", ""), fs::absolute(scratch_ / "backups" / "over-http").string()) << answer;
   }
+}
+
+TEST_F(AdminBackupTest, PostgresStoreIsRefusedNamingPgDump) {
+  kls::testing::PostgresServer pg;
+  ASSERT_TRUE(pg.Init()) << pg.error();
+  ASSERT_NO_FATAL_FAILURE(Start({"--store", pg.uri(), "--cache-dir", (scratch_ / "cache").string(), "--backup-dir",
+                                 (scratch_ / "backups").string()}));
+  const RunResult r = Cli(kAdmin, {});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.out + r.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out + r.err, HasSubstr("pg_dump"));
+  EXPECT_FALSE(fs::exists(scratch_ / "backups"));
 }
 
 }  // namespace
