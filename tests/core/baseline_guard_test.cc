@@ -11,6 +11,7 @@
 
 #include "core/npkl/baseline_guard.h"
 #include "core/npkl/cross_validation.h"
+#include "tests/test_util/label_pairs.h"
 
 namespace kls {
 namespace {
@@ -55,22 +56,9 @@ Labelled BlobsOnARay(int n, uint64_t seed) {
   return d;
 }
 
-PairwiseConstraints RandomPairs(const std::vector<int>& labels, int count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> pick(0, static_cast<int>(labels.size()) - 1);
-  PairwiseConstraints c;
-  std::set<std::pair<int, int>> seen;
-  while (static_cast<int>(c.pairs.size()) < count) {
-    const int i = pick(rng), j = pick(rng);
-    if (i == j || !seen.insert({std::min(i, j), std::max(i, j)}).second) continue;
-    c.pairs.push_back({i, j, labels[i] == labels[j] ? PairKind::kMustLink : PairKind::kCannotLink});
-  }
-  return c;
-}
-
 TEST(BaselineGuardTest, ALinearlySeparableSetMakesThePlainKernelBeatAPoorLearnedOne) {
   const Labelled d = Blobs(200, 1);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 400, 2);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 400, 2);
   auto fold = AssignPairFolds(pairs, 5, 1);
   ASSERT_TRUE(fold.ok()) << fold.status();
   auto g = RunBaselineGuard(d.x, pairs, *fold, 5, {0}, {0.6}, BaselineGuardOptions());
@@ -87,7 +75,7 @@ TEST(BaselineGuardTest, ALinearlySeparableSetMakesThePlainKernelBeatAPoorLearned
 
 TEST(BaselineGuardTest, ALearnedKernelAtLeastAsGoodKeepsTheVerdictFalse) {
   const Labelled d = Blobs(200, 3);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 400, 4);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 400, 4);
   auto fold = AssignPairFolds(pairs, 3, 1);
   ASSERT_TRUE(fold.ok());
   auto g = RunBaselineGuard(d.x, pairs, *fold, 3, {0, 1, 2}, {1.0, 1.0, 1.0}, BaselineGuardOptions());
@@ -99,7 +87,7 @@ TEST(BaselineGuardTest, ALearnedKernelAtLeastAsGoodKeepsTheVerdictFalse) {
 
 TEST(BaselineGuardTest, ALeadWithinTheNoiseOfTheHeldOutPairsIsNotAVerdict) {
   const Labelled d = Blobs(200, 1);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 400, 2);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 400, 2);
   auto fold = AssignPairFolds(pairs, 5, 1);
   ASSERT_TRUE(fold.ok());
   // 80 held-out pairs: a lead below 1/sqrt(80) = 0.112 is noise.
@@ -115,7 +103,7 @@ TEST(BaselineGuardTest, ALeadWithinTheNoiseOfTheHeldOutPairsIsNotAVerdict) {
 
 TEST(BaselineGuardTest, TheRbfWidthChosenOnTrainingPairsSeparatesBlobsOnARayWhereLinearCannot) {
   const Labelled d = BlobsOnARay(240, 5);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 600, 6);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 600, 6);
   auto fold = AssignPairFolds(pairs, 3, 2);
   ASSERT_TRUE(fold.ok());
   auto g = RunBaselineGuard(d.x, pairs, *fold, 3, {0, 1}, {0.5, 0.5}, BaselineGuardOptions());
@@ -132,7 +120,7 @@ TEST(BaselineGuardTest, TheRbfWidthChosenOnTrainingPairsSeparatesBlobsOnARayWher
 
 TEST(BaselineGuardTest, TheClusteringScoreScoresFactorsWithKernelKMeans) {
   const Labelled d = Blobs(120, 7);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 300, 8);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 8);
   auto fold = AssignPairFolds(pairs, 3, 1);
   ASSERT_TRUE(fold.ok());
   BaselineGuardOptions options;
@@ -145,7 +133,7 @@ TEST(BaselineGuardTest, TheClusteringScoreScoresFactorsWithKernelKMeans) {
 
 TEST(BaselineGuardTest, BadArgumentsNameWhatIsWrongAndCancellationStops) {
   const Labelled d = Blobs(40, 9);
-  const PairwiseConstraints pairs = RandomPairs(d.labels, 50, 10);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 50, 10);
   auto fold = AssignPairFolds(pairs, 5, 1);
   ASSERT_TRUE(fold.ok());
   std::vector<int> short_fold(fold->begin(), fold->end() - 1);

@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/test_util/label_pairs.h"
+
 namespace kls {
 namespace {
 
@@ -35,22 +37,6 @@ Labeled TwoClasses(int n, double separation, double signal, int noise_dims, doub
     for (int k = 0; k < noise_dims; ++k) d.x(i, 1 + k) = noise * g(rng);
   }
   return d;
-}
-
-// `count` random pairs, must-link when the labels agree.
-PairwiseConstraints LabelPairs(const std::vector<int>& y, int count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int n = static_cast<int>(y.size());
-  std::uniform_int_distribution<int> pick(0, n - 1);
-  PairwiseConstraints c;
-  std::vector<std::vector<bool>> seen(n, std::vector<bool>(n, false));
-  while (c.size() < count) {
-    int i = pick(rng), j = pick(rng);
-    if (i == j || seen[i][j]) continue;
-    seen[i][j] = seen[j][i] = true;
-    c.pairs.push_back({i, j, y[i] == y[j] ? PairKind::kMustLink : PairKind::kCannotLink});
-  }
-  return c;
 }
 
 double Dist(const Eigen::MatrixXd& m, const Eigen::MatrixXd& x, int i, int j) {
@@ -104,7 +90,7 @@ TEST(Itml, NoConstraintsReturnsThePrior) {
 TEST(Itml, SatisfiedConstraintsLeaveThePrior) {
   // Bounds that every pair already meets under M0: no projection moves M.
   const Labeled d = TwoClasses(30, 1.0, 0.2, 1, 0.5, 4);
-  const PairwiseConstraints c = LabelPairs(d.y, 60, 5);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 60, 5);
   ItmlOptions o;
   o.lower = 1e6;  // every must-link is closer
   o.upper = 1e-9; // every cannot-link is farther
@@ -121,7 +107,7 @@ TEST(Itml, HardConstraintsAreMetOnAFeasibleProblem) {
   // down meets any bounds l < u, so with a large γ (ξ ≈ ξ0) every must-link
   // ends within l and every cannot-link beyond u.
   const Labeled d = TwoClasses(40, 2.0, 0.1, 1, 1.0, 6);
-  const PairwiseConstraints c = LabelPairs(d.y, 80, 7);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 80, 7);
   ItmlOptions o;
   o.gamma = 1e8;
   o.lower = 0.5;
@@ -190,7 +176,7 @@ void ExpectKkt(const Eigen::MatrixXd& x, const PairwiseConstraints& c, const Itm
 
 TEST(Itml, KktConditionsHoldAtConvergence) {
   const Labeled d = TwoClasses(30, 1.0, 0.3, 2, 1.0, 8);
-  const PairwiseConstraints c = LabelPairs(d.y, 50, 9);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 50, 9);
   ItmlOptions o;
   o.gamma = 1.0;
   o.tolerance = 1e-12;
@@ -209,7 +195,7 @@ TEST(Itml, KktConditionsHoldAtConvergence) {
 
 TEST(Itml, KktConditionsHoldWithAPriorAndSmallGamma) {
   const Labeled d = TwoClasses(24, 1.0, 0.3, 2, 1.0, 10);
-  const PairwiseConstraints c = LabelPairs(d.y, 40, 11);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 40, 11);
   ItmlOptions o;
   o.gamma = 0.1;
   o.tolerance = 1e-12;
@@ -230,7 +216,7 @@ TEST(Itml, LearnedMetricSeparatesClassesEuclideanDoesNot) {
   // The classes differ along a low-variance axis (means ±0.3, std 0.1);
   // four high-variance noise axes (std 3) dominate the Euclidean distance.
   const Labeled d = TwoClasses(60, 0.3, 0.1, 4, 3.0, 12);
-  const PairwiseConstraints c = LabelPairs(d.y, 300, 13);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 300, 13);
   const double euclid = LooAccuracy(Eigen::MatrixXd::Identity(5, 5), d.x, d.y);
   ItmlOptions o;
   auto r = SolveItml(d.x, c, o);
@@ -268,7 +254,7 @@ TEST(Itml, SkipsSelfPairsAndCoincidentPoints) {
 
 TEST(Itml, StopsOnCancellationAndReportsProgress) {
   const Labeled d = TwoClasses(30, 1.0, 0.3, 2, 1.0, 15);
-  const PairwiseConstraints c = LabelPairs(d.y, 50, 16);
+  const PairwiseConstraints c = test_util::RandomLabelPairs(d.y, 50, 16);
   ItmlOptions o;
   o.tolerance = 1e-15;
   o.max_iterations = 1000000;

@@ -39,6 +39,8 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -51,13 +53,6 @@ LearnedKernel::Embedding RandomFactor(int n, int r, uint64_t seed) {
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < r; ++j) v(i, j) = normal(rng) * (1.0 + j);
   return v;
-}
-
-kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  r.set_version(version);
-  return r;
 }
 
 ProgressEvent Report(int iteration) {

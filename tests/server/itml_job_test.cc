@@ -14,38 +14,15 @@
 #include "core/metric/itml.h"
 #include "kls/v1/families/itml.pb.h"
 #include "test_server.h"
+#include "tests/test_util/label_pairs.h"
 
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+using kls::testing::TestCsv;
+
 using ::testing::HasSubstr;
-
-kls::v1::KernelRef Ref(const std::string& name) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  return r;
-}
-
-Dataset Wine() {
-  auto wine = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/wine.csv");
-  EXPECT_TRUE(wine.ok()) << wine.status();
-  return wine.ok() ? *wine : Dataset();
-}
-
-PairwiseConstraints LabelPairs(const std::vector<int>& y, int count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int n = static_cast<int>(y.size());
-  std::uniform_int_distribution<int> pick(0, n - 1);
-  PairwiseConstraints c;
-  std::vector<std::vector<bool>> seen(n, std::vector<bool>(n, false));
-  while (c.size() < count) {
-    const int i = pick(rng), j = pick(rng);
-    if (i == j || seen[i][j]) continue;
-    seen[i][j] = seen[j][i] = true;
-    c.pairs.push_back({i, j, y[i] == y[j] ? PairKind::kMustLink : PairKind::kCannotLink});
-  }
-  return c;
-}
 
 kls::v1::SubmitJobRequest ItmlRequest(const std::string& dataset_id, double gamma) {
   kls::v1::SubmitJobRequest r;
@@ -61,9 +38,9 @@ kls::v1::SubmitJobRequest ItmlRequest(const std::string& dataset_id, double gamm
 class ItmlJobTest : public kls::testing::ServerJobTest {};
 
 TEST_F(ItmlJobTest, ServedKernelIsXLAndFeatureQueriesMapRowsExactly) {
-  const Dataset wine = Wine();
+  const Dataset wine = TestCsv("wine.csv");
   ASSERT_GT(wine.features.rows(), 100);
-  const PairwiseConstraints pairs = LabelPairs(wine.labels, 300, 21);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(wine.labels, 300, 21);
   const std::string id = Upload(wine, pairs);
   ASSERT_FALSE(id.empty());
   const kls::v1::Job job = Run(ItmlRequest(id, 1.0), "wine-itml");
@@ -158,7 +135,7 @@ TEST_F(ItmlJobTest, ServedKernelIsXLAndFeatureQueriesMapRowsExactly) {
 }
 
 TEST_F(ItmlJobTest, BadOptionsAndDataSetsWithoutPairsAreRejected) {
-  const Dataset wine = Wine();
+  const Dataset wine = TestCsv("wine.csv");
   const std::string id = Upload(wine);  // no pairs
   ASSERT_FALSE(id.empty());
   kls::v1::SubmitJobRequest r = ItmlRequest(id, -1.0);

@@ -27,20 +27,11 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+using kls::testing::TestCsv;
+
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-kls::v1::KernelRef Ref(const std::string& name) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  return r;
-}
-
-Dataset Wine() {
-  auto wine = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/wine.csv");
-  EXPECT_TRUE(wine.ok()) << wine.status();
-  return wine.ok() ? *wine : Dataset();
-}
 
 // Columns standardized by the test itself (mean, sample standard deviation).
 Eigen::MatrixXd Standardized(const Eigen::MatrixXd& x) {
@@ -74,7 +65,7 @@ class JobKnobsTest : public kls::testing::ServerJobTest {
 // standardized itself. ZSCORE gives exactly the standardized kernel and its
 // accuracy; raw features lose about 25 points; the raw job's summary says why.
 TEST_F(JobKnobsTest, WineWithZscoreScalingGivesTheStandardizedAccuracy) {
-  const Dataset wine = Wine();
+  const Dataset wine = TestCsv("wine.csv");
   auto constraints = GenerateComponentProtocol(wine.labels, 0.7, 1);
   ASSERT_TRUE(constraints.ok()) << constraints.status();
   const std::string raw_id = Upload(wine, *constraints);
@@ -149,7 +140,7 @@ TEST_F(JobKnobsTest, WineWithZscoreScalingGivesTheStandardizedAccuracy) {
 // scaled data). The onk kernel is Gaussian-based (K_ii is the largest entry
 // of row i), so TopK by a raw row's features returns that row first.
 TEST_F(JobKnobsTest, ClassifyAndTopKApplyTheStoredScalingToRawRows) {
-  const Dataset wine = Wine();
+  const Dataset wine = TestCsv("wine.csv");
   const std::string id = Upload(wine);
   kls::v1::SubmitJobRequest r;
   r.set_dataset_id(id);
@@ -425,7 +416,7 @@ TEST_F(JobKnobsTest, AppendedPairsAndWarmStartReachTheColdObjectiveFaster) {
                 1e-3 * std::max(1.0, std::abs(cold.progress().objective())));
   }
   // Other features: wine's kernel cannot warm-start an iris job.
-  const Dataset wine = Wine();
+  const Dataset wine = TestCsv("wine.csv");
   auto wc = GenerateBcdProtocol(wine.labels, 0.3, 1);
   ASSERT_TRUE(wc.ok());
   kls::v1::SubmitJobRequest w;

@@ -26,6 +26,8 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
@@ -35,13 +37,6 @@ LearnedKernel::Embedding RandomEmbedding(int n, int r, uint32_t seed) {
   LearnedKernel::Embedding v(n, r);
   for (Eigen::Index t = 0; t < v.size(); ++t) v.data()[t] = normal(rng);
   return v;
-}
-
-kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  r.set_version(version);
-  return r;
 }
 
 class KernelsServiceTest : public ::testing::Test {

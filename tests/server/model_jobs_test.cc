@@ -36,14 +36,10 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-kls::v1::KernelRef Ref(const std::string& name) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  return r;
-}
 
 class ModelJobsTest : public kls::testing::ServerJobTest {
  protected:

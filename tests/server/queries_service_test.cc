@@ -29,6 +29,8 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
@@ -40,14 +42,6 @@ LearnedKernel RandomKernel(int n, int r, uint32_t seed) {
     for (int j = 0; j < r; ++j) v(i, j) = normal(rng);
   }
   return *LearnedKernel::FromEmbedding(std::move(v));
-}
-
-kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0, const std::string& alias = "") {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  r.set_version(version);
-  r.set_alias(alias);
-  return r;
 }
 
 class QueriesServiceTest : public ::testing::Test {

@@ -24,6 +24,8 @@
 namespace kls::server {
 namespace {
 
+using kls::testing::Ref;
+
 using ::testing::HasSubstr;
 
 constexpr int kN = 600;
@@ -37,12 +39,6 @@ struct Item {
   int64_t stock = 0;
   bool discontinued = false;
 };
-
-kls::v1::KernelRef Ref(const std::string& name) {
-  kls::v1::KernelRef r;
-  r.set_name(name);
-  return r;
-}
 
 class RankingQueriesTest : public kls::testing::ServerJobTest {
  protected:

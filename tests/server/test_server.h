@@ -10,11 +10,29 @@
 #include <string>
 
 #include "client/client.h"
+#include "core/data/csv_reader.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
 #include "test_store.h"
 
 namespace kls::testing {
+
+/// A KernelRef by name, optionally pinned to a version or an alias.
+inline kls::v1::KernelRef Ref(const std::string& name, int64_t version = 0, const std::string& alias = "") {
+  kls::v1::KernelRef r;
+  r.set_name(name);
+  r.set_version(version);
+  r.set_alias(alias);
+  return r;
+}
+
+/// A CSV data set of tests/data (e.g. "wine.csv"), read as the server reads
+/// uploads; a read error fails the test and gives an empty data set.
+inline Dataset TestCsv(const std::string& file) {
+  auto d = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/" + file);
+  EXPECT_TRUE(d.ok()) << file << ": " << d.status();
+  return d.ok() ? *d : Dataset();
+}
 
 /// Points `config` at the suite's store: unchanged (embedded, data_dir) by
 /// default; the directory's PostgreSQL database and a cache in dir/cache when
