@@ -1,6 +1,10 @@
 #include "bench/npkl_runner.h"
+#include <map>
+#include <memory>
 
 #include "core/data/constraint_generators.h"
+#include "core/data/feature_scaling.h"
+#include "core/graph/laplacian.h"
 #include "core/metric/itml.h"
 #include "core/npkl/bcd_npkl.h"
 #include "core/npkl/kl_admm.h"
@@ -140,6 +144,72 @@ StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
   RunParams p = params;
   p.c = cv_result->best_value;
   return RunMethod(method, NpklProblem{laplacian(p.c), constraints}, p);
+}
+
+StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& features, bool try_zscore,
+                                                    const std::string& protocol, int k, int clusters,
+                                                    const RunParams& params) {
+  struct Scaled {
+    std::string name;
+    std::shared_ptr<const Eigen::MatrixXd> x;
+  };
+  std::vector<Scaled> scaled = {{"none", std::make_shared<const Eigen::MatrixXd>(features)}};
+  if (try_zscore) {
+    KLS_ASSIGN_OR_RETURN(FeatureScaler scaler, FeatureScaler::Fit(features, FeatureScaling::kZScore));
+    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd z, scaler.Apply(features));
+    scaled.push_back({"zscore", std::make_shared<const Eigen::MatrixXd>(std::move(z))});
+  }
+  const CrossValidationOptions grid_source;  // the default grid {0.1, 1, 10}
+  auto family = [&](const AutoFamilyChoice& f, const Scaled& s) -> StatusOr<AutoCandidate> {
+    const std::string family_name = f.family;
+    MethodSpec m{f.name, family_name == "kl_admm"   ? MethodSpec::Family::kAdmm
+                         : family_name == "bcd_npkl" ? MethodSpec::Family::kBcd
+                                                     : MethodSpec::Family::kSimple,
+                 f.has_loss ? f.loss : NpklLoss::kSquare};
+    // One Laplacian per value when δ follows C (BCDNPKL), else one.
+    auto laplacians = std::make_shared<std::map<double, Eigen::SparseMatrix<double>>>();
+    for (double v : grid_source.grid) {
+      KLS_ASSIGN_OR_RETURN(Protocol p, MakeProtocol(protocol, m, k, v));
+      KLS_ASSIGN_OR_RETURN(Graph g, BuildGraph(*s.x, p.graph));
+      (*laplacians)[v] = std::move(g.laplacian);
+      if (m.family != MethodSpec::Family::kBcd) break;
+    }
+    RunParams base = params;
+    base.threads = 1;
+    base.progress = nullptr;
+    base.factor_diagnostics = nullptr;
+    AutoCandidate c;
+    c.name = f.name;
+    c.scaling = s.name;
+    c.grid = grid_source.grid;
+    c.learn = [m, laplacians, base](const PairwiseConstraints& train, double value,
+                                    const SolveControl&) -> StatusOr<LearnedKernel> {
+      auto it = laplacians->find(value);
+      const Eigen::SparseMatrix<double>& l = it != laplacians->end() ? it->second : laplacians->begin()->second;
+      RunParams p = base;
+      p.c = value;
+      NpklProblem problem{l, train};
+      if (m.family == MethodSpec::Family::kBcd) {  // as the server's bcd_npkl: the admm protocol's self pairs left out
+        problem.constraints.pairs.clear();
+        for (const Pair& q : train.pairs)
+          if (q.i != q.j) problem.constraints.pairs.push_back(q);
+      }
+      KLS_ASSIGN_OR_RETURN(NpklResult r, RunMethod(m, problem, p));
+      return std::move(r.kernel);
+    };
+    return c;
+  };
+  std::vector<AutoCandidate> out;
+  for (const AutoSlot& slot : AutoOrder(static_cast<int>(scaled.size()))) {
+    const Scaled& s = scaled[slot.scaling];
+    if (slot.plain >= 0) {
+      out.push_back(PlainKernelCandidate(s.x, kAutoPlainKernels[slot.plain], s.name, clusters));
+      continue;
+    }
+    KLS_ASSIGN_OR_RETURN(AutoCandidate c, family(kAutoFamilies[slot.family], s));
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 StatusOr<NpklResult> RunItml(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,

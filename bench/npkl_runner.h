@@ -10,6 +10,7 @@
 #include "core/data/constraints.h"
 #include "core/data/dataset.h"
 #include "core/graph/laplacian.h"
+#include "core/npkl/auto_select.h"
 #include "core/npkl/cross_validation.h"
 #include "core/npkl/npkl_problem.h"
 
@@ -98,6 +99,16 @@ StatusOr<NpklResult> RunItml(const Eigen::MatrixXd& features, const PairwiseCons
 StatusOr<NpklResult> RunItmlAuto(const Eigen::MatrixXd& features, const PairwiseConstraints& constraints,
                                  const RunParams& params, const CrossValidationOptions& cv,
                                  CrossValidationResult* cv_result, Eigen::MatrixXd* factor = nullptr);
+
+/// `--method auto`: the candidates of core/npkl/auto_select.h on `features`
+/// (and on their z-scores when `try_zscore`): each family of kAutoFamilies
+/// over the protocol's graph (`protocol`, `k`; BCDNPKL's δ = C/2 follows the
+/// value) with `params` (threads 1), then the plain kernels (for the score
+/// with `clusters`: PlainKernelCandidate). A candidate's
+/// learn on every pair with its chosen value is the kernel `auto` stores.
+StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& features, bool try_zscore,
+                                                    const std::string& protocol, int k, int clusters,
+                                                    const RunParams& params);
 
 /// Default C / γ per family: KL-ADMM γ = 10, BCDNPKL C = 1, SimpleNPKL C = 1.
 double DefaultC(const MethodSpec& method);

@@ -118,14 +118,22 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     std::string c;
     int cv_folds = 3, cv_threads = 1, cv_clusters = -1;
     uint64_t seed = 1;
-    bool standardize = false, warm_start = false, baselines = false;
-    double holdout = 0.0;
+    bool standardize = false, warm_start = false, baselines = false, oracle = false;
+    double holdout = 0.0, auto_max_seconds = -1.0;
   };
   auto a = std::make_shared<Args>();
   app.add_option("--data", a->data, "labeled CSV or LIBSVM file");
   app.add_option("--synthetic", a->synthetic, "or a synthetic set: chessboard, double_spiral, ...");
   app.add_option("--n", a->n, "points for --synthetic");
-  app.add_option("--method", a->method, "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl} | itml (features only, --C = gamma, default 1)");
+  app.add_option("--method", a->method,
+                 "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl} | itml (features only, --C = gamma, "
+                 "default 1) | auto (the server's method auto: leaderboard per trial)");
+  app.add_option("--auto-max-seconds", a->auto_max_seconds,
+                 "--method auto: its budget in seconds; -1 (default) = the server's default, 10 x the first "
+                 "candidate's (KL-ADMM's) cross-validation time; 0 = none");
+  app.add_flag("--oracle", a->oracle,
+               "--method auto: also learn every candidate on all pairs at every grid value and score it on the "
+               "labels (the oracle the issue compares auto with; slow)");
   app.add_option("--protocol", a->protocol, "bcd | admm | simplenpkl");
   app.add_option("--C", a->c,
                  "C (BCDNPKL, SimpleNPKL) or gamma (KL-ADMM); default 1 / 10; auto = cross-validation over "
@@ -160,7 +168,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   return [a, json]() -> int {
     // ITML (core/metric/itml.h): features only, no graph; V = X L on every row.
     const bool itml = a->method == "itml";
-    auto method = itml ? StatusOr<MethodSpec>(MethodSpec{"itml"}) : ParseMethod(a->method);
+    const bool is_auto = a->method == "auto";
+    auto method = itml || is_auto ? StatusOr<MethodSpec>(MethodSpec{a->method}) : ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
     auto data = LoadOrGenerate(a->data, a->synthetic, a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
@@ -182,6 +191,10 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       }
     }
     if (c_auto && a->warm_start) return Fail(InvalidArgumentError("--warm-start needs a fixed --C"));
+    if (is_auto && (a->warm_start || a->holdout != 0.0 || !a->c.empty())) {
+      return Fail(InvalidArgumentError("--method auto: not with --warm-start, --holdout or --C (it chooses C)"));
+    }
+    if (a->oracle && !is_auto) return Fail(InvalidArgumentError("--oracle: only with --method auto"));
     if (itml && a->warm_start) return Fail(InvalidArgumentError("--warm-start: not for --method itml"));
     const bool holdout = a->holdout != 0.0;
     if (holdout && !(a->holdout > 0.0 && a->holdout < 1.0)) {
@@ -198,7 +211,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     std::map<double, Eigen::SparseMatrix<double>> laplacians;
     auto build_graphs = [&](const Eigen::MatrixXd& points) -> Status {
       laplacians.clear();
-      if (itml) {  // no graph; an empty Laplacian keeps the NPKL code paths well-defined
+      if (itml || is_auto) {  // no graph (auto: each candidate builds its own); an empty Laplacian keeps the NPKL code paths well-defined
         laplacians[c] = Eigen::SparseMatrix<double>();
         return OkStatus();
       }
@@ -228,6 +241,12 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     MeanStd warm_iters, cold_iters, iter_ratio, obj_diff, warm_reach, cold_reach, reach_ratio, warm_secs;
     constexpr double kReach = 1e-4;  // "the cold-start objective within tolerance"
     nlohmann::json cv_trials = nlohmann::json::array();
+    nlohmann::json auto_trials = nlohmann::json::array();
+    std::map<std::string, int> auto_chosen;
+    std::map<std::string, MeanStd> oracle;  // per candidate: the best grid value's pair accuracy, per trial
+    MeanStd auto_over_reference;
+    double auto_over_reference_max = 0.0;
+    int auto_budget_reached = 0;
     for (int t = 0; t < a->trials; ++t) {
       const uint64_t seed = a->seed + t;
       // Points in scoring order: the training points first, then the held-out
@@ -270,10 +289,57 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       Stopwatch watch;
       CrossValidationResult cv_result;
       Eigen::MatrixXd itml_factor;  // L of M = L Lᵀ (--method itml)
-      auto result = itml ? (c_auto ? RunItmlAuto(train_features, *constraints, params, cv, &cv_result, &itml_factor)
+      KMeansOptions km;
+      km.num_clusters = num_classes;
+      km.restarts = a->restarts;
+      km.seed = seed;
+      auto result = is_auto ? [&]() -> StatusOr<NpklResult> {
+        // The server's auto (core/npkl/auto_select.h), the same candidates, folds and score.
+        KLS_ASSIGN_OR_RETURN(std::vector<AutoCandidate> candidates,
+                             AutoCandidates(train_features, !a->standardize, a->protocol, a->k, cv.clusters, params));
+        AutoSelectOptions ao;
+        ao.folds = cv.folds;
+        ao.clusters = cv.clusters;
+        ao.num_threads = cv.num_threads;
+        if (a->auto_max_seconds < 0) {
+          ao.reference_multiple = kAutoReferenceMultiple;
+        } else {
+          ao.max_seconds = a->auto_max_seconds;
+        }
+        KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(*constraints, candidates, ao, SolveControl()));
+        const AutoEntry& best = r.entries[r.best];
+        NpklResult out;
+        KLS_ASSIGN_OR_RETURN(out.kernel, candidates[r.best].learn(*constraints, best.value, SolveControl()));
+        const double auto_seconds = watch.Seconds();
+        // The reference: KL-ADMM with C auto = its cross-validation + its learn on all pairs.
+        Stopwatch reference_watch;
+        KLS_RETURN_IF_ERROR(candidates[0].learn(*constraints, r.entries[0].value, SolveControl()).status());
+        const double reference_seconds = r.entries[0].seconds + reference_watch.Seconds();
+        auto_over_reference.Add(auto_seconds / reference_seconds);
+        auto_over_reference_max = std::max(auto_over_reference_max, auto_seconds / reference_seconds);
+        ++auto_chosen[best.Key()];
+        auto_budget_reached += r.budget_reached ? 1 : 0;
+        auto_trials.push_back({{"seed", seed}, {"chosen", best.Key()}, {"seconds", auto_seconds},
+                               {"kl_admm_c_auto_seconds", reference_seconds},
+                               {"leaderboard", nlohmann::json::parse(r.Json())}});
+        if (a->oracle) {
+          for (const AutoCandidate& c : candidates) {
+            double top = 0.0;
+            for (double v : c.grid) {
+              KLS_ASSIGN_OR_RETURN(LearnedKernel k, c.learn(*constraints, v, SolveControl()));
+              KLS_ASSIGN_OR_RETURN(KMeansResult cl, KernelKMeans(Eigen::MatrixXd(k.embedding()), km));
+              KLS_ASSIGN_OR_RETURN(double acc, PairAccuracy(labels, cl.assignment));
+              top = std::max(top, acc);
+            }
+            oracle[c.Key()].Add(top);
+          }
+        }
+        return out;
+      }()
+                  : itml ? (c_auto ? RunItmlAuto(train_features, *constraints, params, cv, &cv_result, &itml_factor)
                                    : RunItml(train_features, *constraints, params, &itml_factor))
-                         : c_auto ? RunMethodAuto(*method, laplacian, *constraints, params, cv, &cv_result)
-                                  : RunMethod(*method, problem, params);
+                  : c_auto ? RunMethodAuto(*method, laplacian, *constraints, params, cv, &cv_result)
+                           : RunMethod(*method, problem, params);
       if (!result.ok()) return Fail(result.status());
       secs.Add(watch.Seconds());
       if (c_auto) {
@@ -308,10 +374,6 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         warm_reach.Add(wr);
         reach_ratio.Add(static_cast<double>(wr) / std::max(1, cr));
       }
-      KMeansOptions km;
-      km.num_clusters = num_classes;
-      km.restarts = a->restarts;
-      km.seed = seed;
       Eigen::MatrixXd embedding(result->kernel.embedding());
       if (holdout && itml) {  // ITML's kernel is defined on any row: V = X L, no extension
         embedding.conservativeResize(n_train + static_cast<int>(held_idx.size()), Eigen::NoChange);
@@ -370,6 +432,28 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     if (c_auto) {
       extra["C_chosen_mean"] = chosen.mean();
       extra["cross_validation"] = cv_trials;
+    }
+    if (is_auto) {
+      extra["auto_chosen"] = auto_chosen;
+      extra["auto_over_kl_admm_c_auto_seconds_mean"] = auto_over_reference.mean();
+      extra["auto_over_kl_admm_c_auto_seconds_max"] = auto_over_reference_max;
+      extra["auto_budget_reached_trials"] = auto_budget_reached;
+      extra["auto_trials"] = auto_trials;
+      if (a->oracle) {
+        // Per candidate, the mean over trials of its best grid value's pair
+        // accuracy (C / width chosen on the labels); the best learned and plain one.
+        nlohmann::json o = nlohmann::json::object();
+        std::string best_learned, best_plain;
+        for (const auto& [key, m] : oracle) {
+          o[key] = m.mean();
+          const bool plain = key.rfind("linear@", 0) == 0 || key.rfind("rbf@", 0) == 0;
+          std::string& slot = plain ? best_plain : best_learned;
+          if (slot.empty() || m.mean() > oracle[slot].mean()) slot = key;
+        }
+        extra["oracle"] = o;
+        extra["oracle_best_family"] = {{"candidate", best_learned}, {"pair_accuracy_mean", oracle[best_learned].mean()}};
+        extra["oracle_best_plain"] = {{"candidate", best_plain}, {"pair_accuracy_mean", oracle[best_plain].mean()}};
+      }
     }
     if (a->warm_start) {
       extra["cold_iterations_mean"] = cold_iters.mean();

@@ -321,6 +321,43 @@ void ProgressBar::Finish() {
 
 // ---- Jobs ------------------------------------------------------------------------------
 
+namespace {
+
+// `method auto`'s leaderboard (summary member "auto") as a table, best first;
+// "" when the summary has none.
+std::string LeaderboardText(const std::string& summary_json) {
+  const json summary = SummaryJson(summary_json);
+  if (!summary.is_object() || !summary.contains("auto") || !summary["auto"].is_object()) return "";
+  const json& a = summary.at("auto");
+  const json candidates = a.value("candidates", json::array());
+  std::vector<json> rows(candidates.begin(), candidates.end());
+  std::stable_sort(rows.begin(), rows.end(), [](const json& x, const json& y) {
+    const bool xs = x.value("status", "") == "scored", ys = y.value("status", "") == "scored";
+    if (xs != ys) return xs;
+    return xs && x.value("mean", 0.0) > y.value("mean", 0.0);
+  });
+  const std::string chosen = a.value("chosen", "");
+  std::ostringstream t;
+  t << "leaderboard     " << a.value("score", "") << " score, " << a.value("folds", 0) << " folds";
+  if (!chosen.empty()) t << "; chosen " << chosen;
+  if (a.value("budget_reached", false)) t << "; budget of " << Fixed(a.value("budget_seconds", 0.0), 3) << " s reached";
+  t << "\n";
+  std::vector<std::vector<std::string>> table = {{"", "candidate", "scaling", "kind", "value", "mean +- sd", "seconds", "status"}};
+  for (const json& r : rows) {
+    const bool scored = r.value("status", "") == "scored";
+    std::ostringstream score;
+    if (scored) score << std::fixed << std::setprecision(4) << r.value("mean", 0.0) << " +- " << r.value("sd", 0.0);
+    table.push_back({r.value("name", "") + "@" + r.value("scaling", "") == chosen ? "*" : "", r.value("name", ""),
+                     r.value("scaling", ""), r.value("kind", ""), scored ? Fixed(r.value("value", 0.0), 4) : "-",
+                     scored ? score.str() : "-", Fixed(r.value("seconds", 0.0), 3),
+                     r.value("status", "") + (r.contains("error") ? ": " + r.value("error", "") : std::string())});
+  }
+  t << Table(table);
+  return t.str();
+}
+
+}  // namespace
+
 std::string JobText(const kls::v1::Job& j) {
   std::ostringstream text;
   text << "id              " << j.id() << "\n"
@@ -352,6 +389,7 @@ std::string JobText(const kls::v1::Job& j) {
   if (!j.termination().empty()) text << "termination     " << j.termination() << "\n";
   if (!j.error().empty()) text << "error           " << j.error() << "\n";
   if (!j.summary_json().empty()) text << "summary         " << j.summary_json() << "\n";
+  text << LeaderboardText(j.summary_json());
   return text.str();
 }
 

@@ -10,6 +10,7 @@
 #include <google/protobuf/util/type_resolver_util.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cctype>
 #include <sstream>
 #include <utility>
@@ -193,8 +194,12 @@ Status SubmitFlags::AddFamilyFields(const Family& family) {
   const pb::FieldDescriptor* alias_ext = pool_->FindExtensionByName("kls.v1.cli_alias");
   for (int i = 0; i < family.options->field_count(); ++i) {
     const pb::FieldDescriptor* field = family.options->field(i);
-    // Repeated and message fields have no flag (no options message has one yet).
-    if (field->is_repeated() || field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    // Message fields have no flag; repeated numbers and strings take a comma-separated list.
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (field->is_repeated() && (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM ||
+                                 field->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL)) {
+      continue;
+    }
     std::vector<std::string> names;
     const std::string own = FlagSpelling(field->name());
     if (ReservedFlags().count(own) == 0) names.push_back(own);
@@ -206,7 +211,7 @@ Status SubmitFlags::AddFamilyFields(const Family& family) {
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
     Kind kind = Kind::kText;
-    switch (field->cpp_type()) {
+    switch (field->is_repeated() ? pb::FieldDescriptor::CPPTYPE_STRING : field->cpp_type()) {
       case pb::FieldDescriptor::CPPTYPE_INT32:
         kind = Kind::kInt32;
         break;
@@ -277,6 +282,7 @@ std::string SubmitFlags::HelpText(const Flag& flag) const {
   for (const std::string& family : flag.families) {
     const pb::FieldDescriptor* field = flag.fields.at(family);
     std::string text = Comment(field);
+    if (field->is_repeated()) text += (text.empty() ? "" : " ") + std::string("(comma-separated list)");
     if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
       std::vector<std::string> values;
       for (int i = 0; i < field->enum_type()->value_count(); ++i) {
@@ -386,6 +392,49 @@ Status SubmitFlags::SetField(const Flag& flag, const pb::FieldDescriptor* field,
   const auto bad = [&](const std::string& what) {
     return InvalidArgumentError(flag.name + " = '" + text + "' is not " + what);
   };
+  if (field->is_repeated()) {  // 'a,b,c'
+    for (const std::string& item : CommaList(text)) {
+      double d = 0.0;
+      int64_t i = 0;
+      uint64_t u = 0;
+      switch (field->cpp_type()) {
+        case pb::FieldDescriptor::CPPTYPE_STRING:
+          r->AddString(m, field, item);
+          break;
+        case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+        case pb::FieldDescriptor::CPPTYPE_FLOAT:
+          if (!ParseDouble(item, &d)) return bad("a comma-separated list of numbers");
+          field->cpp_type() == pb::FieldDescriptor::CPPTYPE_FLOAT ? r->AddFloat(m, field, static_cast<float>(d))
+                                                                 : r->AddDouble(m, field, d);
+          break;
+        case pb::FieldDescriptor::CPPTYPE_INT32:
+        case pb::FieldDescriptor::CPPTYPE_INT64:
+          if (!CLI::detail::lexical_cast(item, i)) return bad("a comma-separated list of integers");
+          if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT64) {
+            r->AddInt64(m, field, i);
+          } else if (i < INT32_MIN || i > INT32_MAX) {
+            return bad("a comma-separated list of 32-bit integers");
+          } else {
+            r->AddInt32(m, field, static_cast<int32_t>(i));
+          }
+          break;
+        case pb::FieldDescriptor::CPPTYPE_UINT32:
+        case pb::FieldDescriptor::CPPTYPE_UINT64:
+          if (!CLI::detail::lexical_cast(item, u)) return bad("a comma-separated list of non-negative integers");
+          if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT64) {
+            r->AddUInt64(m, field, u);
+          } else if (u > UINT32_MAX) {
+            return bad("a comma-separated list of 32-bit non-negative integers");
+          } else {
+            r->AddUInt32(m, field, static_cast<uint32_t>(u));
+          }
+          break;
+        default:
+          return InternalError(flag.name + ": a repeated " + field->cpp_type_name() + " field has no flag");
+      }
+    }
+    return OkStatus();
+  }
   // A value CLI11 converted (the flag's kind is the field's), or the text converted here.
   const auto get = [&](Kind kind, auto stored, auto* out, const char* what) -> Status {
     if (flag.kind == kind) {

@@ -6,24 +6,13 @@
 #include <functional>
 #include <optional>
 
+#include "core/common/json_text.h"
 #include "core/eval/baselines.h"
 #include "core/model/learned_kernel.h"
 #include "core/npkl/cross_validation.h"
 
 namespace kls {
 namespace {
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
-
-std::string Array(const std::vector<double>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + Num(v[i]);
-  return out + "]";
-}
 
 double Mean(const std::vector<double>& v) {
   double sum = 0.0;
@@ -60,7 +49,7 @@ Status BaselineGuardOptions::Validate() const {
   if (rbf_multiples.empty()) return InvalidArgumentError("baseline_guard.rbf_multiples is empty");
   for (double m : rbf_multiples) {
     if (!(m > 0) || !std::isfinite(m)) {
-      return InvalidArgumentError("baseline_guard.rbf_multiples: " + Num(m) + " must be positive and finite");
+      return InvalidArgumentError("baseline_guard.rbf_multiples: " + JsonNumber(m) + " must be positive and finite");
     }
   }
   if (max_exact_points < 2) {
@@ -68,7 +57,7 @@ Status BaselineGuardOptions::Validate() const {
                                 " must be >= 2");
   }
   if (!(margin >= 0) || !std::isfinite(margin)) {
-    return InvalidArgumentError("baseline_guard.margin = " + Num(margin) + " must be >= 0 and finite");
+    return InvalidArgumentError("baseline_guard.margin = " + JsonNumber(margin) + " must be >= 0 and finite");
   }
   return OkStatus();
 }
@@ -82,14 +71,14 @@ std::string BaselineGuardResult::Json() const {
   for (size_t c = 0; c < candidates.size(); ++c) {
     const GuardCandidate& k = candidates[c];
     out += (c ? ",{" : "{") + std::string("\"name\":\"") + k.name + "\"";
-    if (!k.widths.empty()) out += ",\"widths\":" + Array(k.widths);
-    out += ",\"fold_scores\":" + Array(k.fold_scores) + ",\"mean\":" + Num(k.mean) + "}";
+    if (!k.widths.empty()) out += ",\"widths\":" + JsonArray(k.widths);
+    out += ",\"fold_scores\":" + JsonArray(k.fold_scores) + ",\"mean\":" + JsonNumber(k.mean) + "}";
   }
   out += "]";
   if (best_baseline >= 0) out += ",\"best_baseline\":\"" + candidates[best_baseline].name + "\"";
-  out += ",\"held_out_pairs\":" + std::to_string(held_out_pairs) + ",\"margin\":" + Num(margin);
+  out += ",\"held_out_pairs\":" + std::to_string(held_out_pairs) + ",\"margin\":" + JsonNumber(margin);
   out += std::string(",\"baseline_better\":") + (baseline_better ? "true" : "false");
-  out += ",\"seconds\":" + Num(seconds) + "}";
+  out += ",\"seconds\":" + JsonNumber(seconds) + "}";
   return out;
 }
 
@@ -168,16 +157,16 @@ StatusOr<BaselineGuardResult> RunBaselineGuard(const Eigen::MatrixXd& features, 
   const GuardCandidate& best = r.candidates[r.best_baseline];
   r.margin = std::max(options.margin, r.held_out_pairs > 0 ? 1.0 / std::sqrt(r.held_out_pairs) : 1.0);
   r.baseline_better = best.mean >= learned.mean + r.margin;
-  const std::string plain = best.name == "rbf" ? "the plain RBF kernel (width " + Num(best.widths.front()) +
+  const std::string plain = best.name == "rbf" ? "the plain RBF kernel (width " + JsonNumber(best.widths.front()) +
                                                      (best.widths.size() > 1 ? " on fold 0" : "") + ")"
                                                : "the plain linear kernel";
-  const std::string scores = "plain " + Num(best.mean) + ", learned " + Num(learned.mean);
+  const std::string scores = "plain " + JsonNumber(best.mean) + ", learned " + JsonNumber(learned.mean);
   const std::string how = " on " + std::to_string(r.held_out_pairs) + " held-out pairs (" +
                           (options.clusters ? "k-means" : "threshold") + " score, " + std::to_string(evaluated.size()) +
                           (evaluated.size() > 1 ? " folds" : " fold") + ")";
   if (!r.baseline_better && best.mean > learned.mean) {
     r.note = plain + " scores higher than the learned kernel, by less than the noise of " +
-             std::to_string(r.held_out_pairs) + " pairs (" + Num(r.margin) + "): " + scores + how;
+             std::to_string(r.held_out_pairs) + " pairs (" + JsonNumber(r.margin) + "): " + scores + how;
   } else if (r.baseline_better) {
     r.note = plain + " predicts held-out pairs better than the learned kernel: " + scores + how +
              "; the learned kernel is stored, but consider the plain one (or more pairs, another family or "

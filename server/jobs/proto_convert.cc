@@ -173,7 +173,8 @@ Status PairwiseKnobsToCore(const Submit& r, const SolverSection& s, JobSpec* spe
   return OkStatus();
 }
 
-// Validates the solver + graph part of a request and returns the core spec.
+}  // namespace
+
 StatusOr<JobSpec> SpecFromRequest(const Submit& r) {
   KLS_RETURN_IF_ERROR(ValidateGraphSpec(r.graph()));
   KLS_ASSIGN_OR_RETURN(SolverSection s, FindSolver(r));
@@ -185,10 +186,10 @@ StatusOr<JobSpec> SpecFromRequest(const Submit& r) {
   spec.graph = ToCoreGraph(r.graph(), spec.method, s.family->LossWeight(spec));
   KLS_ASSIGN_OR_RETURN(spec.scaling, ScalingToCore(r.scaling(), *s.family));
   KLS_RETURN_IF_ERROR(PairwiseKnobsToCore(r, s, &spec));
+  spec.scaling_unset = r.scaling() == Submit::SCALING_UNSPECIFIED;
+  if (s.family->traits().meta) spec.request = std::make_shared<const Submit>(r);
   return spec;
 }
-
-}  // namespace
 
 // ---- Graph -----------------------------------------------------------------
 

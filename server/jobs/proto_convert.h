@@ -55,6 +55,11 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec);
 /// or deadline_seconds (named with its value).
 StatusOr<store::JobRecord> JobRecordFromSubmit(const kls::v1::SubmitJobRequest& request);
 
+/// Validates the solver, graph and job-level options of `request` and returns
+/// the core spec (the family's options converted and validated, the graph
+/// resolved for the family). Errors: INVALID_ARGUMENT naming the field.
+StatusOr<JobSpec> SpecFromRequest(const kls::v1::SubmitJobRequest& request);
+
 /// Parses and validates a stored (method, options_json) pair into core
 /// settings. INVALID_ARGUMENT for a method no registered family has, malformed JSON, a solver
 /// oneof that does not match `method`, or an invalid field.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/common/json_text.h"
 #include "core/graph/laplacian.h"
 #include "core/npkl/baseline_guard.h"
 
@@ -51,24 +52,6 @@ StatusOr<std::shared_ptr<const Eigen::MatrixXd>> ResolveWarmStart(const JobSpec&
 // fails a job that learned: its own errors, and a deadline that passes (the
 // job keeps its kernel), land in the summary; a cancellation drops the guard.
 constexpr int kGuardFolds = 5;
-
-// `text` as the inside of a JSON string.
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 constexpr int kGuardMaxPoints = 20000;
 
@@ -117,7 +100,7 @@ StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::Store
         spec.family->RunWithWeight(spec, NpklProblem{problem.laplacian, train}, chosen, false, warm, inner);
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kCancelled) return std::string();
-      return skipped("the held-out learn failed: " + JsonEscape(r.status().ToString()));
+      return skipped("the held-out learn failed: " + JsonEscaped(r.status().ToString()));
     }
     if (r->stats.termination == Termination::kCancelled) return std::string();
     if (r->stats.termination == Termination::kTimeLimit) {
@@ -130,10 +113,45 @@ StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::Store
       RunBaselineGuard(data.data.features, data.constraints, fold, folds, evaluated, learned, options, inner);
   if (!g.ok()) {
     if (g.status().code() == StatusCode::kCancelled) return std::string();
-    return skipped(JsonEscape(g.status().ToString()));
+    return skipped(JsonEscaped(g.status().ToString()));
   }
-  return ",\"baseline_guard\":" + g->Json() + ",\"baseline_guard_note\":\"" + JsonEscape(g->note) + "\"";
+  return ",\"baseline_guard\":" + g->Json() + ",\"baseline_guard_note\":\"" + JsonEscaped(g->note) + "\"";
 }
+
+}  // namespace
+
+StatusOr<Eigen::SparseMatrix<double>> PairwiseLaplacian(const JobSpec& spec, const store::StoredDataset& data,
+                                                        std::optional<double> value) {
+  GraphOptions g = spec.graph;
+  if (spec.delta_follows_c && value) g.delta = *value / 2.0;  // BCDNPKL's default δ = C/2 follows the value tried
+  KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(data.data.features, g));
+  return std::move(graph.laplacian);
+}
+
+StatusOr<LearnKernelFn> PairwiseLearner(const JobSpec& spec, const store::StoredDataset& data,
+                                        const std::vector<double>& grid, bool single_thread,
+                                        std::shared_ptr<const Eigen::MatrixXd> warm) {
+  if (!spec.family->traits().pairwise) return InternalError(spec.method + " is not a pairwise family");
+  // One Laplacian per grid value when δ follows C, else one for all.
+  auto laplacians = std::make_shared<std::vector<std::pair<double, Eigen::SparseMatrix<double>>>>();
+  for (double v : grid) {
+    KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> l, PairwiseLaplacian(spec, data, v));
+    laplacians->emplace_back(v, std::move(l));
+    if (!spec.delta_follows_c) break;
+  }
+  if (laplacians->empty()) return InvalidArgumentError("cross-validation grid is empty");
+  return LearnKernelFn([spec, laplacians, single_thread, warm](const PairwiseConstraints& train, double value,
+                                                               const SolveControl& c) -> StatusOr<LearnedKernel> {
+    const Eigen::SparseMatrix<double>* l = &laplacians->front().second;
+    for (const auto& [v, m] : *laplacians)
+      if (v == value) l = &m;
+    KLS_ASSIGN_OR_RETURN(NpklResult r,
+                         spec.family->RunWithWeight(spec, NpklProblem{*l, train}, value, single_thread, warm, c));
+    return std::move(r.kernel);
+  });
+}
+
+namespace {
 
 // A pairwise (NPKL) family's job: the graph Laplacian, the loss weight
 // chosen by cross-validation when asked, then the final learn.
@@ -145,38 +163,17 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
                                    " learns from must-link / cannot-link pairs, upload some first");
   }
   KLS_ASSIGN_OR_RETURN(std::shared_ptr<const Eigen::MatrixXd> warm, ResolveWarmStart(spec, data, store));
-  // A δ that follows C (BCDNPKL's default δ = C/2) follows the value being tried.
-  auto laplacian = [&](std::optional<double> value) -> StatusOr<Eigen::SparseMatrix<double>> {
-    GraphOptions g = spec.graph;
-    if (spec.delta_follows_c && value) g.delta = *value / 2.0;
-    KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(data.data.features, g));
-    return std::move(graph.laplacian);
-  };
   JobOutput out;
   std::optional<double> chosen;
   if (spec.cross_validation) {
     const CrossValidationOptions& cv = *spec.cross_validation;
-    std::vector<std::pair<double, NpklProblem>> problems;  // one per grid value (δ may differ)
-    for (double v : cv.grid) {
-      KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> l, laplacian(v));
-      problems.push_back({v, NpklProblem{std::move(l), PairwiseConstraints()}});
-      if (!spec.delta_follows_c) break;  // the same Laplacian for every value
-    }
-    LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
-                              const SolveControl& c) -> StatusOr<LearnedKernel> {
-      const NpklProblem* base = &problems.front().second;
-      for (const auto& [v, p] : problems)
-        if (v == value) base = &p;
-      KLS_ASSIGN_OR_RETURN(NpklResult r, family.RunWithWeight(spec, NpklProblem{base->laplacian, train}, value,
-                                                              cv.num_threads != 1, warm, c));
-      return std::move(r.kernel);
-    };
+    KLS_ASSIGN_OR_RETURN(LearnKernelFn learn, PairwiseLearner(spec, data, cv.grid, cv.num_threads != 1, warm));
     KLS_ASSIGN_OR_RETURN(CrossValidationResult r, CrossValidate(data.constraints, learn, cv, control));
     chosen = r.best_value;
     out.cross_validation = std::move(r);
   }
   NpklProblem problem;
-  KLS_ASSIGN_OR_RETURN(problem.laplacian, laplacian(chosen));
+  KLS_ASSIGN_OR_RETURN(problem.laplacian, PairwiseLaplacian(spec, data, chosen));
   problem.constraints = data.constraints;
   KLS_ASSIGN_OR_RETURN(NpklResult r, family.RunWithWeight(spec, problem, chosen, false, warm, control));
   out.kernel = std::move(r.kernel);
@@ -228,6 +225,7 @@ StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset
                                  const SolveControl& control) {
   if (spec.family == nullptr) return InternalError("job spec without a family (method \"" + spec.method + "\")");
   return GuardExceptions("job", [&]() -> StatusOr<JobOutput> {
+    if (spec.family->traits().meta) return spec.family->Run(spec, data, store, control);  // complete as it is
     std::optional<FeatureScaler> scaler;
     std::optional<store::StoredDataset> scaled;
     if (spec.scaling != FeatureScaling::kNone && spec.family->traits().uses_features) {

@@ -7,7 +7,9 @@
 // progress sink).
 #pragma once
 
+#include <Eigen/SparseCore>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -30,5 +32,19 @@ namespace kls::server {
 /// Cost: the solver's (see each core header).
 StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset& data, store::Store* store,
                                  const SolveControl& control);
+
+/// A pairwise spec's graph Laplacian over `data`'s (scaled) features, with
+/// δ = value / 2 when δ follows C and `value` is set.
+StatusOr<Eigen::SparseMatrix<double>> PairwiseLaplacian(const JobSpec& spec, const store::StoredDataset& data,
+                                                        std::optional<double> value);
+
+/// A pairwise spec's learner for CrossValidate: learn(train, value) runs the
+/// family with loss weight `value` on `train` over the graph of `data`'s
+/// features (the Laplacians of the `grid` values built now: one per value when
+/// δ follows C, else one), from `warm` (may be null), one thread per learn
+/// when `single_thread`. The learner keeps copies of what it needs.
+StatusOr<LearnKernelFn> PairwiseLearner(const JobSpec& spec, const store::StoredDataset& data,
+                                        const std::vector<double>& grid, bool single_thread,
+                                        std::shared_ptr<const Eigen::MatrixXd> warm);
 
 }  // namespace kls::server

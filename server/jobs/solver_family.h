@@ -72,6 +72,13 @@ struct JobSpec {
   /// on): score the learned kernel against plain kernels on held-out pairs
   /// (core/npkl/baseline_guard.h, solver_dispatch.cc).
   bool baseline_guard = true;
+  /// SubmitJobRequest.scaling was left unspecified (spec.scaling is then kNone);
+  /// a Traits::meta family may try several scalings.
+  bool scaling_unset = true;
+  /// The kls.v1.SubmitJobRequest this spec was made from (its graph, scaling
+  /// and options), for Traits::meta families, which make their candidates'
+  /// specs from it (SpecFromRequest, proto_convert.h).
+  std::shared_ptr<const google::protobuf::Message> request;
 
   /// The family's core options; std::bad_any_cast if `T` is not its type.
   template <class T>
@@ -128,6 +135,11 @@ class SolverFamily {
     /// Names of the attachments its kernels carry (solver_dispatch.h), which
     /// the model queries need.
     std::vector<std::string> attachments;
+    /// A family that runs other families (auto): RunSolverJob gives it the
+    /// unscaled data set and returns its output as it is (complete: kernel,
+    /// attachments, certificate, every summary member); the family scales,
+    /// runs RunSolverJob for the family it picks, and writes the summary.
+    bool meta = false;
   };
 
   SolverFamily(std::string name, const google::protobuf::Descriptor* options_type, Traits traits)

@@ -530,6 +530,32 @@ function summaryTable(id, json) {
     h('tr', { dataset: { key: k } }, h('th', {}, k), h('td', { class: 'mono' }, v)))));
 }
 
+/** method auto's leaderboard (summary member "auto"), best first; null when the summary has none. */
+function leaderboardView(id, json) {
+  let auto;
+  try {
+    auto = JSON.parse(json || '{}').auto;
+  } catch {
+    return null;
+  }
+  if (!auto || !Array.isArray(auto.candidates)) return null;
+  const scored = (r) => (r.status === 'scored' ? 1 : 0);
+  const rows = [...auto.candidates].sort((a, b) => scored(b) - scored(a) || (b.mean ?? 0) - (a.mean ?? 0));
+  const key = (r) => `${r.name}@${r.scaling}`;
+  return h('div', { id },
+    h('p', { class: 'muted small' }, `${auto.score} score, ${auto.folds} folds; chosen ${auto.chosen}` +
+      (auto.budget_reached ? `; the budget of ${formatNumber(auto.budget_seconds)} s stopped the rest` : '')),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'data compact' },
+      h('thead', {}, h('tr', {}, ['', 'candidate', 'scaling', 'kind', 'value', 'mean ± sd', 'seconds', 'status'].map((t) => h('th', {}, t)))),
+      h('tbody', {}, rows.map((r) => h('tr', { dataset: { candidate: key(r), chosen: key(r) === auto.chosen ? '1' : '0' } },
+        h('td', {}, key(r) === auto.chosen ? '★' : ''),
+        h('td', {}, r.name), h('td', {}, r.scaling), h('td', {}, r.kind),
+        h('td', { class: 'mono' }, r.status === 'scored' ? formatNumber(r.value) : '–'),
+        h('td', { class: 'mono' }, r.status === 'scored' ? `${r.mean.toFixed(4)} ± ${r.sd.toFixed(4)}` : '–'),
+        h('td', { class: 'mono' }, formatNumber(r.seconds)),
+        h('td', {}, r.error ? `${r.status}: ${r.error}` : r.status)))))));
+}
+
 function certificateView(id, cert) {
   if (!cert || Object.keys(cert).length === 0) {
     return h('div', { id, dataset: { certified: 'none' } }, h('p', { class: 'muted' }, 'No certificate (imported kernel, or not finished).'));
@@ -661,6 +687,8 @@ async function jobPage(ctx, id) {
   const errorCard = card('Error', { id: 'job-error-card', class: 'card error-card' }, h('pre', { id: 'job-error', class: 'wrap' }, job.error || ''));
   const certSlot = h('div', {}, certificateView('job-certificate', job.certificate));
   const summarySlot = h('div', {}, summaryTable('job-summary', job.summaryJson));
+  const leaderboardSlot = h('div', {});
+  const leaderboardCard = card('Leaderboard (method auto)', { id: 'job-leaderboard-card', class: 'card hidden' }, leaderboardSlot);
   const chart = svg('convergence');
   const note = h('p', { id: 'convergence-note', class: 'muted small' });
 
@@ -673,6 +701,9 @@ async function jobPage(ctx, id) {
     errorCard.querySelector('#job-error').textContent = job.error || '';
     certSlot.replaceChildren(certificateView('job-certificate', job.certificate));
     summarySlot.replaceChildren(summaryTable('job-summary', job.summaryJson));
+    const board = leaderboardView('job-leaderboard', job.summaryJson);
+    leaderboardCard.classList.toggle('hidden', !board);
+    leaderboardSlot.replaceChildren(...(board ? [board] : []));
     cancel.classList.toggle('hidden', TERMINAL.has(job.state));
   };
   let drawn = 0, pending = 0;
@@ -715,6 +746,7 @@ async function jobPage(ctx, id) {
       h('div', { class: 'stack-col' },
         card('Latest progress', { id: 'job-progress-card' }, progressSlot),
         card('Certificate', { id: 'job-certificate-card' }, certSlot))),
+    leaderboardCard,
     h('div', { class: 'grid two' },
       card('Job', { id: 'job-card' }, factsSlot),
       card('Summary', { id: 'job-summary-card' }, summarySlot)));

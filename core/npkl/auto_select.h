@@ -1,0 +1,172 @@
+// `method auto` (issue 40): pick the kernel for the user by cross-validating
+// candidate learners — the pairwise families with their losses, each with its
+// loss weight chosen as cross_validation chooses it, and plain kernels — on
+// the same folds with the same score, and report a leaderboard.
+//
+// Every candidate is scored by CrossValidate (core/npkl/cross_validation.h)
+// with the same folds (AssignPairFolds(constraints, folds, seed)) and the same
+// score (threshold, or kernel k-means with `clusters` clusters). A candidate
+// brings its own grid: loss weights for a family, width multiples for the RBF
+// kernel, {1} for the linear kernel. Its score is its best grid value's mean
+// over the folds (the value cross_validation would choose), reported with the
+// standard deviation over the folds. The winner is the best mean; ties go to
+// the candidate listed first (the caller lists learned families before plain
+// kernels, so a plain kernel wins only when it scores strictly higher).
+//
+// Budget. Candidates run in the order given (the caller orders them by
+// expected cost, the reference first). With options.max_seconds > 0 the
+// selection stops evaluating at that many seconds after its start (counting
+// the seconds of candidates restored from a checkpoint); with
+// options.reference_multiple > 0 and no max_seconds, the budget is that
+// multiple of the first candidate's seconds. A candidate cut short by the
+// budget, and every later one, is reported with status "budget" and no score;
+// the winner is the best among those scored. The caller's own deadline and
+// cancellation end the selection with DEADLINE_EXCEEDED / CANCELLED.
+//
+// Resume. `done` holds entries of an earlier, interrupted run (the caller
+// keeps them in its checkpoint, after_each gives them): a candidate whose key
+// (name@scaling) is among them is not evaluated again.
+//
+// Plain kernels (PlainKernelCandidate): on the candidate's (scaled) features,
+//   - linear: K = X Xᵀ (the factor is X itself);
+//   - rbf: K_ij = exp(−‖x_i − x_j‖² / (m · median)), m from `rbf_multiples`,
+//     median the median squared distance (core/eval/baselines.h); an exact
+//     factor up to `max_exact_points`, Nyström with 500 landmarks above.
+// Their learn ignores the training pairs (the kernel does not depend on
+// them), so each grid value's factor is computed once and shared by the folds.
+//
+// Thread safety: AutoSelect calls one candidate at a time; a candidate's
+// learn is called concurrently when options.num_threads != 1.
+#pragma once
+
+#include <Eigen/Core>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/common/solve_control.h"
+#include "core/common/status.h"
+#include "core/data/constraints.h"
+#include "core/model/learned_kernel.h"
+#include "core/npkl/cross_validation.h"
+#include "core/npkl/npkl_problem.h"
+
+namespace kls {
+
+/// A learned candidate: a pairwise family with one loss. The list is shared by
+/// the server's `auto` family and `kls-bench repro --method auto`.
+struct AutoFamilyChoice {
+  const char* name;    ///< in the leaderboard and AutoOptions.candidates
+  const char* family;  ///< "kl_admm", "bcd_npkl" or "simple_npkl"
+  bool has_loss;       ///< false: the family has no loss to choose (KL-ADMM)
+  NpklLoss loss;
+};
+/// KL-ADMM first: it is the reference of the default budget. Then by expected
+/// cost (measured on wine, iris, ionosphere: BCDNPKL square and SimpleNPKL
+/// cost about KL-ADMM's cross-validation or less, BCDNPKL hinge 2–4 times it).
+inline constexpr AutoFamilyChoice kAutoFamilies[] = {
+    {"kl_admm", "kl_admm", false, NpklLoss::kSquare},
+    {"bcd_npkl/square", "bcd_npkl", true, NpklLoss::kSquare},
+    {"simple_npkl/hinge", "simple_npkl", true, NpklLoss::kHinge},
+    {"simple_npkl/square", "simple_npkl", true, NpklLoss::kSquare},
+    {"bcd_npkl/hinge", "bcd_npkl", true, NpklLoss::kHinge},
+};
+/// The plain-kernel candidates (PlainKernelCandidate).
+inline constexpr const char* kAutoPlainKernels[] = {"linear", "rbf"};
+/// The default budget: this × the first candidate's (KL-ADMM's) seconds.
+inline constexpr double kAutoReferenceMultiple = 10.0;
+
+/// One place in the evaluation order: a family of kAutoFamilies (plain < 0)
+/// or a plain kernel of kAutoPlainKernels (family < 0), on scaling `scaling`.
+struct AutoSlot {
+  int family = -1;
+  int plain = -1;
+  int scaling = 0;
+};
+/// The order auto evaluates its candidates in, over `scalings` scalings
+/// (the first is the one users get by default): the reference (KL-ADMM on
+/// scaling 0), the plain kernels on every scaling (cheap), then each family in
+/// kAutoFamilies' order on every scaling — so a budget that stops early has
+/// seen every scaling of the cheaper families.
+std::vector<AutoSlot> AutoOrder(int scalings);
+
+struct AutoCandidate {
+  std::string name;     ///< "kl_admm", "bcd_npkl/hinge", "linear", "rbf"
+  std::string scaling;  ///< the feature scaling it runs on ("none", "zscore")
+  bool baseline = false;  ///< a plain kernel (nothing learned)
+  std::vector<double> grid;  ///< loss weights, or width multiples; ascending after CrossValidate
+  LearnKernelFn learn;
+  /// "name@scaling": the candidate's identity in the leaderboard and in `done`.
+  std::string Key() const { return name + "@" + scaling; }
+};
+
+struct AutoEntry {
+  std::string name, scaling;
+  bool baseline = false;
+  /// "scored", "failed" (error says why) or "budget" (not finished within the budget).
+  std::string status;
+  std::string error;
+  double value = 0.0;               ///< the best grid value (C, γ or width multiple)
+  std::vector<double> fold_scores;  ///< at that value, one per fold
+  double mean = 0.0, sd = 0.0;      ///< over the folds (sd: sample standard deviation)
+  std::vector<double> grid, grid_means;  ///< every grid value and its mean score
+  double seconds = 0.0;
+  std::string Key() const { return name + "@" + scaling; }
+};
+
+struct AutoSelectOptions {
+  int folds = 3;        ///< 2..20
+  uint64_t seed = 1;    ///< of the folds
+  int clusters = 0;     ///< 0 = threshold score; c >= 2 = kernel k-means score with c clusters
+  int num_threads = 1;  ///< parallel (value, fold) learns within a candidate; 0 = all
+  /// Evaluation budget in seconds; 0 = none (then reference_multiple applies).
+  double max_seconds = 0.0;
+  /// With max_seconds = 0: budget = this × the first candidate's seconds; 0 = none.
+  double reference_multiple = 0.0;
+  /// INVALID_ARGUMENT naming "auto.<field> = value".
+  Status Validate() const;
+};
+
+struct AutoSelectResult {
+  std::vector<AutoEntry> entries;  ///< in the candidates' order
+  int best = -1;                   ///< index of the winner in entries
+  int folds = 0, clusters = 0;
+  double budget_seconds = 0.0;     ///< 0 = none
+  bool budget_reached = false;
+  double seconds = 0.0;            ///< of the whole selection, restored candidates included
+  /// {"score":"threshold","folds":3,"budget_seconds":…,"budget_reached":false,"chosen":"kl_admm@zscore",
+  ///  "candidates":[{"name":"kl_admm","scaling":"zscore","kind":"learned","status":"scored","value":1,
+  ///  "mean":…,"sd":…,"fold_scores":[…],"grid":[…],"grid_means":[…],"seconds":…},…],"seconds":…}
+  std::string Json() const;
+};
+
+/// Runs the selection (file comment). `after_each` is called after every
+/// candidate with the result so far (for checkpoints and progress). Errors:
+/// bad options, no candidate, duplicate keys; CANCELLED / DEADLINE_EXCEEDED
+/// from `control`; FAILED_PRECONDITION when no candidate could be scored
+/// (each one's error is in the message).
+StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
+                                      const std::vector<AutoCandidate>& candidates, const AutoSelectOptions& options,
+                                      const SolveControl& control, const std::vector<AutoEntry>& done = {},
+                                      const std::function<void(const AutoSelectResult&)>& after_each = {});
+
+struct PlainKernelOptions {
+  std::vector<double> rbf_multiples = {0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0};
+  int max_exact_points = 1000;  ///< exact RBF factor up to this many points, Nyström above
+};
+
+/// The plain kernel `name` ("linear" or "rbf", value = width multiple) on
+/// `features`: its factor. INVALID_ARGUMENT for another name.
+StatusOr<LearnedKernel> PlainKernel(const Eigen::MatrixXd& features, const std::string& name, double value,
+                                    const PlainKernelOptions& options = {});
+
+/// The plain kernel `name` as a candidate on `features` (shared, not copied),
+/// labelled `scaling`, for the score with `clusters` (AutoSelectOptions).
+/// Grid: linear {1}; rbf the width multiples under the clustering score, {1}
+/// under the threshold score — exp(−d²/w) is a monotone function of d for every
+/// w, so the threshold rule and its score are the same at every width.
+AutoCandidate PlainKernelCandidate(std::shared_ptr<const Eigen::MatrixXd> features, const std::string& name,
+                                   const std::string& scaling, int clusters, const PlainKernelOptions& options = {});
+
+}  // namespace kls

@@ -1,0 +1,249 @@
+// `method auto`'s selection (core/npkl/auto_select.h): the winner and the
+// leaderboard, ties between learned and plain kernels, the budget, resume from
+// earlier entries, failures, cancellation, the JSON, and the plain kernels.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "core/npkl/auto_select.h"
+#include "tests/test_util/label_pairs.h"
+
+namespace kls {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Labelled {
+  Eigen::MatrixXd x;
+  std::vector<int> labels;
+};
+
+// Two Gaussian blobs at (±3, 0) along feature 0 and pure noise in feature 1.
+Labelled Blobs(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, 0.7);
+  Labelled d;
+  d.x.resize(n, 2);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 2;
+    d.labels.push_back(c);
+    d.x(i, 0) = (c ? 3.0 : -3.0) + noise(rng);
+    d.x(i, 1) = 3.0 * noise(rng);
+  }
+  return d;
+}
+
+// A "learned" candidate whose kernel is the one-hot label factor blurred by
+// `noise` (0: perfect), the same for every value; counts its calls.
+AutoCandidate Fake(const std::string& name, const Labelled& d, double noise, std::atomic<int>* calls = nullptr,
+                   double sleep_seconds = 0.0) {
+  AutoCandidate c;
+  c.name = name;
+  c.scaling = "none";
+  c.grid = {0.1, 1.0};
+  c.learn = [&d, noise, calls, sleep_seconds](const PairwiseConstraints&, double value,
+                                               const SolveControl& control) -> StatusOr<LearnedKernel> {
+    if (calls) ++*calls;
+    if (sleep_seconds > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(sleep_seconds);
+      while (std::chrono::steady_clock::now() < until) {
+        KLS_RETURN_IF_ERROR(control.CheckStop("fake"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    std::mt19937_64 rng(static_cast<uint64_t>(value * 1000) + 7);
+    std::normal_distribution<double> g(0.0, noise);
+    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(d.x.rows(), 2);
+    for (int i = 0; i < v.rows(); ++i) {
+      v(i, d.labels[i]) = 1.0;
+      v(i, 0) += g(rng);
+      v(i, 1) += g(rng);
+    }
+    return LearnedKernel::FromEmbedding(std::move(v));
+  };
+  return c;
+}
+
+TEST(AutoSelectTest, TheBestMeanWinsAndEveryCandidateIsOnTheLeaderboard) {
+  const Labelled d = Blobs(120, 1);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 2);
+  auto features = std::make_shared<const Eigen::MatrixXd>(d.x);
+  std::vector<AutoCandidate> candidates = {Fake("noisy", d, 2.0), Fake("clean", d, 0.0)};
+  for (const char* name : {"linear", "rbf"}) candidates.push_back(PlainKernelCandidate(features, name, "none", 2));
+  AutoSelectOptions o;
+  o.folds = 3;
+  auto r = AutoSelect(pairs, candidates, o, SolveControl());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries.size(), 4u);
+  EXPECT_EQ(r->entries[r->best].name, "clean");
+  EXPECT_DOUBLE_EQ(r->entries[1].mean, 1.0);
+  for (const AutoEntry& e : r->entries) {
+    EXPECT_EQ(e.status, "scored") << e.name;
+    EXPECT_EQ(e.fold_scores.size(), 3u);
+    EXPECT_EQ(e.grid.size(), e.grid_means.size());
+    EXPECT_GE(e.sd, 0.0);
+    // The reported value is the grid value with the best mean.
+    double best = -1;
+    for (double m : e.grid_means) best = std::max(best, m);
+    EXPECT_DOUBLE_EQ(e.mean, best) << e.name;
+  }
+  EXPECT_TRUE(r->entries[2].baseline);
+  EXPECT_EQ(r->entries[2].name, "linear");
+  EXPECT_EQ(r->entries[3].grid.size(), 7u);  // rbf width multiples
+  // Feature 0 separates the blobs: the RBF kernel does well, better than the noisy learner.
+  EXPECT_GT(r->entries[3].mean, 0.8);
+  EXPECT_LT(r->entries[0].mean, r->entries[3].mean);
+
+  const std::string json = r->Json();
+  EXPECT_THAT(json, HasSubstr("\"chosen\":\"clean@none\""));
+  EXPECT_THAT(json, HasSubstr("\"score\":\"threshold\""));
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"rbf\",\"scaling\":\"none\",\"kind\":\"plain\",\"status\":\"scored\""));
+  EXPECT_THAT(json, HasSubstr("\"kind\":\"learned\""));
+}
+
+TEST(AutoSelectTest, OnATieTheLearnedKernelWinsOverAPlainOne) {
+  const Labelled d = Blobs(80, 3);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 200, 4);
+  AutoCandidate plain = Fake("plain_perfect", d, 0.0);
+  plain.baseline = true;
+  auto r = AutoSelect(pairs, {plain, Fake("learned_perfect", d, 0.0)}, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries[r->best].name, "learned_perfect");
+}
+
+TEST(AutoSelectTest, TheBudgetStopsTheRestAndTheBestScoredOneWins) {
+  const Labelled d = Blobs(60, 5);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 120, 6);
+  std::atomic<int> late_calls{0};
+  // The reference takes ~6 × 20 ms; the budget is 3 × that; the slow one
+  // needs far longer and is cut; the last one never starts.
+  std::vector<AutoCandidate> c = {Fake("reference", d, 1.0, nullptr, 0.02), Fake("slow", d, 0.0, nullptr, 2.0),
+                                  Fake("late", d, 0.0, &late_calls)};
+  AutoSelectOptions o;
+  o.reference_multiple = 3.0;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = AutoSelect(pairs, c, o, SolveControl());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries[0].status, "scored");
+  EXPECT_EQ(r->entries[1].status, "budget");
+  EXPECT_EQ(r->entries[2].status, "budget");
+  EXPECT_EQ(late_calls.load(), 0);
+  EXPECT_TRUE(r->budget_reached);
+  EXPECT_EQ(r->best, 0);
+  EXPECT_NEAR(r->budget_seconds, 3.0 * r->entries[0].seconds, 1e-9);
+  EXPECT_LT(seconds, 1.5);  // not the slow candidate's 12 s
+
+  // An absolute budget too short for anything: nothing scored is an error.
+  o.reference_multiple = 0.0;
+  o.max_seconds = 1e-6;
+  auto none = AutoSelect(pairs, {Fake("slow", d, 0.0, nullptr, 0.5)}, o, SolveControl());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(), HasSubstr("slow@none: budget"));
+}
+
+TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
+  const Labelled d = Blobs(60, 7);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 150, 8);
+  std::atomic<int> first_calls{0}, second_calls{0};
+  std::vector<AutoCandidate> c = {Fake("first", d, 1.0, &first_calls), Fake("second", d, 0.5, &second_calls)};
+  // The first run is cancelled after its first candidate.
+  SolveControl control;
+  std::vector<AutoEntry> saved;
+  auto interrupted = AutoSelect(pairs, c, AutoSelectOptions(), control, {}, [&](const AutoSelectResult& r) {
+    saved = r.entries;
+    control.cancel.Cancel();
+  });
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_EQ(interrupted.status().code(), StatusCode::kCancelled);
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(first_calls.load(), 6);  // 2 values × 3 folds
+  EXPECT_EQ(second_calls.load(), 0);
+
+  auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), saved);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(first_calls.load(), 6);  // not again
+  EXPECT_EQ(second_calls.load(), 6);
+  EXPECT_EQ(resumed->entries[0].seconds, saved[0].seconds);
+  EXPECT_EQ(resumed->entries[0].fold_scores, saved[0].fold_scores);
+  EXPECT_EQ(resumed->entries[1].status, "scored");
+}
+
+TEST(AutoSelectTest, AFailingCandidateIsReportedAndTheOthersGoOn) {
+  const Labelled d = Blobs(60, 9);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 150, 10);
+  AutoCandidate broken = Fake("broken", d, 0.0);
+  broken.learn = [](const PairwiseConstraints&, double, const SolveControl&) -> StatusOr<LearnedKernel> {
+    return InvalidArgumentError("broken.c must be positive");
+  };
+  auto r = AutoSelect(pairs, {broken, Fake("fine", d, 0.5)}, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->entries[0].status, "failed");
+  EXPECT_THAT(r->entries[0].error, HasSubstr("broken.c must be positive"));
+  EXPECT_EQ(r->entries[r->best].name, "fine");
+  EXPECT_THAT(r->Json(), HasSubstr("\"status\":\"failed\",\"error\":\"INVALID_ARGUMENT"));
+}
+
+TEST(AutoSelectTest, BadOptionsAndCandidatesAreRejectedNamingTheField) {
+  const Labelled d = Blobs(40, 11);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 60, 12);
+  AutoSelectOptions o;
+  o.folds = 1;
+  EXPECT_THAT(AutoSelect(pairs, {Fake("a", d, 0)}, o, SolveControl()).status().message(),
+              HasSubstr("auto.folds = 1"));
+  o = AutoSelectOptions();
+  o.max_seconds = -1;
+  EXPECT_THAT(AutoSelect(pairs, {Fake("a", d, 0)}, o, SolveControl()).status().message(),
+              HasSubstr("auto.max_seconds = -1"));
+  o = AutoSelectOptions();
+  o.clusters = 1;
+  EXPECT_THAT(AutoSelect(pairs, {Fake("a", d, 0)}, o, SolveControl()).status().message(),
+              HasSubstr("auto.clusters = 1"));
+  EXPECT_THAT(AutoSelect(pairs, {Fake("a", d, 0), Fake("a", d, 1)}, AutoSelectOptions(), SolveControl())
+                  .status()
+                  .message(),
+              HasSubstr("a@none listed twice"));
+  EXPECT_FALSE(AutoSelect(pairs, {}, AutoSelectOptions(), SolveControl()).ok());
+  PairwiseConstraints two;
+  two.pairs = {pairs.pairs[0], pairs.pairs[1]};
+  EXPECT_FALSE(AutoSelect(two, {Fake("a", d, 0)}, AutoSelectOptions(), SolveControl()).ok());  // < 3 folds of pairs
+}
+
+TEST(AutoSelectTest, TheOrderStartsWithTheReferenceThenPlainKernelsThenFamiliesOnEveryScaling) {
+  const std::vector<AutoSlot> order = AutoOrder(2);
+  ASSERT_EQ(order.size(), 2 * (std::size(kAutoFamilies) + std::size(kAutoPlainKernels)));
+  EXPECT_EQ(order[0].family, 0);
+  EXPECT_EQ(order[0].scaling, 0);
+  for (int i = 1; i <= 4; ++i) EXPECT_GE(order[i].plain, 0) << i;
+  EXPECT_EQ(order[5].family, 0);  // the reference on the other scaling
+  EXPECT_EQ(order[5].scaling, 1);
+  EXPECT_EQ(order[6].family, 1);
+  EXPECT_EQ(order[7].family, 1);
+  EXPECT_EQ(order[7].scaling, 1);
+  EXPECT_EQ(AutoOrder(1).size(), std::size(kAutoFamilies) + std::size(kAutoPlainKernels));
+}
+
+TEST(AutoSelectTest, PlainKernelsAreTheLinearAndRbfFactors) {
+  const Labelled d = Blobs(50, 13);
+  auto linear = PlainKernel(d.x, "linear", 1.0);
+  ASSERT_TRUE(linear.ok()) << linear.status();
+  EXPECT_NEAR(linear->value(3, 7), d.x.row(3).dot(d.x.row(7)), 1e-9);
+  auto rbf = PlainKernel(d.x, "rbf", 0.5);
+  ASSERT_TRUE(rbf.ok()) << rbf.status();
+  EXPECT_NEAR(rbf->value(4, 4), 1.0, 1e-6);
+  EXPECT_FALSE(PlainKernel(d.x, "cubic", 1.0).ok());
+  // Under the threshold score every width scores the same: one value.
+  auto x = std::make_shared<const Eigen::MatrixXd>(d.x);
+  EXPECT_EQ(PlainKernelCandidate(x, "rbf", "none", 0).grid, std::vector<double>{1.0});
+  EXPECT_EQ(PlainKernelCandidate(x, "rbf", "none", 3).grid.size(), 7u);
+  EXPECT_EQ(PlainKernelCandidate(x, "linear", "none", 3).grid, std::vector<double>{1.0});
+}
+
+}  // namespace
+}  // namespace kls

@@ -1,0 +1,214 @@
+// `method auto` through the server (server/jobs/families/auto.cc): the
+// leaderboard in the summary, the winner learned and stored with its scaling,
+// a plain kernel stored when it wins, resume between candidates from the
+// job's checkpoint, and bad options named at submit.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <regex>
+#include <string>
+
+#include "core/data/feature_scaling.h"
+#include "kls/v1/families/auto.pb.h"
+#include "server/jobs/proto_convert.h"
+#include "server/jobs/solver_dispatch.h"
+#include "test_server.h"
+#include "tests/test_util/label_pairs.h"
+
+namespace kls::server {
+namespace {
+
+using kls::testing::Ref;
+using kls::testing::TestCsv;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+kls::v1::SubmitJobRequest AutoRequest(const std::string& dataset_id, const kls::v1::AutoOptions& o) {
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(dataset_id);
+  r.mutable_family_options()->PackFrom(o);
+  return r;
+}
+
+class AutoJobTest : public kls::testing::ServerJobTest {};
+
+TEST_F(AutoJobTest, EveryCandidateIsScoredAndTheBestIsLearnedAndStored) {
+  // Wine's raw columns differ in range by ~1000x: z-scored candidates must win.
+  const Dataset wine = TestCsv("wine.csv");
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(wine.labels, 300, 31);
+  const std::string id = Upload(wine, pairs);
+  ASSERT_FALSE(id.empty());
+  kls::v1::AutoOptions o;
+  o.set_max_seconds(0);  // no budget: every candidate is scored
+  const kls::v1::Job job = Run(AutoRequest(id, o), "wine-auto");
+  ASSERT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
+  EXPECT_EQ(job.method(), "auto");
+  const std::string& s = job.summary_json();
+  // 5 families and 2 plain kernels, each raw and z-scored.
+  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 14) << s;
+  EXPECT_EQ(Count(s, "\"kind\":\"plain\""), 4);
+  EXPECT_EQ(Count(s, "\"scaling\":\"zscore\",\"kind\""), 7);
+  EXPECT_THAT(s, HasSubstr("\"auto\":{\"score\":\"threshold\",\"folds\":3,\"budget_seconds\":0,"));
+  EXPECT_THAT(s, HasSubstr("@zscore\""));
+  EXPECT_THAT(s, HasSubstr("\"auto_note\":\"auto chose "));
+  // The winner ran as its own family would: its scaling and certificate are in the summary.
+  EXPECT_THAT(s, HasSubstr("\"scaling\":\"zscore\",\"certificate\""));
+  EXPECT_THAT(s, Not(HasSubstr("baseline_guard")));
+
+  // The chosen candidate has the highest mean.
+  const std::regex entry("\\{\"name\":\"([a-z_/]+)\",\"scaling\":\"([a-z]+)\",\"kind\":\"[a-z]+\",\"status\":\"scored\","
+                         "\"value\":[0-9.e+-]+,\"mean\":([0-9.e+-]+)");
+  double best = -1;
+  std::string best_key;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), entry); it != std::sregex_iterator(); ++it) {
+    const double mean = std::stod((*it)[3]);
+    if (mean > best) {
+      best = mean;
+      best_key = (*it)[1].str() + "@" + (*it)[2].str();
+    }
+  }
+  EXPECT_THAT(s, HasSubstr("\"chosen\":\"" + best_key + "\""));
+  EXPECT_GT(best, 0.85);
+
+  auto kernel = client_->ExportKernel(Ref("wine-auto"));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->embedding.rows(), wine.features.rows());
+}
+
+TEST_F(AutoJobTest, AWinningPlainKernelIsStoredWithExactFeatureQueries) {
+  const Dataset wine = TestCsv("wine.csv");
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(wine.labels, 200, 32);
+  const std::string id = Upload(wine, pairs);
+  ASSERT_FALSE(id.empty());
+  kls::v1::AutoOptions o;
+  o.add_candidates("linear");
+  kls::v1::SubmitJobRequest r = AutoRequest(id, o);
+  r.set_scaling(kls::v1::SubmitJobRequest::ZSCORE);  // set: the only scaling tried
+  const kls::v1::Job job = Run(r, "wine-linear");
+  ASSERT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
+  const std::string& s = job.summary_json();
+  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 1) << s;
+  EXPECT_THAT(s, HasSubstr("\"chosen\":\"linear@zscore\""));
+  EXPECT_THAT(s, HasSubstr("the plain kernel is stored"));
+
+  // V = zscore(X), and a raw row maps to its own stored row.
+  auto scaler = FeatureScaler::Fit(wine.features, FeatureScaling::kZScore);
+  ASSERT_TRUE(scaler.ok());
+  const Eigen::MatrixXd xs = *scaler->Apply(wine.features);
+  auto exported = client_->ExportKernel(Ref("wine-linear"));
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->embedding.cols(), xs.cols());
+  EXPECT_LE((exported->embedding - xs).cwiseAbs().maxCoeff(), 1e-9);
+  kls::v1::EmbedRequest e;
+  *e.mutable_kernel() = Ref("wine-linear");
+  e.set_dim(static_cast<int>(wine.features.cols()));
+  for (int j = 0; j < wine.features.cols(); ++j) e.add_features(wine.features(40, j));
+  auto row = client_->Embed(e);
+  ASSERT_TRUE(row.ok()) << row.status();
+  for (int c = 0; c < xs.cols(); ++c) EXPECT_NEAR(row->values(c), xs(40, c), 1e-9);
+}
+
+// The job's checkpoint after each candidate holds the leaderboard so far; a
+// resumed run takes the finished candidates from it instead of scoring them
+// again. The test marks a finished entry (seconds = 123) in the checkpoint:
+// the resumed leaderboard must show the mark.
+TEST(AutoResumeTest, FinishedCandidatesComeFromTheCheckpoint) {
+  const Dataset wine = TestCsv("wine.csv");
+  store::StoredDataset data;
+  data.data = wine;
+  data.constraints = test_util::RandomLabelPairs(wine.labels, 200, 33);
+  kls::v1::AutoOptions o;
+  o.set_max_seconds(0);
+  for (const char* c : {"kl_admm", "linear", "bcd_npkl/square"}) o.add_candidates(c);
+  kls::v1::SubmitJobRequest r;
+  r.mutable_family_options()->PackFrom(o);
+  r.set_scaling(kls::v1::SubmitJobRequest::ZSCORE);
+  auto spec = SpecFromRequest(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+
+  std::vector<Checkpoint> saved;
+  SolveControl first;
+  first.checkpoint = [&](const Checkpoint& c) {
+    saved.push_back(c);
+    if (c.iteration == 2) first.cancel.Cancel();  // after the second candidate
+  };
+  auto interrupted = RunSolverJob(*spec, data, nullptr, first);
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_EQ(interrupted.status().code(), StatusCode::kCancelled) << interrupted.status();
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved.back().solver, "auto/1");
+
+  // Mark the first entry: [u64 length][entries JSON]...
+  std::string bytes = saved.back().bytes;
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), sizeof(n));
+  std::string json = bytes.substr(sizeof(n), n);
+  json = std::regex_replace(json, std::regex("\"seconds\":[0-9.e+-]+"), "\"seconds\":123.0",
+                            std::regex_constants::format_first_only);
+  const uint64_t m = json.size();
+  std::string marked(reinterpret_cast<const char*>(&m), sizeof(m));
+  marked += json + bytes.substr(sizeof(n) + n);
+  auto resume = std::make_shared<Checkpoint>(saved.back());
+  resume->bytes = marked;
+
+  SolveControl second;
+  second.resume_from = resume;
+  auto resumed = RunSolverJob(*spec, data, nullptr, second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const std::string& s = resumed->summary_notes;
+  EXPECT_THAT(s, HasSubstr("\"name\":\"kl_admm\",\"scaling\":\"zscore\""));
+  EXPECT_THAT(s, HasSubstr("\"seconds\":123}"));  // restored, not scored again
+  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 3) << s;
+  EXPECT_GT(resumed->kernel.num_points(), 0);
+}
+
+TEST_F(AutoJobTest, BadOptionsAreRejectedAtSubmitNamingTheField) {
+  const Dataset wine = TestCsv("wine.csv");
+  const std::string with_pairs = Upload(wine, test_util::RandomLabelPairs(wine.labels, 100, 34));
+  ASSERT_FALSE(with_pairs.empty());
+  auto submit = [&](const kls::v1::SubmitJobRequest& r) { return client_->SubmitJob(r).status(); };
+
+  kls::v1::AutoOptions o;
+  o.add_candidates("svm");
+  Status s = submit(AutoRequest(with_pairs, o));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("auto.candidates[0] = \"svm\" is not one of kl_admm"));
+
+  o.Clear();
+  o.set_folds(1);
+  EXPECT_THAT(submit(AutoRequest(with_pairs, o)).message(), HasSubstr("auto.folds = 1"));
+  o.Clear();
+  o.add_grid(-1);
+  EXPECT_THAT(submit(AutoRequest(with_pairs, o)).message(), HasSubstr("auto.grid[0] = -1"));
+  o.Clear();
+  o.set_max_seconds(-5);
+  EXPECT_THAT(submit(AutoRequest(with_pairs, o)).message(), HasSubstr("auto.max_seconds = -5"));
+  o.Clear();
+  o.set_clusters(500);
+  EXPECT_THAT(submit(AutoRequest(with_pairs, o)).message(), HasSubstr("auto.clusters = 500 exceeds"));
+
+  kls::v1::SubmitJobRequest cv = AutoRequest(with_pairs, kls::v1::AutoOptions());
+  cv.mutable_cross_validation()->set_folds(3);
+  EXPECT_THAT(submit(cv).message(), HasSubstr("cross_validation is set but method = auto"));
+  kls::v1::SubmitJobRequest k = AutoRequest(with_pairs, kls::v1::AutoOptions());
+  k.mutable_graph()->set_k(500);
+  EXPECT_EQ(submit(k).code(), StatusCode::kInvalidArgument);
+
+  UploadOptions named;
+  named.name = "no-pairs";
+  auto bare = client_->UploadDataset(wine, {}, named);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  s = submit(AutoRequest(bare->id(), kls::v1::AutoOptions()));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("auto learns from must-link / cannot-link pairs"));
+}
+
+}  // namespace
+}  // namespace kls::server
