@@ -195,11 +195,15 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
 }
 
 std::vector<AutoSlot> AutoOrder(int scalings) {
-  std::vector<AutoSlot> order = {{0, -1, 0}};
-  for (int s = 0; s < scalings; ++s)
-    for (int p = 0; p < static_cast<int>(std::size(kAutoPlainKernels)); ++p) order.push_back({-1, p, s});
-  for (int f = 0; f < static_cast<int>(std::size(kAutoFamilies)); ++f)
-    for (int s = f == 0 ? 1 : 0; s < scalings; ++s) order.push_back({f, -1, s});
+  std::vector<AutoSlot> order = {{0, -1, 0}};  // the reference
+  auto all = [&](int family, int plain, int first_scaling) {
+    for (int s = first_scaling; s < scalings; ++s) order.push_back({family, plain, s});
+  };
+  all(-1, 0, 0);  // linear
+  all(1, -1, 0);  // bcd_npkl/square
+  all(0, -1, 1);  // kl_admm on the other scalings
+  all(-1, 1, 0);  // rbf
+  for (int f = 2; f < static_cast<int>(std::size(kAutoFamilies)); ++f) all(f, -1, 0);
   return order;
 }
 
@@ -215,6 +219,16 @@ StatusOr<LearnedKernel> PlainKernel(const Eigen::MatrixXd& features, const std::
     RbfOptions rbf;
     rbf.max_exact_points = options.max_exact_points;
     KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd v, RbfKernelFactor(features, value * median, rbf));
+    if (options.max_rank > 0 && v.cols() > options.max_rank) {  // the leading directions: largest column norms
+      std::vector<int> cols(v.cols());
+      for (int c = 0; c < v.cols(); ++c) cols[c] = c;
+      const Eigen::VectorXd norms = v.colwise().squaredNorm().transpose();
+      std::partial_sort(cols.begin(), cols.begin() + options.max_rank, cols.end(),
+                        [&](int a, int b) { return norms(a) > norms(b); });
+      Eigen::MatrixXd top(v.rows(), options.max_rank);
+      for (int c = 0; c < options.max_rank; ++c) top.col(c) = v.col(cols[c]);
+      v = std::move(top);
+    }
     return LearnedKernel::FromEmbedding(std::move(v));
   }
   return InvalidArgumentError("plain kernel \"" + name + "\" is not one of linear, rbf");

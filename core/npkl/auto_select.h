@@ -62,9 +62,8 @@ struct AutoFamilyChoice {
   bool has_loss;       ///< false: the family has no loss to choose (KL-ADMM)
   NpklLoss loss;
 };
-/// KL-ADMM first: it is the reference of the default budget. Then by expected
-/// cost (measured on wine, iris, ionosphere: BCDNPKL square and SimpleNPKL
-/// cost about KL-ADMM's cross-validation or less, BCDNPKL hinge 2–4 times it).
+/// KL-ADMM first: it is the reference of the default budget; then BCDNPKL
+/// square (AutoOrder), then by cost (BCDNPKL hinge costs 2–4 × the others).
 inline constexpr AutoFamilyChoice kAutoFamilies[] = {
     {"kl_admm", "kl_admm", false, NpklLoss::kSquare},
     {"bcd_npkl/square", "bcd_npkl", true, NpklLoss::kSquare},
@@ -85,10 +84,12 @@ struct AutoSlot {
   int scaling = 0;
 };
 /// The order auto evaluates its candidates in, over `scalings` scalings
-/// (the first is the one users get by default): the reference (KL-ADMM on
-/// scaling 0), the plain kernels on every scaling (cheap), then each family in
-/// kAutoFamilies' order on every scaling — so a budget that stops early has
-/// seen every scaling of the cheaper families.
+/// (the first is the one users get by default), by expected accuracy per
+/// second (measured: docs/reproduction/auto.md): the reference (KL-ADMM on
+/// scaling 0), the linear kernel (free), BCDNPKL square (the most accurate
+/// family on most sets), KL-ADMM on the other scalings, the RBF kernel, then
+/// the other families in kAutoFamilies' order — each on every scaling, so a
+/// budget that stops early has seen both scalings of what it ran.
 std::vector<AutoSlot> AutoOrder(int scalings);
 
 struct AutoCandidate {
@@ -152,8 +153,14 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
                                       const std::function<void(const AutoSelectResult&)>& after_each = {});
 
 struct PlainKernelOptions {
-  std::vector<double> rbf_multiples = {0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0};
+  /// RBF widths (multiples of the median squared distance) under the clustering
+  /// score: one per factor 4 around the median.
+  std::vector<double> rbf_multiples = {0.25, 1.0, 4.0};
   int max_exact_points = 1000;  ///< exact RBF factor up to this many points, Nyström above
+  /// The RBF factor keeps its max_rank leading directions (the largest
+  /// eigenvalues): the clustering score's k-means costs O(n · rank) per step,
+  /// and a full-rank factor made the RBF candidate cost 5–8 learned ones.
+  int max_rank = 64;
 };
 
 /// The plain kernel `name` ("linear" or "rbf", value = width multiple) on

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <set>
+#include <tuple>
 #include <thread>
 
 #include "core/npkl/auto_select.h"
@@ -94,7 +96,7 @@ TEST(AutoSelectTest, TheBestMeanWinsAndEveryCandidateIsOnTheLeaderboard) {
   }
   EXPECT_TRUE(r->entries[2].baseline);
   EXPECT_EQ(r->entries[2].name, "linear");
-  EXPECT_EQ(r->entries[3].grid.size(), 7u);  // rbf width multiples
+  EXPECT_EQ(r->entries[3].grid.size(), 3u);  // rbf width multiples
   // Feature 0 separates the blobs: the RBF kernel does well, better than the noisy learner.
   EXPECT_GT(r->entries[3].mean, 0.8);
   EXPECT_LT(r->entries[0].mean, r->entries[3].mean);
@@ -215,17 +217,23 @@ TEST(AutoSelectTest, BadOptionsAndCandidatesAreRejectedNamingTheField) {
   EXPECT_FALSE(AutoSelect(two, {Fake("a", d, 0)}, AutoSelectOptions(), SolveControl()).ok());  // < 3 folds of pairs
 }
 
-TEST(AutoSelectTest, TheOrderStartsWithTheReferenceThenPlainKernelsThenFamiliesOnEveryScaling) {
+TEST(AutoSelectTest, TheOrderStartsWithTheReferenceAndCoversEveryCandidateOnce) {
   const std::vector<AutoSlot> order = AutoOrder(2);
   ASSERT_EQ(order.size(), 2 * (std::size(kAutoFamilies) + std::size(kAutoPlainKernels)));
   EXPECT_EQ(order[0].family, 0);
   EXPECT_EQ(order[0].scaling, 0);
-  for (int i = 1; i <= 4; ++i) EXPECT_GE(order[i].plain, 0) << i;
-  EXPECT_EQ(order[5].family, 0);  // the reference on the other scaling
+  std::set<std::tuple<int, int, int>> seen;
+  for (const AutoSlot& s : order) {
+    EXPECT_TRUE((s.family >= 0) != (s.plain >= 0));
+    EXPECT_TRUE(seen.insert({s.family, s.plain, s.scaling}).second);
+  }
+  // linear, then BCDNPKL square, both scalings each.
+  EXPECT_EQ(order[1].plain, 0);
+  EXPECT_EQ(order[2].plain, 0);
+  EXPECT_EQ(order[3].family, 1);
+  EXPECT_EQ(order[4].family, 1);
+  EXPECT_EQ(order[5].family, 0);
   EXPECT_EQ(order[5].scaling, 1);
-  EXPECT_EQ(order[6].family, 1);
-  EXPECT_EQ(order[7].family, 1);
-  EXPECT_EQ(order[7].scaling, 1);
   EXPECT_EQ(AutoOrder(1).size(), std::size(kAutoFamilies) + std::size(kAutoPlainKernels));
 }
 
@@ -241,7 +249,14 @@ TEST(AutoSelectTest, PlainKernelsAreTheLinearAndRbfFactors) {
   // Under the threshold score every width scores the same: one value.
   auto x = std::make_shared<const Eigen::MatrixXd>(d.x);
   EXPECT_EQ(PlainKernelCandidate(x, "rbf", "none", 0).grid, std::vector<double>{1.0});
-  EXPECT_EQ(PlainKernelCandidate(x, "rbf", "none", 3).grid.size(), 7u);
+  EXPECT_EQ(PlainKernelCandidate(x, "rbf", "none", 3).grid.size(), 3u);
+  // The RBF factor keeps its leading directions: K ≈ V Vᵀ with rank ≤ max_rank.
+  PlainKernelOptions capped;
+  capped.max_rank = 5;
+  auto low = PlainKernel(d.x, "rbf", 1.0, capped);
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->rank(), 5);
+  EXPECT_GT(low->value(4, 4), 0.8);  // most of K_ii = 1 is in the leading directions
   EXPECT_EQ(PlainKernelCandidate(x, "linear", "none", 3).grid, std::vector<double>{1.0});
 }
 
