@@ -14,6 +14,11 @@
 // `kls-server --restore DIR --data-dir NEW` verifies DIR's manifest, copies it
 // into the empty NEW and runs the --check integrity check on it.
 //
+// `kls-server --migrate-only` brings the store's schema up to this build's
+// and exits 0 (MigrateOnly): on PostgreSQL under the schema's advisory lock,
+// so migrators started together migrate once; the embedded store with its
+// data directory's lock (refused while a server runs on it).
+//
 // While serving, SIGHUP reloads tokens_file and the TLS certificate, key and
 // client CA (KlsServer::ReloadSecurity); SIGTERM and SIGINT shut down.
 #include <pthread.h>
@@ -162,6 +167,44 @@ int RestoreDataDir(const std::string& backup_dir, const std::string& dir) {
   return ReportIntegrity((*lock)->path(), "--restore");
 }
 
+// --migrate-only: see the file comment. Exit 0 when the schema is current,
+// 1 when the migration failed, 2 when the store cannot be reached or locked.
+int MigrateOnly(const kls::server::ServerConfig& config) {
+  if (!config.store.empty()) {
+    kls::store::PostgresStoreOptions pg;
+    pg.uri = config.store;
+    pg.pool_size = 1;  // cache_dir left empty: a private temporary directory
+    kls::store::PostgresStoreOptions::SchemaVersions versions;
+    pg.schema_versions = &versions;
+    auto store = kls::store::OpenPostgresStore(pg);
+    if (!store.ok()) {
+      std::cerr << "kls-server --migrate-only: " << store.status() << "\n";
+      return store.status().code() == kls::StatusCode::kUnavailable ? 2 : 1;
+    }
+    if (versions.found == versions.now) {
+      std::cout << "schema already at version " << versions.now << ": nothing to migrate\n";
+    } else if (versions.found == 0) {
+      std::cout << "schema created at version " << versions.now << "\n";
+    } else {
+      std::cout << "schema migrated from version " << versions.found << " to " << versions.now << "\n";
+    }
+    return 0;
+  }
+  const kls::StatusOr<std::unique_ptr<kls::server::DataDir>> lock = kls::server::DataDir::Open(config.data_dir);
+  if (!lock.ok()) {
+    std::cerr << "kls-server --migrate-only: " << lock.status()
+              << " (the embedded store migrates when its server starts; stop the server to migrate it alone)\n";
+    return 2;
+  }
+  auto store = kls::store::OpenSqliteStore((*lock)->path());
+  if (!store.ok()) {
+    std::cerr << "kls-server --migrate-only: " << store.status() << "\n";
+    return 1;
+  }
+  std::cout << "embedded store in " << (*lock)->path() << " is at this build's schema\n";
+  return 0;
+}
+
 // --migrate-from DIR --store URI: see the flag's help.
 int MigrateDataDir(const std::string& dir, const kls::server::ServerConfig& config) {
   if (config.store.empty()) {
@@ -287,6 +330,10 @@ int main(int argc, char** argv) {
                  "directory, then exit");
   app.add_option("--restore", restore_dir,
                  "Verify the backup in this directory, copy it into the new or empty --data-dir, check it, then exit");
+  bool migrate_only = false;
+  app.add_flag("--migrate-only", migrate_only,
+               "Bring the store's schema up to this build's, then exit (PostgreSQL: under a lock, so migrators "
+               "started together migrate once; e.g. a Kubernetes Job before a rollout)");
   bool check = false;
   app.add_flag("--check", check,
                "Check the data directory's (or with --store the database's) integrity and exit (0 healthy, 1 damaged, "
@@ -338,6 +385,7 @@ int main(int argc, char** argv) {
   if (!backup_dir.empty()) return BackupDataDir(backup_dir, config);
   if (!restore_dir.empty()) return RestoreDataDir(restore_dir, config.data_dir);
   if (check) return config.store.empty() ? CheckDataDir(config.data_dir) : CheckStore(config);
+  if (migrate_only) return MigrateOnly(config);
   if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
   kls::server::SetUpLogging(config.log_level, config.log_format);
 

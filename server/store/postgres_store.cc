@@ -1080,7 +1080,9 @@ class PostgresStore final : public Store {
     } else if (version < kSchemaVersion) {
       KLS_RETURN_IF_ERROR(c->Run("UPDATE kls_schema SET version = $1", Params().Int(kSchemaVersion)));
     }
-    return tx.Commit();
+    KLS_RETURN_IF_ERROR(tx.Commit());
+    if (options_.schema_versions != nullptr) *options_.schema_versions = {version, kSchemaVersion};
+    return OkStatus();
   }
 
   // ---- helpers on a connection ------------------------------------------------------

@@ -316,6 +316,12 @@ struct PostgresStoreOptions {
   int64_t cache_disk_bytes = 0;
   /// Connections in the pool used by RPC handlers and workers (>= 1).
   int pool_size = 4;
+  /// When set, Open records here the schema version it found (0 = a new
+  /// database) and the version it left (kls-server --migrate-only).
+  struct SchemaVersions {
+    int64_t found = 0, now = 0;
+  };
+  SchemaVersions* schema_versions = nullptr;
 };
 
 /// Opens the PostgreSQL store: connects, creates or migrates the schema (a

@@ -7,7 +7,8 @@
                            Services, PDBs, ConfigMap, Secrets, securityContext,
                            metrics port and scrape annotations, HPA,
                            NetworkPolicies, ephemeral storage), and the
-                           servicemonitor and backup-cronjob components
+                           servicemonitor, backup-cronjob and
+                           migration-job components
   check_deploy.py compose  parse deploy/docker-compose.yml and check the
                            default service and the `replicas` profile
 
@@ -483,6 +484,39 @@ def check_backup_cronjob(components, minor, deps):
     check(set(by_kind(objs, "Deployment")) == set(deps), "backup-cronjob component: Deployments differ from the base")
 
 
+def check_migration_job(components, minor, deps):
+    """components/migration-job: a Job running `kls-server --config ... --migrate-only` with the Deployments'
+    ConfigMap and database password."""
+    if not components:
+        print(f"note: kubectl 1.{minor} has no kustomize Components (needs >= 1.21): "
+              "components/migration-job NOT checked.")
+        return
+    objs = check_component("migration-job")
+    jobs = by_kind(objs, "Job")
+    if not check(list(jobs) == ["kls-migrate"], f"migration-job component: Jobs {sorted(jobs)}, want kls-migrate"):
+        return
+    pod = jobs["kls-migrate"]["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    cmd = c.get("command", []) + c.get("args", [])
+    check(cmd[:1] == ["kls-server"] and "--migrate-only" in cmd and "--config" in cmd,
+          f"Job kls-migrate: command {cmd} is not `kls-server --config ... --migrate-only`")
+    env = {e["name"]: e for e in c.get("env", [])}
+    ref = ((env.get("PGPASSWORD") or {}).get("valueFrom") or {}).get("secretKeyRef") or {}
+    check(ref.get("name") == "kls-db", "Job kls-migrate: PGPASSWORD does not come from Secret kls-db")
+    maps = {v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+    dep_maps = {v["configMap"]["name"] for d in by_kind(objs, "Deployment").values()
+                for v in d["spec"]["template"]["spec"].get("volumes", []) if "configMap" in v}
+    check(maps and maps <= dep_maps, f"Job kls-migrate: ConfigMaps {sorted(maps)} are not the Deployments' {sorted(dep_maps)}")
+    check(pod.get("securityContext", {}).get("runAsNonRoot") is True, "Job kls-migrate: runAsNonRoot not set")
+    check(c.get("securityContext", {}).get("readOnlyRootFilesystem") is True,
+          "Job kls-migrate: readOnlyRootFilesystem not true")
+    check(pod.get("restartPolicy") == "Never", "Job kls-migrate: restartPolicy is not Never (the Job retries)")
+    labels = jobs["kls-migrate"]["spec"]["template"]["metadata"].get("labels", {})
+    check(labels.get("app.kubernetes.io/name") != "kls",
+          "Job kls-migrate: its pods must not carry app.kubernetes.io/name=kls (Service kls-metrics selects those)")
+    check(set(by_kind(objs, "Deployment")) == set(deps), "migration-job component: Deployments differ from the base")
+
+
 def check_k8s():
     if shutil.which("kubectl") is None:
         print("SKIPPED: kubectl is not on PATH, so `kubectl kustomize deploy/k8s` cannot be checked. "
@@ -568,6 +602,7 @@ def check_k8s():
         check_network_policies(by_kind(objs, "NetworkPolicy"), deps)
     check_servicemonitor(components, minor.group(1) if minor else "?", svcs, deps)
     check_backup_cronjob(components, minor.group(1) if minor else "?", deps)
+    check_migration_job(components, minor.group(1) if minor else "?", deps)
 
     # --- TLS component, through a throwaway overlay outside the base ---
     tls = []

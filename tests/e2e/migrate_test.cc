@@ -1,0 +1,119 @@
+// kls-server --migrate-only (issue 38, item 4) on the real binary:
+//   * PostgreSQL: a new database gets the schema; a database at the previous
+//     schema version (4's columns dropped, version set back to 3) with data
+//     in it is upgraded in place by two migrators started together — one
+//     migrates, the other waits on the advisory lock and finds it current —
+//     and a server on it then answers exactly as before;
+//   * the embedded store: migrated with its data directory's lock, refused
+//     while a server runs on it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "tests/e2e/server_process.h"
+#include "tests/test_util/postgres_server.h"
+
+namespace kls::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class MigrateOnlyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scratch_ = fs::temp_directory_path() / ("kls-migrate-" + std::to_string(getpid()));
+    fs::remove_all(scratch_);
+    fs::create_directories(scratch_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(scratch_);
+  }
+  fs::path scratch_;
+};
+
+TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
+  kls::testing::PostgresServer pg;
+  ASSERT_TRUE(pg.Init()) << pg.error();
+
+  RunResult r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "create");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("schema created at version 4"));
+  r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "again");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("schema already at version 4: nothing to migrate"));
+
+  // Data written at the current schema, then the database put back to the
+  // previous one (version 3: the jobs table without version 4's columns).
+  std::string before;
+  {
+    Server s;
+    ASSERT_NO_FATAL_FAILURE(StartServer(&s, {"--workers", "1", "--store", pg.uri(), "--cache-dir",
+                                             (scratch_ / "cache1").string()},
+                                        scratch_, "first"));
+    const std::string ds = UploadMoons(*s.client, "moons", 120, 5);
+    ASSERT_FALSE(ds.empty());
+    auto job = s.client->SubmitJob(AdmmJob(ds, "moons-kernel", 30));
+    ASSERT_TRUE(job.ok()) << job.status();
+    auto done = s.client->WatchJob(job->id(), [](const kls::v1::Job&) {});
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_EQ(done->state(), kls::v1::SUCCEEDED) << done->error();
+    before = Everything(*s.client);
+    Terminate(&s);
+  }
+  ASSERT_TRUE(pg.Psql("kls",
+                      "ALTER TABLE jobs DROP COLUMN last_attempt_end, DROP COLUMN lost_attempts, "
+                      "DROP COLUMN not_before_ms; UPDATE kls_schema SET version = 3;"))
+      << pg.error();
+  ASSERT_FALSE(pg.Psql("kls", "SELECT lost_attempts FROM jobs")) << "the column is gone";
+
+  // Two migrators at once (e.g. a Job retried while the first still runs):
+  // both succeed, exactly one migrates.
+  const std::vector<std::string> argv = {KLS_SERVER_BINARY, "--migrate-only", "--store", pg.uri()};
+  const pid_t a = Spawn(argv, scratch_ / "a.out", scratch_ / "a.err");
+  const pid_t b = Spawn(argv, scratch_ / "b.out", scratch_ / "b.err");
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  EXPECT_EQ(WaitFor(a, Scaled(60)), 0) << ReadFile(scratch_ / "a.err");
+  EXPECT_EQ(WaitFor(b, Scaled(60)), 0) << ReadFile(scratch_ / "b.err");
+  const std::string outs = ReadFile(scratch_ / "a.out") + ReadFile(scratch_ / "b.out");
+  EXPECT_THAT(outs, HasSubstr("schema migrated from version 3 to 4"));
+  EXPECT_THAT(outs, HasSubstr("schema already at version 4: nothing to migrate"));
+  EXPECT_TRUE(pg.Psql("kls", "SELECT last_attempt_end, lost_attempts, not_before_ms FROM jobs")) << pg.error();
+
+  // A server on the upgraded database answers as before the downgrade.
+  Server s;
+  ASSERT_NO_FATAL_FAILURE(StartServer(&s, {"--workers", "1", "--store", pg.uri(), "--cache-dir",
+                                           (scratch_ / "cache2").string()},
+                                      scratch_, "after"));
+  EXPECT_EQ(Everything(*s.client), before);
+  Terminate(&s);
+
+  // A schema newer than the binary is refused, naming both versions.
+  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 99")) << pg.error();
+  r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "newer");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("database schema version 99 is newer than this kls-server supports (4)"));
+}
+
+TEST_F(MigrateOnlyTest, EmbeddedStoreIsMigratedUnderItsLock) {
+  const std::string data = (scratch_ / "data").string();
+  RunResult r = RunServerBinary({"--migrate-only", "--data-dir", data}, scratch_, "new");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("is at this build's schema"));
+  Server s;
+  ASSERT_NO_FATAL_FAILURE(StartServer(&s, {"--workers", "1", "--data-dir", data}, scratch_, "server"));
+  r = RunServerBinary({"--migrate-only", "--data-dir", data}, scratch_, "locked");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("stop the server to migrate it alone"));
+  Terminate(&s);
+}
+
+}  // namespace
+}  // namespace kls::e2e
