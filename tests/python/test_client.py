@@ -8,6 +8,7 @@ V V[i] for topk, VisualRank (I − λ K̂)⁻¹ (1 − λ) P for rerank, and exp
 give back an imported V bit for bit.
 """
 
+import json
 import pathlib
 import subprocess
 import time
@@ -349,6 +350,25 @@ def test_cross_validation_and_warm_start(client):
     warm = client.wait(client.submit(data, "bcd_npkl", "iris-warm", warm_start="iris-cv:1"))
     assert kls_client.state_name(warm) == "SUCCEEDED"
     assert '"warm_start":{"kernel_name":"iris-cv","version":1}' in warm.summary_json
+
+
+def test_method_auto_reports_its_leaderboard(client):
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x, labels=y, constraints=iris_constraints(y), name="iris-auto")
+    assert "auto" in client.METHODS
+    done = client.wait(client.submit(data, "auto", "iris-auto", scaling="zscore",
+                                     candidates=["bcd_npkl/square", "linear"], max_seconds=0, folds=3))
+    assert kls_client.state_name(done) == "SUCCEEDED"
+    summary = json.loads(done.summary_json)
+    board = summary["auto"]
+    assert [c["name"] for c in board["candidates"]] == ["linear", "bcd_npkl/square"]
+    assert all(c["scaling"] == "zscore" and c["status"] == "scored" for c in board["candidates"])
+    best = max(board["candidates"], key=lambda c: (c["mean"], c["kind"] == "learned"))
+    assert board["chosen"] == best["name"] + "@zscore"
+    assert summary["auto_note"].startswith("auto chose ")
+    with pytest.raises(kls_client.KlsError) as bad:
+        client.submit(data, "auto", "never", candidates=["svm"])
+    assert 'auto.candidates[0] = "svm"' in str(bad.value)
 
 
 def test_classify_with_an_mkl_model(client):

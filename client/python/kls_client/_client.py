@@ -642,7 +642,7 @@ class Client:
 
         dataset: a data-set id or DatasetInfo. method: one of Client.METHODS
         ("kl_admm", "bcd_npkl", "simple_npkl", "qsdp", "embedding", "onk",
-        "mkl", "npk_ranking", "social_strength", "itml"). kernel: the output kernel's name.
+        "mkl", "npk_ranking", "social_strength", "itml", "auto"). kernel: the output kernel's name.
         graph:   GraphSpec fields as a dict, e.g. {"k": 7, "weight": "binary"},
                  {"connect": "grow_k"} (qsdp regmvu: connect_error | grow_k | mst).
         scaling: "none", "zscore" or "minmax" (None = none).
@@ -656,7 +656,9 @@ class Client:
                  comparison with plain linear and RBF kernels on held-out pairs
                  (`kls submit --no-baseline-guard`); None = on.
         options: fields of the method's options message (jobs.proto, or
-                 kls/v1/families/*.proto for itml: gamma, lower, upper, ...), e.g.
+                 kls/v1/families/*.proto for itml: gamma, lower, upper, ...; for auto:
+                 candidates=["bcd_npkl/square", "rbf"], max_seconds, folds, clusters,
+                 grid, seed — the server picks the kernel), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
                  core default. `algorithm=` names the options' `method` enum
                  (embedding: cmvu|mve|spe|kpca; mkl: kta|svm|two_layer|...).
