@@ -11,6 +11,7 @@
 #include "core/common/json_text.h"
 #include "core/common/parallel.h"
 #include "core/eval/baselines.h"
+#include "core/npkl/baseline_guard.h"
 
 namespace kls {
 namespace {
@@ -43,17 +44,18 @@ AutoEntry Scored(const AutoCandidate& c, const CrossValidationResult& r, double 
   return e;
 }
 
+// The best learned and the best plain entry (file comment: a plain kernel
+// needs a lead of r->margin).
 void PickBest(AutoSelectResult* r) {
-  r->best = -1;
+  int learned = -1, plain = -1;
   for (size_t i = 0; i < r->entries.size(); ++i) {
     const AutoEntry& e = r->entries[i];
     if (e.status != "scored") continue;
-    const AutoEntry* best = r->best < 0 ? nullptr : &r->entries[r->best];
-    // Ties: the earlier candidate, except that a learned kernel beats a plain one.
-    if (best == nullptr || e.mean > best->mean || (e.mean == best->mean && best->baseline && !e.baseline)) {
-      r->best = static_cast<int>(i);
-    }
+    int& slot = e.baseline ? plain : learned;
+    if (slot < 0 || e.mean > r->entries[slot].mean) slot = static_cast<int>(i);
   }
+  r->best = learned;
+  if (plain >= 0 && (learned < 0 || r->entries[plain].mean >= r->entries[learned].mean + r->margin)) r->best = plain;
 }
 
 }  // namespace
@@ -84,6 +86,7 @@ std::string AutoSelectResult::Json() const {
   if (clusters) out += ",\"clusters\":" + std::to_string(clusters);
   out += ",\"folds\":" + std::to_string(folds);
   out += ",\"budget_seconds\":" + JsonNumber(budget_seconds);
+  out += ",\"held_out_pairs\":" + std::to_string(held_out_pairs) + ",\"margin\":" + JsonNumber(margin);
   out += std::string(",\"budget_reached\":") + (budget_reached ? "true" : "false");
   if (best >= 0) out += ",\"chosen\":\"" + JsonEscaped(entries[best].Key()) + "\"";
   out += ",\"candidates\":[";
@@ -117,6 +120,8 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   // The folds are CrossValidate's; checked once here so that "too few pairs"
   // is one error, not one per candidate.
   KLS_RETURN_IF_ERROR(AssignPairFolds(constraints, options.folds, options.seed).status());
+  int held_out_pairs = 0;  // every pair i != j is held out by exactly one fold
+  for (const Pair& p : constraints.pairs) held_out_pairs += p.i != p.j ? 1 : 0;
   std::map<std::string, AutoEntry> restored;
   for (const AutoEntry& e : done) restored[e.Key()] = e;
 
@@ -130,6 +135,8 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   r.folds = options.folds;
   r.clusters = options.clusters;
   r.budget_seconds = options.max_seconds;
+  r.held_out_pairs = held_out_pairs;
+  r.margin = PlainKernelMargin(held_out_pairs);
   for (size_t i = 0; i < candidates.size(); ++i) {
     const AutoCandidate& c = candidates[i];
     if (auto it = restored.find(c.Key()); it != restored.end() && it->second.status != "budget") {

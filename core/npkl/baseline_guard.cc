@@ -42,6 +42,10 @@ double ThresholdWidth(const Eigen::MatrixXd& x, const PairwiseConstraints& train
 
 }  // namespace
 
+double PlainKernelMargin(int held_out_pairs, double floor) {
+  return std::max(floor, held_out_pairs > 0 ? 1.0 / std::sqrt(static_cast<double>(held_out_pairs)) : 1.0);
+}
+
 Status BaselineGuardOptions::Validate() const {
   if (clusters != 0 && clusters < 2) {
     return InvalidArgumentError("baseline_guard.clusters = " + std::to_string(clusters) + " must be 0 or >= 2");
@@ -155,7 +159,7 @@ StatusOr<BaselineGuardResult> RunBaselineGuard(const Eigen::MatrixXd& features, 
   r.candidates = {learned, linear, rbf};
   r.best_baseline = rbf.mean > linear.mean ? 2 : 1;
   const GuardCandidate& best = r.candidates[r.best_baseline];
-  r.margin = std::max(options.margin, r.held_out_pairs > 0 ? 1.0 / std::sqrt(r.held_out_pairs) : 1.0);
+  r.margin = PlainKernelMargin(r.held_out_pairs, options.margin);
   r.baseline_better = best.mean >= learned.mean + r.margin;
   const std::string plain = best.name == "rbf" ? "the plain RBF kernel (width " + JsonNumber(best.widths.front()) +
                                                      (best.widths.size() > 1 ? " on fold 0" : "") + ")"

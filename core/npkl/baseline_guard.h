@@ -34,6 +34,11 @@
 
 namespace kls {
 
+/// The lead a plain kernel's mean held-out score needs over a learned one's
+/// to count (file comment): max(floor, 1/√m) for m held-out pairs i ≠ j
+/// (1 when m = 0). Shared by the guard and `method auto`.
+double PlainKernelMargin(int held_out_pairs, double floor = 0.01);
+
 struct BaselineGuardOptions {
   /// 0 = the threshold score; c >= 2 = the clustering score with c clusters.
   int clusters = 0;

@@ -118,6 +118,27 @@ TEST(AutoSelectTest, OnATieTheLearnedKernelWinsOverAPlainOne) {
   EXPECT_EQ(r->entries[r->best].name, "learned_perfect");
 }
 
+TEST(AutoSelectTest, APlainKernelWinsOnlyByMoreThanTheNoiseMargin) {
+  const Labelled d = Blobs(120, 21);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 400, 22);  // margin 1/√400 = 0.05
+  AutoCandidate perfect_plain = Fake("perfect_plain", d, 0.0);
+  perfect_plain.baseline = true;
+  // The same learned candidate at two noise levels: slightly and clearly below the perfect plain one.
+  auto close = AutoSelect(pairs, {Fake("slightly_noisy", d, 0.18), perfect_plain}, AutoSelectOptions(), SolveControl());
+  auto far = AutoSelect(pairs, {Fake("very_noisy", d, 3.0), perfect_plain}, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(close.ok() && far.ok()) << close.status() << far.status();
+  EXPECT_EQ(close->held_out_pairs, 400);
+  EXPECT_DOUBLE_EQ(close->margin, 0.05);
+  const double close_lead = close->entries[1].mean - close->entries[0].mean;
+  const double far_lead = far->entries[1].mean - far->entries[0].mean;
+  ASSERT_GT(close_lead, 0.0);
+  ASSERT_LT(close_lead, 0.05);
+  ASSERT_GE(far_lead, 0.05);
+  EXPECT_EQ(close->entries[close->best].name, "slightly_noisy");
+  EXPECT_EQ(far->entries[far->best].name, "perfect_plain");
+  EXPECT_THAT(close->Json(), HasSubstr("\"held_out_pairs\":400,\"margin\":0.05"));
+}
+
 TEST(AutoSelectTest, TheBudgetStopsTheRestAndTheBestScoredOneWins) {
   const Labelled d = Blobs(60, 5);
   const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 120, 6);

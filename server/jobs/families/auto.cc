@@ -199,8 +199,13 @@ std::string Sentence(const AutoSelectResult& r) {
                   " over " + std::to_string(r.folds) + " folds";
   const int other = best.baseline ? learned : plain;
   if (other >= 0) {
-    s += std::string("; the best ") + (best.baseline ? "learned kernel, " : "plain kernel, ") +
-         Describe(r.entries[other]) + ", " + Num(r.entries[other].mean);
+    const AutoEntry& o = r.entries[other];
+    s += std::string("; the best ") + (best.baseline ? "learned kernel, " : "plain kernel, ") + Describe(o) + ", " +
+         Num(o.mean);
+    if (!best.baseline && o.mean > best.mean) {
+      s += " (higher by less than the noise margin " + Num(r.margin) + " of " + std::to_string(r.held_out_pairs) +
+           " held-out pairs, so the learned kernel is kept)";
+    }
   }
   s += "; " + std::to_string(scored) + " of " + std::to_string(r.entries.size()) + " candidates scored in " +
        Num(r.seconds) + " s";
