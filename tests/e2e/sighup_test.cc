@@ -2,7 +2,9 @@
 // TLS certificate and key are re-read; new calls and new connections (gRPC
 // and the HTTPS gateway) use them; a malformed file is logged and the old
 // one kept. Certificates are made at test time with the `openssl` command:
-// CA "one" signs the first server certificate, CA "two" the second.
+// CA "one" signs the first server and client certificates, CA "two" the
+// second ones; the client CA of mutual TLS is rotated the same way.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -37,13 +39,17 @@ class SighupTest : public ::testing::Test {
         "set -e; cd '" + d + "'\n"
         "key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out \"$1\" 2>/dev/null; }\n"
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > server.ext\n"
+        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n"
         "for n in one two; do\n"
         "  key ca-$n.key; openssl req -x509 -new -key ca-$n.key -subj /CN=kls-ca-$n -days 2 -out ca-$n.crt\n"
         "  key server-$n.key; openssl req -new -key server-$n.key -subj /CN=localhost -out server-$n.csr\n"
         "  openssl x509 -req -in server-$n.csr -CA ca-$n.crt -CAkey ca-$n.key -CAcreateserial -days 2 "
         "-extfile server.ext -out server-$n.crt 2>/dev/null\n"
+        "  key client-$n.key; openssl req -new -key client-$n.key -subj /CN=client-$n -out client-$n.csr\n"
+        "  openssl x509 -req -in client-$n.csr -CA ca-$n.crt -CAkey ca-$n.key -CAcreateserial -days 2 "
+        "-extfile client.ext -out client-$n.crt 2>/dev/null\n"
         "done\n"
-        "cp server-one.crt server.crt; cp server-one.key server.key\n";
+        "cp server-one.crt server.crt; cp server-one.key server.key; cp ca-one.crt client-ca.crt\n";
     std::ofstream(scratch_ / "make-certs.sh") << script;
     ASSERT_EQ(std::system(("sh '" + d + "/make-certs.sh' > '" + d + "/make-certs.log' 2>&1").c_str()), 0)
         << ReadFile(scratch_ / "make-certs.log");
@@ -61,7 +67,7 @@ class SighupTest : public ::testing::Test {
     fs::rename(scratch_ / (name + ".next"), scratch_ / name);
   }
 
-  void Start(bool tls) {
+  void Start(bool tls, bool mutual = false) {
     Replace("tokens", kTokenOld + " read\n");
     server_.target = "127.0.0.1:" + std::to_string(FreePort());
     http_port_ = FreePort();
@@ -74,6 +80,8 @@ class SighupTest : public ::testing::Test {
       args.insert(args.end(), {"--tls-cert", (scratch_ / "server.crt").string(), "--tls-key",
                                (scratch_ / "server.key").string()});
     }
+    if (mutual) args.insert(args.end(), {"--tls-client-ca", (scratch_ / "client-ca.crt").string()});
+    client_cert_ = mutual ? "client-one" : "";
     server_.pid = Spawn(args, scratch_ / "server.out", server_.log, /*append_err=*/true);
     ASSERT_GT(server_.pid, 0);
     tls_ = tls;
@@ -93,7 +101,9 @@ class SighupTest : public ::testing::Test {
     options.timeout_seconds = 5;
     options.token = token;
     if (tls_) {
-      const Status loaded = LoadTlsFiles((scratch_ / ca).string(), "", "", &options);
+      const std::string cert = client_cert_.empty() ? "" : (scratch_ / (client_cert_ + ".crt")).string();
+      const std::string key = client_cert_.empty() ? "" : (scratch_ / (client_cert_ + ".key")).string();
+      const Status loaded = LoadTlsFiles((scratch_ / ca).string(), cert, key, &options);
       if (!loaded.ok()) return loaded;
     }
     Client client(options);
@@ -106,6 +116,10 @@ class SighupTest : public ::testing::Test {
     const fs::path out = scratch_ / "curl.out";
     std::string command = "curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Authorization: Bearer " + token +
                           "' ";
+    if (!client_cert_.empty()) {
+      command += "--cert '" + (scratch_ / (client_cert_ + ".crt")).string() + "' --key '" +
+                 (scratch_ / (client_cert_ + ".key")).string() + "' ";
+    }
     command += tls_ ? "--cacert '" + (scratch_ / ca).string() + "' https://127.0.0.1:" : "http://127.0.0.1:";
     command += std::to_string(http_port_) + "/v1/admin/get-server-info > '" + out.string() + "' 2>/dev/null";
     [[maybe_unused]] const int rc = std::system(command.c_str());
@@ -137,6 +151,7 @@ class SighupTest : public ::testing::Test {
   Server server_;
   int http_port_ = 0;
   bool tls_ = false;
+  std::string client_cert_;  // "client-one", "client-two" or "" (none)
 };
 
 TEST_F(SighupTest, TokensAreReloadedAndAMalformedFileKeepsTheOldSet) {
@@ -215,6 +230,26 @@ TEST_F(SighupTest, CertificateIsReloadedForNewConnectionsAndABadOneIsKept) {
   EXPECT_NE(ReadFile(server_.log).find("does not hold a PEM certificate"), std::string::npos);
   EXPECT_TRUE(Echo(kTokenOld, "ca-two.crt").ok());
   EXPECT_EQ(HttpEcho(kTokenOld, "ca-two.crt"), 200);
+}
+
+TEST_F(SighupTest, ClientCaIsReloadedForMutualTls) {
+  ASSERT_NO_FATAL_FAILURE(Start(/*tls=*/true, /*mutual=*/true));
+  ASSERT_TRUE(Echo(kTokenOld, "ca-one.crt").ok());
+  EXPECT_EQ(HttpEcho(kTokenOld, "ca-one.crt"), 200);
+  client_cert_ = "client-two";  // signed by CA two, which the server does not trust yet
+  EXPECT_EQ(Echo(kTokenOld, "ca-one.crt").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(HttpEcho(kTokenOld, "ca-one.crt"), 0);
+
+  Replace("client-ca.crt", ReadFile(scratch_ / "ca-two.crt"));
+  Hangup();
+  ASSERT_TRUE(Eventually([&] { return LogCount("reloaded the TLS certificate") == 1; })) << ReadFile(server_.log);
+  EXPECT_THAT(ReadFile(server_.log), ::testing::HasSubstr("and client CA"));
+  const auto after = Echo(kTokenOld, "ca-one.crt");
+  EXPECT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(HttpEcho(kTokenOld, "ca-one.crt"), 200) << "the HTTPS gateway verifies against the new client CA";
+  client_cert_ = "client-one";
+  EXPECT_EQ(Echo(kTokenOld, "ca-one.crt").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(HttpEcho(kTokenOld, "ca-one.crt"), 0);
 }
 
 }  // namespace
