@@ -129,7 +129,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
                  "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl} | itml (features only, --C = gamma, "
                  "default 1) | auto (the server's method auto: leaderboard per trial)");
   app.add_option("--auto-max-seconds", a->auto_max_seconds,
-                 "--method auto: its budget in seconds; -1 (default) = the server's default, 10 x the first "
+                 "--method auto: its budget in seconds; -1 (default) = the server's default, 9 x the first "
                  "candidate's (KL-ADMM's) cross-validation time; 0 = none");
   app.add_flag("--oracle", a->oracle,
                "--method auto: also learn every candidate on all pairs at every grid value and score it on the "
