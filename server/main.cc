@@ -181,7 +181,10 @@ int MigrateOnly(const kls::server::ServerConfig& config) {
       std::cerr << "kls-server --migrate-only: " << store.status() << "\n";
       return store.status().code() == kls::StatusCode::kUnavailable ? 2 : 1;
     }
-    if (versions.found == versions.now) {
+    if (versions.found == versions.now && versions.now > kls::store::kPostgresSchemaVersion) {
+      std::cout << "schema already at version " << versions.now << ", one newer than this kls-server's "
+                << kls::store::kPostgresSchemaVersion << " (which still serves on it): nothing to migrate\n";
+    } else if (versions.found == versions.now) {
       std::cout << "schema already at version " << versions.now << ": nothing to migrate\n";
     } else if (versions.found == 0) {
       std::cout << "schema created at version " << versions.now << "\n";

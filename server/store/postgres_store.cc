@@ -63,7 +63,15 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The schema this build writes. Bump it with a migration step in Migrate().
-constexpr int kSchemaVersion = 4;
+/// Expand/contract: every step must keep the previous release working on the
+/// migrated database (add tables and columns with defaults; drop or change
+/// what the previous release uses only one release later), because a replica
+/// serves on a schema up to one version newer than its own
+/// (kNewestServedSchema): during a rollout the old replicas stay ready after
+/// the new release's migration ran.
+constexpr int kSchemaVersion = kPostgresSchemaVersion;
+/// The newest database schema this build serves on, without migrating it.
+constexpr int kNewestServedSchema = kSchemaVersion + 1;
 /// pg_advisory_xact_lock key serializing schema creation / migration ("kls\0schm").
 constexpr int64_t kSchemaLockKey = 0x6b6c7300736368;
 /// Class id of the per-kernel-name advisory locks (version numbering).
@@ -839,9 +847,10 @@ class PostgresStore final : public Store {
     if (!r.ok()) return UnavailableError(r.status().message());
     if (PQntuples(r->get()) != 1) return UnavailableError("Ping: kls_schema has no version row");
     const int64_t v = GetInt(r->get(), 0, 0);
-    if (v != kSchemaVersion) {
+    if (v < kSchemaVersion || v > kNewestServedSchema) {
       return UnavailableError("Ping: database schema version " + std::to_string(v) + ", this kls-server uses " +
-                              std::to_string(kSchemaVersion));
+                              std::to_string(kSchemaVersion) + " and serves on " + std::to_string(kSchemaVersion) +
+                              ".." + std::to_string(kNewestServedSchema));
     }
     return OkStatus();
   }
@@ -1066,10 +1075,18 @@ class PostgresStore final : public Store {
       return FailedPreconditionError("kls_schema has " + std::to_string(PQntuples(r.get())) + " rows, expected one");
     }
     const int64_t version = PQntuples(r.get()) ? GetInt(r.get(), 0, 0) : 0;
-    if (version > kSchemaVersion) {
+    if (version > kNewestServedSchema) {
       return FailedPreconditionError("database schema version " + std::to_string(version) +
                                      " is newer than this kls-server supports (" + std::to_string(kSchemaVersion) +
+                                     ", and serves on up to " + std::to_string(kNewestServedSchema) +
                                      "); upgrade kls-server");
+    }
+    if (version > kSchemaVersion) {
+      // The next release migrated it (a rollout in progress): served as it
+      // is, never migrated back (expand/contract, kNewestServedSchema).
+      KLS_RETURN_IF_ERROR(tx.Commit());
+      if (options_.schema_versions != nullptr) *options_.schema_versions = {version, version};
+      return OkStatus();
     }
     if (version == 0) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV1));
     if (version < 2) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV2));

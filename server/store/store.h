@@ -324,10 +324,15 @@ struct PostgresStoreOptions {
   SchemaVersions* schema_versions = nullptr;
 };
 
+/// Schema version of the PostgreSQL store this build writes.
+inline constexpr int kPostgresSchemaVersion = 4;
+
 /// Opens the PostgreSQL store: connects, creates or migrates the schema (a
-/// schema version row; a schema newer than this build is refused with
-/// FAILED_PRECONDITION), and starts the LISTEN connection that delivers other
-/// replicas' StoreEvents. UNAVAILABLE when the server cannot be reached.
+/// schema version row; a schema one version newer than this build — the next
+/// release's, migrated by expand/contract rules — is served as it is; a newer
+/// one is refused with FAILED_PRECONDITION), and starts the LISTEN connection
+/// that delivers other replicas' StoreEvents. UNAVAILABLE when the server
+/// cannot be reached.
 StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const PostgresStoreOptions& options);
 
 /// What CopyStore copied.

@@ -4,6 +4,9 @@
 //     in it is upgraded in place by two migrators started together — one
 //     migrates, the other waits on the advisory lock and finds it current —
 //     and a server on it then answers exactly as before;
+//   * expand/contract: a running replica stays ready on a schema one version
+//     newer (the next release's migration), a new one starts on it; two
+//     versions newer makes it not-ready; a much newer one is refused;
 //   * the embedded store: migrated with its data directory's lock, refused
 //     while a server runs on it.
 #include <gmock/gmock.h>
@@ -11,8 +14,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/client.h"
@@ -93,13 +98,49 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
                                            (scratch_ / "cache2").string()},
                                       scratch_, "after"));
   EXPECT_EQ(Everything(*s.client), before);
+
+  // Expand/contract: the next release's migration (version 5, simulated)
+  // under a running replica of this one: it stays ready and answers; a
+  // replica of this release still starts on it; --migrate-only of this
+  // release leaves it alone.
+  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 5")) << pg.error();
+  for (int k = 0; k < 15; ++k) {  // 1.5 s: three readiness pings
+    auto health = s.client->CheckHealth("kls.v1.Queries");
+    ASSERT_TRUE(health.ok()) << health.status();
+    ASSERT_EQ(*health, kls::ServingStatus::kServing) << "after " << k * 100 << " ms";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Everything(*s.client), before);
+  {
+    Server next;
+    ASSERT_NO_FATAL_FAILURE(StartServer(&next, {"--workers", "1", "--store", pg.uri(), "--cache-dir",
+                                                (scratch_ / "cache3").string()},
+                                        scratch_, "on-v5"));
+    EXPECT_EQ(Everything(*next.client), before);
+    Terminate(&next);
+  }
+  r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "v5");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("schema already at version 5, one newer than this kls-server's 4"));
+  // Two versions newer (the previous release's leftovers may be contracted):
+  // the replica goes not-ready, without exiting.
+  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 6")) << pg.error();
+  bool not_ready = false;
+  const auto deadline = std::chrono::steady_clock::now() + Scaled(10);
+  while (!not_ready && std::chrono::steady_clock::now() < deadline) {
+    auto health = s.client->CheckHealth("kls.v1.Queries");
+    not_ready = health.ok() && *health == kls::ServingStatus::kNotServing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(not_ready) << "a replica on a schema two versions newer must go not-ready";
   Terminate(&s);
 
   // A schema newer than the binary is refused, naming both versions.
   ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 99")) << pg.error();
   r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "newer");
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("database schema version 99 is newer than this kls-server supports (4)"));
+  EXPECT_THAT(r.err, HasSubstr("database schema version 99 is newer than this kls-server supports (4, and serves "
+                               "on up to 5)"));
 }
 
 TEST_F(MigrateOnlyTest, EmbeddedStoreIsMigratedUnderItsLock) {
