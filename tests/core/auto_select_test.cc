@@ -20,25 +20,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Labelled {
-  Eigen::MatrixXd x;
-  std::vector<int> labels;
-};
+using Labelled = test_util::LabelledPoints;
 
-// Two Gaussian blobs at (±3, 0) along feature 0 and pure noise in feature 1.
-Labelled Blobs(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> noise(0.0, 0.7);
-  Labelled d;
-  d.x.resize(n, 2);
-  for (int i = 0; i < n; ++i) {
-    const int c = i % 2;
-    d.labels.push_back(c);
-    d.x(i, 0) = (c ? 3.0 : -3.0) + noise(rng);
-    d.x(i, 1) = 3.0 * noise(rng);
-  }
-  return d;
-}
+// Two Gaussian blobs at (±3, 0) along feature 0, and wide noise in feature 1.
+Labelled Blobs(int n, uint64_t seed) { return test_util::TwoBlobs(n, seed, 3.0); }
 
 // A "learned" candidate whose kernel is the one-hot label factor blurred by
 // `noise` (0: perfect), the same for every value; counts its calls.

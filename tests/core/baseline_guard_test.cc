@@ -18,25 +18,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Labelled {
-  Eigen::MatrixXd x;
-  std::vector<int> labels;
-};
+using Labelled = test_util::LabelledPoints;
 
-// Two Gaussian blobs at (±3, 0), unit noise: linearly separable.
-Labelled Blobs(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> noise(0.0, 0.7);
-  Labelled d;
-  d.x.resize(n, 2);
-  for (int i = 0; i < n; ++i) {
-    const int c = i % 2;
-    d.labels.push_back(c);
-    d.x(i, 0) = (c ? 3.0 : -3.0) + noise(rng);
-    d.x(i, 1) = noise(rng);
-  }
-  return d;
-}
+// Two Gaussian blobs at (±3, 0): linearly separable.
+Labelled Blobs(int n, uint64_t seed) { return test_util::TwoBlobs(n, seed); }
 
 // Two tight blobs on one ray from the origin, at (5, 5) and (8, 8): every
 // inner product is large and positive, so no threshold on ⟨x_i, x_j⟩ tells

@@ -25,6 +25,7 @@
 #include "kls/v1/service.grpc.pb.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "raw_http.h"
 #include "test_server.h"
 
 namespace kls::server {
@@ -66,24 +67,7 @@ class LogCapture {
 
 // GET http://127.0.0.1:port/path with an X-Request-Id; returns the status line.
 std::string HttpGet(int port, const std::string& path, const std::string& request_id) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    ADD_FAILURE() << "cannot connect to the HTTP port " << port;
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Request-Id: " + request_id +
-                              "\r\nConnection: close\r\n\r\n";
-  (void)!write(fd, request.data(), request.size());
-  std::string response;
-  char buf[8192];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return response.substr(0, response.find("\r\n"));
+  return kls::testing::RawHttpGet(port, path, "X-Request-Id: " + request_id + "\r\n").status_line;
 }
 
 grpc::Status Echo(const KlsServer& server, const std::string& request_id) {

@@ -43,6 +43,7 @@
 #include "temp_dir.h"
 #include "tests/test_util/time_scale.h"
 #include "test_server.h"
+#include "raw_http.h"
 
 namespace kls::server {
 namespace {
@@ -51,29 +52,12 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using Labels = std::map<std::string, std::string>;
 
-// GET http://127.0.0.1:port/path over a plain socket; returns the body, or
-// "" (with a test failure) when the answer is not 200.
+// GET http://127.0.0.1:port/path; returns the body, or "" (with a test
+// failure) when the answer is not 200.
 std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    ADD_FAILURE() << "cannot connect to the metrics port " << port;
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!write(fd, request.data(), request.size());
-  std::string response;
-  char buf[8192];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  EXPECT_NE(body, std::string::npos) << response;
-  EXPECT_THAT(response.substr(0, response.find("\r\n")), HasSubstr(" 200")) << response;
-  return body == std::string::npos ? "" : response.substr(body + 4);
+  const kls::testing::RawHttpResponse r = kls::testing::RawHttpGet(port, path);
+  EXPECT_THAT(r.status_line, HasSubstr(" 200")) << r.raw;
+  return r.status_line.find(" 200") == std::string::npos ? "" : r.body;
 }
 
 struct Series {

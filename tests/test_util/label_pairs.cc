@@ -27,4 +27,18 @@ PairwiseConstraints RandomLabelPairs(const std::vector<int>& labels, int count, 
   return c;
 }
 
+LabelledPoints TwoBlobs(int n, uint64_t seed, double spread) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, 0.7);
+  LabelledPoints d;
+  d.x.resize(n, 2);
+  for (int i = 0; i < n; ++i) {
+    const int c = i % 2;
+    d.labels.push_back(c);
+    d.x(i, 0) = (c ? 3.0 : -3.0) + noise(rng);
+    d.x(i, 1) = spread * noise(rng);
+  }
+  return d;
+}
+
 }  // namespace kls::test_util
