@@ -102,6 +102,7 @@ TEST(TokenTableTest, ErrorsNameTheLineAndNeverTheToken) {
 const std::map<std::string, Scope>& ExpectedScopes() {
   static const std::map<std::string, Scope> kExpected = {
       {"/kls.v1.Admin/Echo", Scope::kRead},          {"/kls.v1.Admin/GetServerInfo", Scope::kRead},
+      {"/kls.v1.Admin/Backup", Scope::kAdmin},
       {"/kls.v1.Datasets/Upload", Scope::kWrite},    {"/kls.v1.Datasets/Get", Scope::kRead},
       {"/kls.v1.Datasets/List", Scope::kRead},       {"/kls.v1.Datasets/Delete", Scope::kWrite},
       {"/kls.v1.Datasets/SetAttributes", Scope::kWrite},
