@@ -46,6 +46,131 @@ double Objective(const Eigen::MatrixXd& m, const Eigen::MatrixXd& m0_inv, double
   return obj;
 }
 
+// M0: the identity, or options.prior after checking its shape and symmetry.
+StatusOr<Eigen::MatrixXd> PriorMetric(const ItmlOptions& options, int d) {
+  if (options.prior.size() == 0) return Eigen::MatrixXd(Eigen::MatrixXd::Identity(d, d));
+  if (options.prior.rows() != d || options.prior.cols() != d) {
+    return InvalidArgumentError("itml.prior is " + std::to_string(options.prior.rows()) + " x " +
+                                std::to_string(options.prior.cols()) + "; must be " + std::to_string(d) + " x " +
+                                std::to_string(d) + " (the number of features)");
+  }
+  if (!options.prior.allFinite()) return InvalidArgumentError("itml.prior contains NaN or infinite values");
+  const double asym = (options.prior - options.prior.transpose()).cwiseAbs().maxCoeff();
+  if (asym > 1e-10 * std::max(1.0, options.prior.cwiseAbs().maxCoeff())) {
+    return InvalidArgumentError("itml.prior is not symmetric (max |M0 - M0^T| = " + FormatNumber(asym) + ")");
+  }
+  return Eigen::MatrixXd(0.5 * (options.prior + options.prior.transpose()));
+}
+
+// The pairs that carry information (distinct points at a positive distance),
+// with their distances under M0 in `d0`; returns how many were skipped.
+int UsedPairs(const Eigen::MatrixXd& x, const PairwiseConstraints& constraints, const Eigen::MatrixXd& m0,
+              std::vector<UsedPair>* used, std::vector<double>* d0) {
+  const int m = constraints.size();
+  int skipped = 0;
+  used->reserve(m);
+  d0->reserve(m);
+  for (int c = 0; c < m; ++c) {
+    const Pair& p = constraints.pairs[c];
+    if (p.i == p.j) {
+      ++skipped;
+      continue;
+    }
+    const Eigen::VectorXd v = x.row(p.i).transpose() - x.row(p.j).transpose();
+    if (v.squaredNorm() == 0.0) {
+      ++skipped;
+      continue;
+    }
+    used->push_back({c, p.sign()});
+    d0->push_back(v.dot(m0 * v));
+  }
+  return skipped;
+}
+
+// The bounds left at 0 in the options (paper §5: 5th / 95th percentiles of
+// the distances, over a seeded sample of at most kPercentileSample of them).
+void DefaultBounds(const ItmlOptions& options, const std::vector<double>& d0, double* lower, double* upper) {
+  if ((*lower == 0.0 || *upper == 0.0) && !d0.empty()) {
+    std::vector<double> sample;
+    if (static_cast<int>(d0.size()) <= kPercentileSample) {
+      sample = d0;
+    } else {
+      std::mt19937_64 rng(options.seed);
+      std::uniform_int_distribution<size_t> pick(0, d0.size() - 1);
+      sample.reserve(kPercentileSample);
+      for (int s = 0; s < kPercentileSample; ++s) sample.push_back(d0[pick(rng)]);
+    }
+    if (*lower == 0.0) *lower = Quantile(sample, 0.05);
+    if (*upper == 0.0) *upper = Quantile(sample, 0.95);
+  }
+}
+
+// One sweep of Bregman projections over the used pairs, updating M, ξ and λ.
+// Returns the sweep's largest relative violation; sets *stop (and *stopped)
+// on a numerical issue or when the control asks to stop, which it checks
+// every kProjectionsPerCheck projections (`since_check` counts across sweeps).
+double ProjectionSweep(const Eigen::MatrixXd& x, const PairwiseConstraints& constraints,
+                       const std::vector<UsedPair>& used, double gamma, const SolveControl& control,
+                       Eigen::MatrixXd* mm, Eigen::VectorXd* xi, Eigen::VectorXd* lambda, int* since_check,
+                       Termination* stop, bool* stopped) {
+  const double gamma_proj = gamma / (gamma + 1.0);
+  const Eigen::Index d = mm->rows();
+  Eigen::VectorXd v(d), mv(d);
+  double sweep_violation = 0.0;
+  for (const UsedPair& u : used) {
+    const Pair& pr = constraints.pairs[u.index];
+    v = x.row(pr.i).transpose() - x.row(pr.j).transpose();
+    mv.noalias() = *mm * v;
+    const double p = v.dot(mv);
+    const double delta = u.delta;
+    double& xi_c = (*xi)(u.index);
+    double& lam = (*lambda)(u.index);
+    sweep_violation = std::max(sweep_violation, std::max(0.0, delta * (p - xi_c) / xi_c));
+    // The exact Bregman projection onto δ (d_M − ξ) <= 0 (see itml.h):
+    // after it d_M = ξ (or λ reached 0).
+    const double alpha = std::min(lam, delta * gamma_proj * (1.0 / p - 1.0 / xi_c));
+    const double beta = delta * alpha / (1.0 - delta * alpha * p);
+    xi_c = 1.0 / (1.0 / xi_c + delta * alpha / gamma);  // = γξ / (γ + δαξ)
+    lam -= alpha;
+    mm->noalias() += beta * mv * mv.transpose();
+    if (!std::isfinite(beta) || !std::isfinite(xi_c) || xi_c <= 0.0) {
+      *stop = Termination::kNumericalIssue;
+      *stopped = true;
+      break;
+    }
+    if (++*since_check >= kProjectionsPerCheck) {
+      *since_check = 0;
+      Termination why;
+      if (control.ShouldStop(&why)) {
+        *stop = why;
+        *stopped = true;
+        break;
+      }
+    }
+  }
+  return sweep_violation;
+}
+
+// M = L Lᵀ from the symmetric eigendecomposition, eigenvalues clipped at 0:
+// result->factor (L, d × rank, columns by decreasing eigenvalue) and result->metric.
+Status FactorMetric(const Eigen::MatrixXd& mm, ItmlResult* result) {
+  const int d = static_cast<int>(mm.rows());
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(mm);
+  if (eig.info() != Eigen::Success) return InternalError("itml: eigendecomposition of the learned metric failed");
+  const Eigen::VectorXd& ev = eig.eigenvalues();  // ascending
+  const double top = std::max(ev(d - 1), 0.0);
+  const double cutoff = top * d * std::numeric_limits<double>::epsilon();
+  int r = 0;
+  for (int k = 0; k < d; ++k) r += ev(k) > cutoff ? 1 : 0;
+  result->factor.resize(d, r);
+  for (int k = 0; k < r; ++k) {
+    const int src = d - 1 - k;  // descending
+    result->factor.col(k) = eig.eigenvectors().col(src) * std::sqrt(ev(src));
+  }
+  result->metric = result->factor * result->factor.transpose();
+  return OkStatus();
+}
+
 StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConstraints& constraints,
                                    const ItmlOptions& options, const SolveControl& control) {
   Stopwatch setup_clock;
@@ -66,22 +191,7 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
   KLS_RETURN_IF_ERROR(constraints.Validate(n));
 
   // M0 and its inverse.
-  Eigen::MatrixXd m0;
-  if (options.prior.size() == 0) {
-    m0 = Eigen::MatrixXd::Identity(d, d);
-  } else {
-    if (options.prior.rows() != d || options.prior.cols() != d) {
-      return InvalidArgumentError("itml.prior is " + std::to_string(options.prior.rows()) + " x " +
-                                  std::to_string(options.prior.cols()) + "; must be " + std::to_string(d) + " x " +
-                                  std::to_string(d) + " (the number of features)");
-    }
-    if (!options.prior.allFinite()) return InvalidArgumentError("itml.prior contains NaN or infinite values");
-    const double asym = (options.prior - options.prior.transpose()).cwiseAbs().maxCoeff();
-    if (asym > 1e-10 * std::max(1.0, options.prior.cwiseAbs().maxCoeff())) {
-      return InvalidArgumentError("itml.prior is not symmetric (max |M0 - M0^T| = " + FormatNumber(asym) + ")");
-    }
-    m0 = 0.5 * (options.prior + options.prior.transpose());
-  }
+  KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd m0, PriorMetric(options, d));
   Eigen::LLT<Eigen::MatrixXd> m0_llt(m0);
   if (m0_llt.info() != Eigen::Success) return InvalidArgumentError("itml.prior is not positive definite");
   const Eigen::MatrixXd m0_inv = m0_llt.solve(Eigen::MatrixXd::Identity(d, d));
@@ -94,39 +204,12 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
 
   // The pairs that carry information, and their distances under M0.
   std::vector<UsedPair> used;
-  used.reserve(m);
   std::vector<double> d0;
-  d0.reserve(m);
-  for (int c = 0; c < m; ++c) {
-    const Pair& p = constraints.pairs[c];
-    if (p.i == p.j) {
-      ++result.skipped_pairs;
-      continue;
-    }
-    const Eigen::VectorXd v = x.row(p.i).transpose() - x.row(p.j).transpose();
-    if (v.squaredNorm() == 0.0) {
-      ++result.skipped_pairs;
-      continue;
-    }
-    used.push_back({c, p.sign()});
-    d0.push_back(v.dot(m0 * v));
-  }
+  result.skipped_pairs += UsedPairs(x, constraints, m0, &used, &d0);
 
   // The bounds (paper §5: 5th / 95th percentiles of the distances).
   double lower = options.lower, upper = options.upper;
-  if ((lower == 0.0 || upper == 0.0) && !d0.empty()) {
-    std::vector<double> sample;
-    if (static_cast<int>(d0.size()) <= kPercentileSample) {
-      sample = d0;
-    } else {
-      std::mt19937_64 rng(options.seed);
-      std::uniform_int_distribution<size_t> pick(0, d0.size() - 1);
-      sample.reserve(kPercentileSample);
-      for (int s = 0; s < kPercentileSample; ++s) sample.push_back(d0[pick(rng)]);
-    }
-    if (lower == 0.0) lower = Quantile(sample, 0.05);
-    if (upper == 0.0) upper = Quantile(sample, 0.95);
-  }
+  DefaultBounds(options, d0, &lower, &upper);
   result.lower = lower;
   result.upper = upper;
 
@@ -140,12 +223,11 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
 
   const int max_sweeps = options.max_iterations > 0 ? options.max_iterations : kDefaultSweeps;
   const double gamma = options.gamma;
-  const double gamma_proj = gamma / (gamma + 1.0);
   result.stats.setup_seconds = setup_clock.Seconds();
   Stopwatch solve_clock;
   result.stats.termination = Termination::kIterationLimit;
 
-  Eigen::VectorXd v(d), mv(d);
+  Eigen::VectorXd v(d);
   Eigen::VectorXd lambda_old;
   bool stopped = used.empty();
   if (used.empty()) {
@@ -155,38 +237,8 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
   int since_check = 0;
   for (int sweep = 0; !stopped && sweep < max_sweeps; ++sweep) {
     lambda_old = lambda;
-    double sweep_violation = 0.0;
-    for (const UsedPair& u : used) {
-      const Pair& pr = constraints.pairs[u.index];
-      v = x.row(pr.i).transpose() - x.row(pr.j).transpose();
-      mv.noalias() = mm * v;
-      const double p = v.dot(mv);
-      const double delta = u.delta;
-      double& xi_c = xi(u.index);
-      double& lam = lambda(u.index);
-      sweep_violation = std::max(sweep_violation, std::max(0.0, delta * (p - xi_c) / xi_c));
-      // The exact Bregman projection onto δ (d_M − ξ) <= 0 (see itml.h):
-      // after it d_M = ξ (or λ reached 0).
-      const double alpha = std::min(lam, delta * gamma_proj * (1.0 / p - 1.0 / xi_c));
-      const double beta = delta * alpha / (1.0 - delta * alpha * p);
-      xi_c = 1.0 / (1.0 / xi_c + delta * alpha / gamma);  // = γξ / (γ + δαξ)
-      lam -= alpha;
-      mm.noalias() += beta * mv * mv.transpose();
-      if (!std::isfinite(beta) || !std::isfinite(xi_c) || xi_c <= 0.0) {
-        result.stats.termination = Termination::kNumericalIssue;
-        stopped = true;
-        break;
-      }
-      if (++since_check >= kProjectionsPerCheck) {
-        since_check = 0;
-        Termination why;
-        if (control.ShouldStop(&why)) {
-          result.stats.termination = why;
-          stopped = true;
-          break;
-        }
-      }
-    }
+    const double sweep_violation = ProjectionSweep(x, constraints, used, gamma, control, &mm, &xi, &lambda,
+                                                   &since_check, &result.stats.termination, &stopped);
     if (stopped) break;
     mm = 0.5 * (mm + mm.transpose()).eval();
     result.sweeps = sweep + 1;
@@ -229,20 +281,7 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
                                      ? Objective(mm, m0_inv, logdet_m0, gamma, used, xi, xi0)
                                      : result.stats.objective_history.back();
 
-  // M = L Lᵀ from the symmetric eigendecomposition, eigenvalues clipped at 0.
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(mm);
-  if (eig.info() != Eigen::Success) return InternalError("itml: eigendecomposition of the learned metric failed");
-  const Eigen::VectorXd& ev = eig.eigenvalues();  // ascending
-  const double top = std::max(ev(d - 1), 0.0);
-  const double cutoff = top * d * std::numeric_limits<double>::epsilon();
-  int r = 0;
-  for (int k = 0; k < d; ++k) r += ev(k) > cutoff ? 1 : 0;
-  result.factor.resize(d, r);
-  for (int k = 0; k < r; ++k) {
-    const int src = d - 1 - k;  // descending
-    result.factor.col(k) = eig.eigenvectors().col(src) * std::sqrt(ev(src));
-  }
-  result.metric = result.factor * result.factor.transpose();
+  KLS_RETURN_IF_ERROR(FactorMetric(mm, &result));
   return result;
 }
 

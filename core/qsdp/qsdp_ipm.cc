@@ -223,6 +223,213 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   return OkStatus();
 }
 
+// The preconditioned problem and the parts of its Newton system that stay the
+// same from one iteration to the next. F v = √(2w) ∘ 𝒜(Smat v) and
+// Fᵀx = svec(𝒜*(√(2w) ∘ x)); 𝓗 = Fᵀ F.
+struct IpmSystem {
+  int m = 0;
+  QsdpProblem wp;        // the preconditioned problem (the original one without preconditioning)
+  Eigen::MatrixXd tm;    // Y = T Ỹ Tᵀ
+  Eigen::Index ns = 0;   // m(m+1)/2
+  Eigen::Index k_terms = 0;
+  bool low_rank = false;  // Woodbury form of the Newton system (K × K instead of n_s × n_s)
+  Eigen::MatrixXd h;      // dense path: H = Fᵀ F (lower triangle)
+  bool symmetric_terms = false;
+  DistinctRows distinct;  // low-rank path
+  Eigen::VectorXd root_w;
+  Eigen::VectorXd b;  // svec(B), B = −2𝒜*(W t) − cI − C
+
+  Eigen::MatrixXd Original(const Eigen::MatrixXd& yt) const {
+    Eigen::MatrixXd yy = tm * yt * tm.transpose();
+    return 0.5 * (yy + yy.transpose());
+  }
+  Eigen::VectorXd FApply(const Eigen::VectorXd& v) const {
+    return std::sqrt(2.0) * root_w.cwiseProduct(wp.Apply(Smat(v, m)));
+  }
+  Eigen::VectorXd FAdjoint(const Eigen::VectorXd& x) const {
+    return Svec(wp.Adjoint(std::sqrt(2.0) * root_w.cwiseProduct(x)));
+  }
+  Eigen::VectorXd HMul(const Eigen::VectorXd& v) const {
+    if (low_rank) return Svec(2.0 * wp.Adjoint(wp.weight.cwiseProduct(wp.Apply(Smat(v, m)))));
+    return h.selfadjointView<Eigen::Lower>() * v;
+  }
+};
+
+IpmSystem BuildIpmSystem(const QsdpProblem& problem, const QsdpIpmOptions& options) {
+  IpmSystem s;
+  s.m = problem.dim();
+  if (!options.precondition || !WhitenQsdp(problem, &s.wp, &s.tm)) {
+    s.wp = problem;
+    s.tm = Eigen::MatrixXd::Identity(s.m, s.m);
+  }
+  s.ns = static_cast<Eigen::Index>(s.m) * (s.m + 1) / 2;
+  s.k_terms = s.wp.num_terms();
+  s.low_rank = options.newton_system == QsdpNewtonSystem::kLowRank ||
+               (options.newton_system == QsdpNewtonSystem::kAuto && s.k_terms < s.ns);
+  if (!s.low_rank) {
+    const Eigen::MatrixXd f_rows = TermRows(s.wp);
+    s.h = Eigen::MatrixXd::Zero(s.ns, s.ns);
+    s.h.selfadjointView<Eigen::Lower>().rankUpdate(f_rows.transpose());
+  }
+  s.symmetric_terms = s.wp.left == s.wp.right;
+  if (s.low_rank) s.distinct = FindDistinctRows(s.wp);
+  s.root_w = s.wp.weight.cwiseSqrt();
+  Eigen::MatrixXd b_mat = -2.0 * s.wp.Adjoint(s.wp.weight.cwiseProduct(s.wp.target));
+  b_mat.diagonal().array() -= s.wp.trace_weight;
+  if (s.wp.linear.size() != 0) b_mat -= s.wp.linear;
+  s.b = Svec(b_mat);
+  return s;
+}
+
+// Start: Y₀ = ξI with ξ the minimizer of f along the ray {sI} (>= 1 after
+// preconditioning, where the terms are normalized), Z₀ = ζI with ζ the
+// size of ∇f(Y₀), so both are well inside their cones and balanced.
+void StartingPoint(const IpmSystem& sys, Eigen::VectorXd* y, Eigen::VectorXd* z) {
+  const int m = sys.m;
+  const Eigen::VectorXd e = Svec(Eigen::MatrixXd::Identity(m, m));
+  const double curvature = e.dot(sys.HMul(e));
+  double xi = curvature > 0.0 ? -sys.b.dot(e) / curvature : 1.0;
+  xi = std::max({xi, 1.0, std::sqrt(static_cast<double>(m))});
+  *y = xi * e;
+  const Eigen::VectorXd g0 = sys.HMul(*y) + sys.b;
+  const double zeta = std::max(1.0, g0.norm() / std::sqrt(static_cast<double>(m)));
+  *z = zeta * e;
+}
+
+// NT scaling: Y = R Rᵀ, Z = S Sᵀ, Sᵀ R = U D Vᵀ, G = R V D^{-1/2}:
+// Gᵀ Z G = G⁻¹ Y G⁻ᵀ = D = Λ.
+struct NtScaling {
+  Eigen::MatrixXd rl, sl;  // R, S (lower Cholesky factors of Y, Z)
+  Eigen::VectorXd lam;     // Λ
+  Eigen::MatrixXd g, ginv;
+  Eigen::MatrixXd winv;  // 𝒲⁻¹ = G⁻ᵀ G⁻¹
+};
+
+// False when Y or Z is not numerically positive definite.
+bool ComputeNtScaling(const Eigen::MatrixXd& ym, const Eigen::MatrixXd& zm, NtScaling* nt) {
+  const Eigen::Index m = ym.rows();
+  if (!CholLower(ym, &nt->rl) || !CholLower(zm, &nt->sl)) return false;
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(nt->sl.transpose() * nt->rl, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  nt->lam = svd.singularValues();
+  if (!(nt->lam.minCoeff() > 0.0) || !nt->lam.allFinite()) return false;
+  nt->g = nt->rl * svd.matrixV() * nt->lam.cwiseSqrt().cwiseInverse().asDiagonal();
+  // G⁻¹ = D^{1/2} Vᵀ R⁻¹ and 𝒲⁻¹ = G⁻ᵀ G⁻¹.
+  const Eigen::MatrixXd rinv_t =
+      nt->rl.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(m, m)).transpose();  // R⁻ᵀ
+  nt->ginv = nt->lam.cwiseSqrt().asDiagonal() * svd.matrixV().transpose() * rinv_t.transpose();
+  nt->winv = nt->ginv.transpose() * nt->ginv;
+  nt->winv = (0.5 * (nt->winv + nt->winv.transpose())).eval();
+  return true;
+}
+
+// Forms the Newton matrix at this scaling into `newton` (H + 𝒲⁻¹⊛𝒲⁻¹ on the
+// dense path; I + F𝒫Fᵀ with 𝒲 = G Gᵀ into `wnt` on the low-rank path) and
+// factors it. False when it is not numerically positive definite.
+bool FactorNewtonMatrix(const IpmSystem& sys, const NtScaling& nt, Eigen::MatrixXd* newton, Eigen::MatrixXd* wnt,
+                        Eigen::LLT<Eigen::MatrixXd, Eigen::Lower>* llt) {
+  const Eigen::Index k_terms = sys.k_terms;
+  if (!sys.low_rank) {
+    newton->triangularView<Eigen::Lower>() = sys.h.triangularView<Eigen::Lower>();
+    AddSymmetricKron(nt.winv, newton);
+  } else {
+    // I + F𝒫Fᵀ, 𝒫 = 𝒲⊛𝒲 (Woodbury; see the header).
+    *wnt = nt.g * nt.g.transpose();
+    *wnt = (0.5 * (*wnt + wnt->transpose())).eval();
+    const DistinctRows& distinct = sys.distinct;
+    if (distinct.rows.rows() < k_terms) {
+      // (a_kᵀ𝒲a_l)(b_kᵀ𝒲b_l) + (a_kᵀ𝒲b_l)(b_kᵀ𝒲a_l) gathered from S = V𝒲Vᵀ.
+      const Eigen::MatrixXd sg = distinct.rows * *wnt * distinct.rows.transpose();
+      for (Eigen::Index l = 0; l < k_terms; ++l) {
+        const int al = distinct.left_id[static_cast<size_t>(l)], bl = distinct.right_id[static_cast<size_t>(l)];
+        for (Eigen::Index k = l; k < k_terms; ++k) {
+          const int ak = distinct.left_id[static_cast<size_t>(k)], bk = distinct.right_id[static_cast<size_t>(k)];
+          (*newton)(k, l) = sg(ak, al) * sg(bk, bl) + sg(ak, bl) * sg(bk, al);
+        }
+      }
+    } else {
+      const Eigen::MatrixXd lw = sys.wp.left * *wnt;
+      Eigen::MatrixXd p1 = lw * sys.wp.left.transpose();
+      if (sys.symmetric_terms) {
+        *newton = p1.cwiseProduct(p1);
+        *newton *= 2.0;
+      } else {
+        *newton = p1.cwiseProduct(sys.wp.right * *wnt * sys.wp.right.transpose());
+        p1 = lw * sys.wp.right.transpose();
+        *newton += p1.cwiseProduct(p1.transpose());
+      }
+    }
+    *newton = sys.root_w.asDiagonal() * *newton * sys.root_w.asDiagonal();
+    newton->diagonal().array() += 1.0;
+  }
+  llt->compute(*newton);
+  if (llt->info() != Eigen::Success) {
+    // Rounding near the end of the path: regularize slightly and retry.
+    const double shift = 1e-12 * newton->diagonal().cwiseAbs().maxCoeff();
+    newton->diagonal().array() += shift;
+    llt->compute(*newton);
+    return llt->info() == Eigen::Success;
+  }
+  return true;
+}
+
+// One Mehrotra predictor–corrector step from (y, z), whose matrices are
+// (ym, zm) with μ = ⟨Y, Z⟩ / m. `newton` is the Newton matrix's storage, kept
+// between iterations; the time spent forming and factoring it is added to
+// `factor_seconds`. False on a numerical issue.
+bool PredictorCorrectorStep(const IpmSystem& sys, const QsdpIpmOptions& options, const Eigen::MatrixXd& ym,
+                            const Eigen::MatrixXd& zm, double mu, Eigen::MatrixXd* newton, double* factor_seconds,
+                            Eigen::VectorXd* y, Eigen::VectorXd* z) {
+  const int m = sys.m;
+  const Eigen::VectorXd rd = sys.HMul(*y) + sys.b - *z;  // dual residual 𝓗Y + B − Z
+  NtScaling nt;
+  if (!ComputeNtScaling(ym, zm, &nt)) return false;
+  Stopwatch fw;
+  Eigen::LLT<Eigen::MatrixXd, Eigen::Lower> llt;
+  Eigen::MatrixXd wnt;  // 𝒲 = G Gᵀ (low-rank path)
+  if (!FactorNewtonMatrix(sys, nt, newton, &wnt, &llt)) return false;
+  *factor_seconds += fw.Seconds();
+  auto newton_solve = [&](const Eigen::VectorXd& r) -> Eigen::VectorXd {
+    if (!sys.low_rank) return llt.solve(r);
+    auto p_apply = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
+      Eigen::MatrixXd x = wnt * Smat(v, m) * wnt;
+      return Svec(0.5 * (x + x.transpose()));
+    };
+    const Eigen::VectorXd u = p_apply(r);
+    return u - p_apply(sys.FAdjoint(llt.solve(sys.FApply(u))));
+  };
+  auto solve_direction = [&](const Eigen::MatrixXd& rhat, Eigen::VectorXd* dy, Eigen::VectorXd* dz) {
+    const Eigen::MatrixXd rc = nt.ginv.transpose() * rhat * nt.ginv;
+    *dy = newton_solve(Svec(0.5 * (rc + rc.transpose())) - rd);
+    *dz = sys.HMul(*dy) + rd;
+  };
+  auto step_to_boundary = [&](const Eigen::VectorXd& dy, const Eigen::VectorXd& dz) {
+    return std::min(MaxStep(nt.rl, Smat(dy, m)), MaxStep(nt.sl, Smat(dz, m)));
+  };
+  const Eigen::VectorXd& lam = nt.lam;
+  // Predictor (affine scaling): R̂ = −Λ.
+  Eigen::VectorXd dy_a, dz_a;
+  solve_direction(-Eigen::MatrixXd(lam.asDiagonal()), &dy_a, &dz_a);
+  const double alpha_a = std::min(1.0, step_to_boundary(dy_a, dz_a));
+  const double mu_a = Smat(*y + alpha_a * dy_a, m).cwiseProduct(Smat(*z + alpha_a * dz_a, m)).sum() / m;
+  const double sigma = std::clamp(std::pow(std::max(mu_a, 0.0) / mu, 3.0), 0.0, 1.0);
+  // Corrector: R̂ = (2σμI − 2Λ² − (ŶₐẐₐ + ẐₐŶₐ)) ⊘ (λ_i + λ_j) with the
+  // scaled predictor Ŷₐ = G⁻¹ΔYₐG⁻ᵀ, Ẑₐ = GᵀΔZₐG (Mehrotra's second-order term).
+  const Eigen::MatrixXd yh = nt.ginv * Smat(dy_a, m) * nt.ginv.transpose();
+  const Eigen::MatrixXd zh = nt.g.transpose() * Smat(dz_a, m) * nt.g;
+  Eigen::MatrixXd rhat = -(yh * zh + zh * yh);
+  for (int i = 0; i < m; ++i) rhat(i, i) += 2.0 * sigma * mu - 2.0 * lam[i] * lam[i];
+  for (int j = 0; j < m; ++j)
+    for (int i = 0; i < m; ++i) rhat(i, j) /= lam[i] + lam[j];
+  Eigen::VectorXd dy, dz;
+  solve_direction(rhat, &dy, &dz);
+  const double alpha = std::min(1.0, options.step_fraction * step_to_boundary(dy, dz));
+  if (!dy.allFinite() || !dz.allFinite() || !(alpha > 0.0)) return false;
+  *y += alpha * dy;
+  *z += alpha * dz;
+  // An unbounded problem (e.g. c > 0 and 𝒜 not injective on the cone).
+  return y->norm() < 1e150;
+}
+
 }  // namespace
 
 StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const QsdpIpmOptions& options,
@@ -231,57 +438,10 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     KLS_RETURN_IF_ERROR(problem.Validate().WithContext("QsdpProblem"));
     KLS_RETURN_IF_ERROR(options.Validate().WithContext("QsdpIpmOptions"));
     Stopwatch setup_watch;
-    const int m = problem.dim();
-    QsdpProblem wp;
-    Eigen::MatrixXd tm;
-    if (!options.precondition || !WhitenQsdp(problem, &wp, &tm)) {
-      wp = problem;
-      tm = Eigen::MatrixXd::Identity(m, m);
-    }
-    auto original = [&](const Eigen::MatrixXd& yt) -> Eigen::MatrixXd {
-      Eigen::MatrixXd yy = tm * yt * tm.transpose();
-      return 0.5 * (yy + yy.transpose());
-    };
-    const Eigen::Index ns = static_cast<Eigen::Index>(m) * (m + 1) / 2;
-    const Eigen::Index k_terms = wp.num_terms();
-    const bool low_rank = options.newton_system == QsdpNewtonSystem::kLowRank ||
-                          (options.newton_system == QsdpNewtonSystem::kAuto && k_terms < ns);
-    // Dense path: H = Fᵀ F (lower triangle). b = svec(B), B = −2𝒜*(W t) − cI − C.
-    Eigen::MatrixXd h;
-    if (!low_rank) {
-      const Eigen::MatrixXd f_rows = TermRows(wp);
-      h = Eigen::MatrixXd::Zero(ns, ns);
-      h.selfadjointView<Eigen::Lower>().rankUpdate(f_rows.transpose());
-    }
-    const bool symmetric_terms = wp.left == wp.right;
-    const DistinctRows distinct = low_rank ? FindDistinctRows(wp) : DistinctRows();
-    const Eigen::VectorXd root_w = wp.weight.cwiseSqrt();
-    // F v = √(2w) ∘ 𝒜(Smat v) and Fᵀx = svec(𝒜*(√(2w) ∘ x)).
-    auto f_apply = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
-      return std::sqrt(2.0) * root_w.cwiseProduct(wp.Apply(Smat(v, m)));
-    };
-    auto f_adjoint = [&](const Eigen::VectorXd& x) -> Eigen::VectorXd {
-      return Svec(wp.Adjoint(std::sqrt(2.0) * root_w.cwiseProduct(x)));
-    };
-    Eigen::MatrixXd b_mat = -2.0 * wp.Adjoint(wp.weight.cwiseProduct(wp.target));
-    b_mat.diagonal().array() -= wp.trace_weight;
-    if (wp.linear.size() != 0) b_mat -= wp.linear;
-    const Eigen::VectorXd b = Svec(b_mat);
-    auto hmul = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
-      if (low_rank) return Svec(2.0 * wp.Adjoint(wp.weight.cwiseProduct(wp.Apply(Smat(v, m)))));
-      return h.selfadjointView<Eigen::Lower>() * v;
-    };
-    // Start: Y₀ = ξI with ξ the minimizer of f along the ray {sI} (>= 1 after
-    // preconditioning, where the terms are normalized), Z₀ = ζI with ζ the
-    // size of ∇f(Y₀), so both are well inside their cones and balanced.
-    const Eigen::VectorXd e = Svec(Eigen::MatrixXd::Identity(m, m));
-    const double curvature = e.dot(hmul(e));
-    double xi = curvature > 0.0 ? -b.dot(e) / curvature : 1.0;
-    xi = std::max({xi, 1.0, std::sqrt(static_cast<double>(m))});
-    Eigen::VectorXd y = xi * e;
-    const Eigen::VectorXd g0 = hmul(y) + b;
-    const double zeta = std::max(1.0, g0.norm() / std::sqrt(static_cast<double>(m)));
-    Eigen::VectorXd z = zeta * e;
+    const IpmSystem sys = BuildIpmSystem(problem, options);
+    const int m = sys.m;
+    Eigen::VectorXd y, z;
+    StartingPoint(sys, &y, &z);
     QsdpIpmResult result;
     result.stats.setup_seconds = setup_watch.Seconds();
 
@@ -292,7 +452,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     Termination why = Termination::kIterationLimit;
     int it = 0;
     auto certify = [&](const Eigen::VectorXd& yv, double mu) -> bool {
-      const Eigen::MatrixXd yo = original(Smat(yv, m));
+      const Eigen::MatrixXd yo = sys.Original(Smat(yv, m));
       EvaluateCertificate(problem, yo, options.rank_threshold, &cert);
       result.stats.objective_history.push_back(cert.objective);
       if (cert.relative_gap < best.relative_gap || best.y.size() == 0) {
@@ -329,7 +489,8 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
       }  // otherwise not this run's checkpoint: start afresh
     }
     CheckpointTimer checkpoints(control);
-    Eigen::MatrixXd newton(low_rank ? k_terms : ns, low_rank ? k_terms : ns);
+    const Eigen::Index newton_size = sys.low_rank ? sys.k_terms : sys.ns;
+    Eigen::MatrixXd newton(newton_size, newton_size);
     double factor_seconds = 0.0;
     while (true) {
       const Eigen::MatrixXd ym = Smat(y, m), zm = Smat(z, m);
@@ -345,117 +506,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
         break;
       }
       ++it;
-      const Eigen::VectorXd rd = hmul(y) + b - z;  // dual residual 𝓗Y + B − Z
-      // NT scaling: Y = R Rᵀ, Z = S Sᵀ, Sᵀ R = U D Vᵀ, G = R V D^{-1/2}:
-      // Gᵀ Z G = G⁻¹ Y G⁻ᵀ = D = Λ.
-      Eigen::MatrixXd rl, sl;
-      if (!CholLower(ym, &rl) || !CholLower(zm, &sl)) {
-        why = Termination::kNumericalIssue;
-        break;
-      }
-      Eigen::JacobiSVD<Eigen::MatrixXd> svd(sl.transpose() * rl, Eigen::ComputeFullU | Eigen::ComputeFullV);
-      const Eigen::VectorXd lam = svd.singularValues();
-      if (!(lam.minCoeff() > 0.0) || !lam.allFinite()) {
-        why = Termination::kNumericalIssue;
-        break;
-      }
-      const Eigen::MatrixXd g = rl * svd.matrixV() * lam.cwiseSqrt().cwiseInverse().asDiagonal();
-      // G⁻¹ = D^{1/2} Vᵀ R⁻¹ and 𝒲⁻¹ = G⁻ᵀ G⁻¹.
-      const Eigen::MatrixXd rinv_t =
-          rl.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(m, m)).transpose();  // R⁻ᵀ
-      const Eigen::MatrixXd ginv = lam.cwiseSqrt().asDiagonal() * svd.matrixV().transpose() * rinv_t.transpose();
-      Eigen::MatrixXd winv = ginv.transpose() * ginv;
-      winv = (0.5 * (winv + winv.transpose())).eval();
-      Stopwatch fw;
-      Eigen::LLT<Eigen::MatrixXd, Eigen::Lower> llt;
-      Eigen::MatrixXd wnt;  // 𝒲 = G Gᵀ (low-rank path)
-      bool factored = true;
-      if (!low_rank) {
-        newton.triangularView<Eigen::Lower>() = h.triangularView<Eigen::Lower>();
-        AddSymmetricKron(winv, &newton);
-      } else {
-        // I + F𝒫Fᵀ, 𝒫 = 𝒲⊛𝒲 (Woodbury; see the header).
-        wnt = g * g.transpose();
-        wnt = (0.5 * (wnt + wnt.transpose())).eval();
-        if (distinct.rows.rows() < k_terms) {
-          // (a_kᵀ𝒲a_l)(b_kᵀ𝒲b_l) + (a_kᵀ𝒲b_l)(b_kᵀ𝒲a_l) gathered from S = V𝒲Vᵀ.
-          const Eigen::MatrixXd sg = distinct.rows * wnt * distinct.rows.transpose();
-          for (Eigen::Index l = 0; l < k_terms; ++l) {
-            const int al = distinct.left_id[static_cast<size_t>(l)], bl = distinct.right_id[static_cast<size_t>(l)];
-            for (Eigen::Index k = l; k < k_terms; ++k) {
-              const int ak = distinct.left_id[static_cast<size_t>(k)], bk = distinct.right_id[static_cast<size_t>(k)];
-              newton(k, l) = sg(ak, al) * sg(bk, bl) + sg(ak, bl) * sg(bk, al);
-            }
-          }
-        } else {
-          const Eigen::MatrixXd lw = wp.left * wnt;
-          Eigen::MatrixXd p1 = lw * wp.left.transpose();
-          if (symmetric_terms) {
-            newton = p1.cwiseProduct(p1);
-            newton *= 2.0;
-          } else {
-            newton = p1.cwiseProduct(wp.right * wnt * wp.right.transpose());
-            p1 = lw * wp.right.transpose();
-            newton += p1.cwiseProduct(p1.transpose());
-          }
-        }
-        newton = root_w.asDiagonal() * newton * root_w.asDiagonal();
-        newton.diagonal().array() += 1.0;
-      }
-      llt.compute(newton);
-      if (llt.info() != Eigen::Success) {
-        // Rounding near the end of the path: regularize slightly and retry.
-        const double shift = 1e-12 * newton.diagonal().cwiseAbs().maxCoeff();
-        newton.diagonal().array() += shift;
-        llt.compute(newton);
-        factored = llt.info() == Eigen::Success;
-      }
-      if (!factored) {
-        why = Termination::kNumericalIssue;
-        break;
-      }
-      factor_seconds += fw.Seconds();
-      auto newton_solve = [&](const Eigen::VectorXd& r) -> Eigen::VectorXd {
-        if (!low_rank) return llt.solve(r);
-        auto p_apply = [&](const Eigen::VectorXd& v) -> Eigen::VectorXd {
-          Eigen::MatrixXd x = wnt * Smat(v, m) * wnt;
-          return Svec(0.5 * (x + x.transpose()));
-        };
-        const Eigen::VectorXd u = p_apply(r);
-        return u - p_apply(f_adjoint(llt.solve(f_apply(u))));
-      };
-      auto solve_direction = [&](const Eigen::MatrixXd& rhat, Eigen::VectorXd* dy, Eigen::VectorXd* dz) {
-        const Eigen::MatrixXd rc = ginv.transpose() * rhat * ginv;
-        *dy = newton_solve(Svec(0.5 * (rc + rc.transpose())) - rd);
-        *dz = hmul(*dy) + rd;
-      };
-      auto step_to_boundary = [&](const Eigen::VectorXd& dy, const Eigen::VectorXd& dz) {
-        return std::min(MaxStep(rl, Smat(dy, m)), MaxStep(sl, Smat(dz, m)));
-      };
-      // Predictor (affine scaling): R̂ = −Λ.
-      Eigen::VectorXd dy_a, dz_a;
-      solve_direction(-Eigen::MatrixXd(lam.asDiagonal()), &dy_a, &dz_a);
-      const double alpha_a = std::min(1.0, step_to_boundary(dy_a, dz_a));
-      const double mu_a = Smat(y + alpha_a * dy_a, m).cwiseProduct(Smat(z + alpha_a * dz_a, m)).sum() / m;
-      const double sigma = std::clamp(std::pow(std::max(mu_a, 0.0) / mu, 3.0), 0.0, 1.0);
-      // Corrector: R̂ = (2σμI − 2Λ² − (ŶₐẐₐ + ẐₐŶₐ)) ⊘ (λ_i + λ_j) with the
-      // scaled predictor Ŷₐ = G⁻¹ΔYₐG⁻ᵀ, Ẑₐ = GᵀΔZₐG (Mehrotra's second-order term).
-      const Eigen::MatrixXd yh = ginv * Smat(dy_a, m) * ginv.transpose();
-      const Eigen::MatrixXd zh = g.transpose() * Smat(dz_a, m) * g;
-      Eigen::MatrixXd rhat = -(yh * zh + zh * yh);
-      for (int i = 0; i < m; ++i) rhat(i, i) += 2.0 * sigma * mu - 2.0 * lam[i] * lam[i];
-      for (int j = 0; j < m; ++j)
-        for (int i = 0; i < m; ++i) rhat(i, j) /= lam[i] + lam[j];
-      Eigen::VectorXd dy, dz;
-      solve_direction(rhat, &dy, &dz);
-      const double alpha = std::min(1.0, options.step_fraction * step_to_boundary(dy, dz));
-      if (!dy.allFinite() || !dz.allFinite() || !(alpha > 0.0)) {
-        why = Termination::kNumericalIssue;
-        break;
-      }
-      y += alpha * dy;
-      z += alpha * dz;
-      if (!(y.norm() < 1e150)) {  // an unbounded problem (e.g. c > 0 and 𝒜 not injective on the cone)
+      if (!PredictorCorrectorStep(sys, options, ym, zm, mu, &newton, &factor_seconds, &y, &z)) {
         why = Termination::kNumericalIssue;
         break;
       }
@@ -470,7 +521,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     best.stats.final_objective = best.objective;
     best.stats.solve_seconds = watch.Seconds();
     best.factor_seconds = factor_seconds;
-    best.low_rank_newton = low_rank;
+    best.low_rank_newton = sys.low_rank;
     return best;
   });
 }
