@@ -658,18 +658,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     BumpLocked(live.get());
   };
 
-  // Resume from the job's last checkpoint, written by any earlier attempt.
-  int resumed_from = 0;
-  if (StatusOr<std::optional<store::CheckpointRecord>> cp = store_->GetCheckpoint(job.id); !cp.ok()) {
-    spdlog::warn("job {}: its checkpoint cannot be read ({}); starting afresh", job.id, cp.status().ToString());
-  } else if (cp->has_value()) {
-    auto c = std::make_shared<Checkpoint>();
-    c->solver = (*cp)->solver;
-    c->iteration = static_cast<int>((*cp)->iteration);
-    c->bytes = std::move((*cp)->bytes);
-    resumed_from = c->iteration;
-    control.resume_from = std::move(c);
-  }
+  const int resumed_from = ResumeFromCheckpoint(job, &control);
   if (options_.metrics != nullptr) {
     const double wait = job.attempts == 1 ? std::max<int64_t>(0, job.started_unix_ms - job.created_unix_ms) / 1000.0
                                           : -1.0;
@@ -725,29 +714,7 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     }
   };
 
-  bool counted_failure = false;
-  StatusOr<JobSpec> spec = ParseJobSpec(job.method, job.options_json);
-  StatusOr<store::StoredDataset> data = spec.ok() ? store_->LoadDataset(job.dataset_id) : spec.status();
-  StatusOr<JobOutput> result = data.status();
-  if (data.ok()) {
-    const Stopwatch solve_watch;
-    try {
-      const CrashMarker::Scope crash_scope(crash_marker_.get(), job.id, job.attempts);
-      result = RunSolverJob(*spec, *data, store_, control);
-    } catch (const std::bad_alloc&) {
-      result = ResourceExhaustedError("the solver ran out of memory");
-    }
-    if (options_.metrics != nullptr) options_.metrics->SolveEnded(job.method, solve_watch.Seconds());
-  }
-  // The job's own fault: out of memory inside this process (its allocation
-  // failed, or a solver's memory guard refused) is retried up to
-  // max_attempts; any other error fails the job at once. Both count.
-  if (!result.ok()) {
-    counted_failure = true;
-    job.last_attempt_end = result.status().code() == StatusCode::kResourceExhausted
-                               ? store::attempt_end::kOomGuard
-                               : store::attempt_end::kSolverError;
-  }
+  StatusOr<JobOutput> result = SolveAttempt(&job, control);
 
   ProgressEvent last;
   std::vector<ProgressEvent> history;
@@ -761,109 +728,167 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     user_cancelled = live->user_cancelled;
     stopping = stopping_;
   }
-  auto finish = [&](const store::JobRecord& record) {
-    const Status s = store_->UpdateJobFenced(record, fence);
-    if (!s.ok()) {
-      spdlog::warn("job {}: persisting {}: {}", job.id, store::JobStateName(record.state), s.ToString());
-    } else if (store::IsTerminal(record.state) && options_.metrics != nullptr) {
-      options_.metrics->JobFinished(record.method, record.state);
-    }
-  };
   if (user_cancelled) {
     // Cancel() has written "cancelled" (and counted it) before stopping the solver.
     spdlog::info("job {}: cancelled; the solver stopped after {} iterations", job.id,
                  result.ok() ? result->stats.iterations : last.iteration);
   } else if (lost) {
     spdlog::info("job {}: attempt {} ended without writing (lease lost)", job.id, job.attempts);
-  } else if (!result.ok() && result.status().code() == StatusCode::kCancelled && stopping) {
-    // The drain stopped it and a step after the solver (e.g. a guard that
-    // checks the cancel) reported that as an error: released all the same.
-    job.state = store::JobState::kQueued;
-    job.started_unix_ms = 0;
-    job.last_attempt_end = store::attempt_end::kDrained;
-    job.progress_json = ProgressJson(last, "");
-    spdlog::info("job {}: released by the drain ({}); back to queued", job.id, result.status().message());
-    finish(job);
   } else if (!result.ok()) {
-    job.lost_attempts = 0;
-    if (job.last_attempt_end == store::attempt_end::kOomGuard && job.counted_failures + 1 < options_.max_attempts) {
-      job.counted_failures += 1;
-      job.state = store::JobState::kQueued;
-      job.started_unix_ms = 0;
-      job.error = result.status().message();
-      spdlog::warn("job {}: {}; re-queued (counted failure {} of {})", job.id, job.error, job.counted_failures,
-                   options_.max_attempts);
-    } else {
-      if (counted_failure) job.counted_failures += 1;
-      job.state = store::JobState::kFailed;
-      job.error = result.status().message();
-      job.finished_unix_ms = NowUnixMs();
-      spdlog::warn("job {}: failed: {}", job.id, result.status().ToString());
-    }
-    finish(job);
+    FinishFailedAttempt(&job, result.status(), last, stopping, fence);
   } else {
-    const SolveStats& stats = result->stats;
-    last.iteration = stats.iterations;
-    last.objective = stats.final_objective;
-    if (stats.termination == Termination::kCancelled && stopping && !user_cancelled) {
-      // Drain, not the user: back to the queue for another replica; the
-      // checkpoint just written lets it continue. Not a counted failure.
-      job.state = store::JobState::kQueued;
-      job.started_unix_ms = 0;
-      job.last_attempt_end = store::attempt_end::kDrained;
-      job.progress_json = ProgressJson(last, "");
-      spdlog::info("job {}: released by the drain after iteration {}; back to queued", job.id, stats.iterations);
-      finish(job);
-    } else if (stats.termination == Termination::kCancelled) {
-      job.state = store::JobState::kCancelled;
-      job.last_attempt_end = store::attempt_end::kCancelled;
-      job.progress_json = ProgressJson(last, TerminationName(stats.termination));
-      job.finished_unix_ms = NowUnixMs();
-      spdlog::info("job {}: cancelled after {} iterations", job.id, stats.iterations);
-      finish(job);
-    } else {
-      store::KernelRecord kernel;
-      kernel.name = job.kernel_name.empty() ? job.id : job.kernel_name;
-      kernel.job_id = job.id;
-      kernel.dataset_id = job.dataset_id;
-      kernel.method = job.method;
-      kernel.num_points = result->kernel.num_points();
-      kernel.rank = result->kernel.rank();
-      // The convergence history goes last (WithoutConvergence cuts it out of the API's summaries).
-      kernel.summary_json = WithConvergence(
-          KernelSummaryJson(job.method, stats, result->primal_residual, result->dual_residual, watch.Seconds(),
-                            result->summary_notes, result->certificate.gap),
-          history);
-      job.progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
-      job.finished_unix_ms = NowUnixMs();
-      job.error.clear();
-      job.last_attempt_end = store::attempt_end::kCompleted;
-      job.lost_attempts = 0;
-      StatusOr<store::KernelRecord> stored =
-          store_->CommitJobKernel(job, fence, kernel, result->kernel, result->attachments);
-      if (stored.status().code() == StatusCode::kAborted) {
-        spdlog::warn("job {}: result of attempt {} not committed: {}", job.id, job.attempts,
-                     stored.status().message());
-      } else if (!stored.ok()) {
-        job.state = store::JobState::kFailed;
-        job.last_attempt_end = store::attempt_end::kStoreError;
-        job.error = stored.status().WithContext("storing kernel \"" + kernel.name + "\"").message();
-        spdlog::warn("job {}: failed: {}", job.id, job.error);
-        finish(job);
-      } else {
-        if (options_.metrics != nullptr) options_.metrics->JobFinished(job.method, store::JobState::kSucceeded);
-        spdlog::info("job {}: succeeded ({}, {} iterations{}, {:.3f} s) → kernel {} v{}", job.id,
-                     TerminationName(stats.termination), stats.iterations,
-                     resumed_from > 0 ? ", resumed from " + std::to_string(resumed_from) : std::string(),
-                     watch.Seconds(), stored->name, stored->version);
-      }
-    }
+    FinishSolvedAttempt(&job, *result, last, history, stopping, watch, resumed_from, fence);
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(job.id);
   if (it != live_.end() && it->second == live) live_.erase(it);
   BumpLocked(live.get());
   heartbeat_cv_.notify_all();
+}
+
+int JobManager::ResumeFromCheckpoint(const store::JobRecord& job, SolveControl* control) {
+  // The job's last checkpoint, written by any earlier attempt.
+  StatusOr<std::optional<store::CheckpointRecord>> cp = store_->GetCheckpoint(job.id);
+  if (!cp.ok()) {
+    spdlog::warn("job {}: its checkpoint cannot be read ({}); starting afresh", job.id, cp.status().ToString());
+    return 0;
+  }
+  if (!cp->has_value()) return 0;
+  auto c = std::make_shared<Checkpoint>();
+  c->solver = (*cp)->solver;
+  c->iteration = static_cast<int>((*cp)->iteration);
+  c->bytes = std::move((*cp)->bytes);
+  const int resumed_from = c->iteration;
+  control->resume_from = std::move(c);
+  return resumed_from;
+}
+
+StatusOr<JobOutput> JobManager::SolveAttempt(store::JobRecord* job, const SolveControl& control) {
+  StatusOr<JobSpec> spec = ParseJobSpec(job->method, job->options_json);
+  StatusOr<store::StoredDataset> data = spec.ok() ? store_->LoadDataset(job->dataset_id) : spec.status();
+  StatusOr<JobOutput> result = data.status();
+  if (data.ok()) {
+    const Stopwatch solve_watch;
+    try {
+      const CrashMarker::Scope crash_scope(crash_marker_.get(), job->id, job->attempts);
+      result = RunSolverJob(*spec, *data, store_, control);
+    } catch (const std::bad_alloc&) {
+      result = ResourceExhaustedError("the solver ran out of memory");
+    }
+    if (options_.metrics != nullptr) options_.metrics->SolveEnded(job->method, solve_watch.Seconds());
+  }
+  // The job's own fault: out of memory inside this process (its allocation
+  // failed, or a solver's memory guard refused) is retried up to
+  // max_attempts; any other error fails the job at once. Both count.
+  if (!result.ok()) {
+    job->last_attempt_end = result.status().code() == StatusCode::kResourceExhausted
+                                ? store::attempt_end::kOomGuard
+                                : store::attempt_end::kSolverError;
+  }
+  return result;
+}
+
+void JobManager::PersistOutcome(const store::JobRecord& record, const store::JobFence& fence) {
+  const Status s = store_->UpdateJobFenced(record, fence);
+  if (!s.ok()) {
+    spdlog::warn("job {}: persisting {}: {}", record.id, store::JobStateName(record.state), s.ToString());
+  } else if (store::IsTerminal(record.state) && options_.metrics != nullptr) {
+    options_.metrics->JobFinished(record.method, record.state);
+  }
+}
+
+void JobManager::FinishFailedAttempt(store::JobRecord* job, const Status& error, const ProgressEvent& last,
+                                     bool stopping, const store::JobFence& fence) {
+  if (error.code() == StatusCode::kCancelled && stopping) {
+    // The drain stopped it and a step after the solver (e.g. a guard that
+    // checks the cancel) reported that as an error: released all the same.
+    job->state = store::JobState::kQueued;
+    job->started_unix_ms = 0;
+    job->last_attempt_end = store::attempt_end::kDrained;
+    job->progress_json = ProgressJson(last, "");
+    spdlog::info("job {}: released by the drain ({}); back to queued", job->id, error.message());
+    PersistOutcome(*job, fence);
+    return;
+  }
+  job->lost_attempts = 0;
+  if (job->last_attempt_end == store::attempt_end::kOomGuard && job->counted_failures + 1 < options_.max_attempts) {
+    job->counted_failures += 1;
+    job->state = store::JobState::kQueued;
+    job->started_unix_ms = 0;
+    job->error = error.message();
+    spdlog::warn("job {}: {}; re-queued (counted failure {} of {})", job->id, job->error, job->counted_failures,
+                 options_.max_attempts);
+  } else {
+    job->counted_failures += 1;  // every solve error is a counted failure (SolveAttempt)
+    job->state = store::JobState::kFailed;
+    job->error = error.message();
+    job->finished_unix_ms = NowUnixMs();
+    spdlog::warn("job {}: failed: {}", job->id, error.ToString());
+  }
+  PersistOutcome(*job, fence);
+}
+
+void JobManager::FinishSolvedAttempt(store::JobRecord* job, const JobOutput& result, ProgressEvent last,
+                                     const std::vector<ProgressEvent>& history, bool stopping,
+                                     const Stopwatch& watch, int resumed_from, const store::JobFence& fence) {
+  const SolveStats& stats = result.stats;
+  last.iteration = stats.iterations;
+  last.objective = stats.final_objective;
+  if (stats.termination == Termination::kCancelled && stopping) {
+    // Drain, not the user (RunJob handled user cancellations): back to the
+    // queue for another replica; the checkpoint just written lets it
+    // continue. Not a counted failure.
+    job->state = store::JobState::kQueued;
+    job->started_unix_ms = 0;
+    job->last_attempt_end = store::attempt_end::kDrained;
+    job->progress_json = ProgressJson(last, "");
+    spdlog::info("job {}: released by the drain after iteration {}; back to queued", job->id, stats.iterations);
+    PersistOutcome(*job, fence);
+    return;
+  }
+  if (stats.termination == Termination::kCancelled) {
+    job->state = store::JobState::kCancelled;
+    job->last_attempt_end = store::attempt_end::kCancelled;
+    job->progress_json = ProgressJson(last, TerminationName(stats.termination));
+    job->finished_unix_ms = NowUnixMs();
+    spdlog::info("job {}: cancelled after {} iterations", job->id, stats.iterations);
+    PersistOutcome(*job, fence);
+    return;
+  }
+  store::KernelRecord kernel;
+  kernel.name = job->kernel_name.empty() ? job->id : job->kernel_name;
+  kernel.job_id = job->id;
+  kernel.dataset_id = job->dataset_id;
+  kernel.method = job->method;
+  kernel.num_points = result.kernel.num_points();
+  kernel.rank = result.kernel.rank();
+  // The convergence history goes last (WithoutConvergence cuts it out of the API's summaries).
+  kernel.summary_json = WithConvergence(
+      KernelSummaryJson(job->method, stats, result.primal_residual, result.dual_residual, watch.Seconds(),
+                        result.summary_notes, result.certificate.gap),
+      history);
+  job->progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
+  job->finished_unix_ms = NowUnixMs();
+  job->error.clear();
+  job->last_attempt_end = store::attempt_end::kCompleted;
+  job->lost_attempts = 0;
+  StatusOr<store::KernelRecord> stored =
+      store_->CommitJobKernel(*job, fence, kernel, result.kernel, result.attachments);
+  if (stored.status().code() == StatusCode::kAborted) {
+    spdlog::warn("job {}: result of attempt {} not committed: {}", job->id, job->attempts, stored.status().message());
+  } else if (!stored.ok()) {
+    job->state = store::JobState::kFailed;
+    job->last_attempt_end = store::attempt_end::kStoreError;
+    job->error = stored.status().WithContext("storing kernel \"" + kernel.name + "\"").message();
+    spdlog::warn("job {}: failed: {}", job->id, job->error);
+    PersistOutcome(*job, fence);
+  } else {
+    if (options_.metrics != nullptr) options_.metrics->JobFinished(job->method, store::JobState::kSucceeded);
+    spdlog::info("job {}: succeeded ({}, {} iterations{}, {:.3f} s) → kernel {} v{}", job->id,
+                 TerminationName(stats.termination), stats.iterations,
+                 resumed_from > 0 ? ", resumed from " + std::to_string(resumed_from) : std::string(),
+                 watch.Seconds(), stored->name, stored->version);
+  }
 }
 
 }  // namespace kls::server

@@ -85,6 +85,8 @@
 
 namespace kls::server {
 
+struct JobOutput;  // solver_family.h
+
 /// Observer of job lifecycle events, for metrics (server/metrics.h). Called
 /// on worker and handler threads: implementations must be thread-safe and
 /// quick, and must not call back into the manager.
@@ -244,6 +246,25 @@ class JobManager {
   Status RequeueExpired(bool all_running);
   /// Runs a claimed job to its end and persists the outcome (fenced).
   void RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live);
+  // RunJob's phases.
+  /// Sets control->resume_from to the job's last checkpoint, if it has a
+  /// readable one; returns its iteration (0: none).
+  int ResumeFromCheckpoint(const store::JobRecord& job, SolveControl* control);
+  /// Parses the job, loads its data set and runs the solver. On an error,
+  /// sets job->last_attempt_end (the attempt is a counted failure).
+  StatusOr<JobOutput> SolveAttempt(store::JobRecord* job, const SolveControl& control);
+  /// The fenced write of an attempt's outcome (counted in the metrics when terminal).
+  void PersistOutcome(const store::JobRecord& record, const store::JobFence& fence);
+  /// The outcome of an attempt whose solve returned an error (not a user
+  /// cancellation nor a lost lease): released by the drain, re-queued or failed.
+  void FinishFailedAttempt(store::JobRecord* job, const Status& error, const ProgressEvent& last, bool stopping,
+                           const store::JobFence& fence);
+  /// The outcome of an attempt whose solve returned (not a user
+  /// cancellation nor a lost lease): released by the drain, cancelled, or
+  /// its kernel committed. `watch` times the whole attempt.
+  void FinishSolvedAttempt(store::JobRecord* job, const JobOutput& result, ProgressEvent last,
+                           const std::vector<ProgressEvent>& history, bool stopping, const Stopwatch& watch,
+                           int resumed_from, const store::JobFence& fence);
   void BumpLocked(LiveJob* live);  ///< requires mu_: new version, wake watchers
   store::JobFence FenceOf(const store::JobRecord& job) const;
 
