@@ -85,6 +85,41 @@ Status KlsServer::Start() {
   if (!config_.metrics_listen.empty()) metrics_ = std::make_unique<Metrics>();
 
   const bool shared = !config_.store.empty();
+  KLS_RETURN_IF_ERROR(OpenStore(shared));
+  kernel_cache_ = std::make_unique<KernelCache>(store_.get(), config_.kernel_cache_bytes());
+
+  // Job recovery and the worker pool, before any RPC can reach the queue.
+  KLS_RETURN_IF_ERROR(StartJobManager(shared));
+  CreateServices(shared);
+
+  // The metrics endpoint, before the gRPC port: a bad metrics_listen fails
+  // the start with nothing served.
+  if (metrics_) {
+    metrics_->SetScrapeSources(store_.get(), kernel_cache_.get());
+    if (const Status s = metrics_->Serve(config_.metrics_listen); !s.ok()) {
+      ReleaseState();
+      return s;
+    }
+  }
+
+  KLS_RETURN_IF_ERROR(StartGrpcServer(*credentials));
+  KLS_RETURN_IF_ERROR(StartHttpGateway(security));
+
+  if (data_dir_) {
+    const Status recorded = data_dir_->RecordListenAddress(target());
+    if (!recorded.ok()) {
+      Stop(std::chrono::milliseconds(0));
+      return recorded;
+    }
+  }
+
+  SetServing(true);
+  readiness_ = std::thread([this] { ReadinessLoop(); });
+  LogServing(tokens.get(), shared);
+  return OkStatus();
+}
+
+Status KlsServer::OpenStore(bool shared) {
   if (!shared) {
     KLS_ASSIGN_OR_RETURN(data_dir_, DataDir::Open(config_.data_dir));
     // The store, then its integrity: problems are logged and served as
@@ -124,9 +159,10 @@ Status KlsServer::Start() {
     store_ = std::move(opened_store).value();
     if (metrics_) store_ = metrics_->Instrument(std::move(store_));
   }
-  kernel_cache_ = std::make_unique<KernelCache>(store_.get(), config_.kernel_cache_bytes());
+  return OkStatus();
+}
 
-  // Job recovery and the worker pool, before any RPC can reach the queue.
+Status KlsServer::StartJobManager(bool shared) {
   JobManagerOptions job_options;
   job_options.workers = config_.RunsWorkers() ? config_.ResolvedWorkers() : -1;
   job_options.lease_seconds = config_.lease_seconds;
@@ -155,7 +191,10 @@ Status KlsServer::Start() {
     ReleaseState();
     return s.WithContext("starting the job manager");
   }
+  return OkStatus();
+}
 
+void KlsServer::CreateServices(bool shared) {
   ServerFacts facts;
   facts.version = KLS_VERSION;
   facts.data_dir = shared ? "(shared store)" : data_dir_->path();
@@ -168,17 +207,9 @@ Status KlsServer::Start() {
   jobs_service_ = std::make_unique<JobsService>(job_manager_.get(), store_.get());
   kernels_service_ = std::make_unique<KernelsService>(store_.get(), kernel_cache_.get());
   queries_service_ = std::make_unique<QueriesService>(kernel_cache_.get());
+}
 
-  // The metrics endpoint, before the gRPC port: a bad metrics_listen fails
-  // the start with nothing served.
-  if (metrics_) {
-    metrics_->SetScrapeSources(store_.get(), kernel_cache_.get());
-    if (const Status s = metrics_->Serve(config_.metrics_listen); !s.ok()) {
-      ReleaseState();
-      return s;
-    }
-  }
-
+Status KlsServer::StartGrpcServer(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   // Both are process-wide switches read when a ServerBuilder is created.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -187,7 +218,7 @@ Status KlsServer::Start() {
   int selected_port = 0;
   // Plain TCP or TLS; with a tokens file, every call passes the token check
   // (server/auth.h) before it reaches a handler.
-  builder.AddListeningPort(config_.listen, *credentials, &selected_port);
+  builder.AddListeningPort(config_.listen, credentials, &selected_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
   builder.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));
   // gRPC sets SO_REUSEPORT by default, which would let a second server share
@@ -216,39 +247,34 @@ Status KlsServer::Start() {
   }
   port_ = selected_port;
   SetServing(false);  // the default health service starts "" as SERVING
+  return OkStatus();
+}
 
-  if (!config_.http_listen.empty()) {
-    http::HttpGatewayOptions http_options;
-    http_options.listen = config_.http_listen;
-    http_options.security = security;
-    http_options.identity = identity_;
-    http_options.tokens = tokens_;
-    http_options.cors_origins = SplitOrigins(config_.http_cors_origins);
-    http_options.max_body_bytes = config_.max_message_bytes();
-    http_options.threads = config_.http_threads;
-    http_options.access_log = config_.access_log;
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
-    args.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));
-    StatusOr<std::unique_ptr<http::HttpGateway>> gateway =
-        http::HttpGateway::Start(std::move(http_options), server_->InProcessChannel(args));
-    if (!gateway.ok()) {
-      Stop(std::chrono::milliseconds(0));
-      return gateway.status();
-    }
-    http_ = std::move(gateway).value();
+Status KlsServer::StartHttpGateway(const TransportSecurity& security) {
+  if (config_.http_listen.empty()) return OkStatus();
+  http::HttpGatewayOptions http_options;
+  http_options.listen = config_.http_listen;
+  http_options.security = security;
+  http_options.identity = identity_;
+  http_options.tokens = tokens_;
+  http_options.cors_origins = SplitOrigins(config_.http_cors_origins);
+  http_options.max_body_bytes = config_.max_message_bytes();
+  http_options.threads = config_.http_threads;
+  http_options.access_log = config_.access_log;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes()));
+  args.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes()));
+  StatusOr<std::unique_ptr<http::HttpGateway>> gateway =
+      http::HttpGateway::Start(std::move(http_options), server_->InProcessChannel(args));
+  if (!gateway.ok()) {
+    Stop(std::chrono::milliseconds(0));
+    return gateway.status();
   }
+  http_ = std::move(gateway).value();
+  return OkStatus();
+}
 
-  if (data_dir_) {
-    const Status recorded = data_dir_->RecordListenAddress(target());
-    if (!recorded.ok()) {
-      Stop(std::chrono::milliseconds(0));
-      return recorded;
-    }
-  }
-
-  SetServing(true);
-  readiness_ = std::thread([this] { ReadinessLoop(); });
+void KlsServer::LogServing(const TokenTable* tokens, bool shared) const {
   const bool loopback = IsLoopbackHost(HostOf(config_.listen));
   if (!tokens && !loopback) {
     spdlog::warn("authorization is OFF (no tokens_file) while listening on {}: anyone who can reach this "
@@ -277,7 +303,6 @@ Status KlsServer::Start() {
     spdlog::info("http: {}://{}:{}/ (API under /v1/, /openapi.json, web console at /)",
                  config_.tls_cert_file.empty() ? "http" : "https", HostOf(config_.http_listen), http_->port());
   }
-  return OkStatus();
 }
 
 KlsServer::ReloadReport KlsServer::ReloadSecurity() {

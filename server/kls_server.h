@@ -59,6 +59,8 @@ class LiveIdentity;
 class LiveTokens;
 class Metrics;
 class QueriesService;
+class TokenTable;
+struct TransportSecurity;
 namespace http {
 class HttpGateway;
 }
@@ -130,6 +132,20 @@ class KlsServer {
   void ReleaseState();
   /// Pings the store every 500 ms and sets the KLS services' health.
   void ReadinessLoop();
+  // Start()'s phases, in order.
+  /// Opens the data directory's SQLite store (and checks its integrity) or
+  /// the shared PostgreSQL store.
+  Status OpenStore(bool shared);
+  /// Recovers jobs and starts the worker pool; store events wake it.
+  Status StartJobManager(bool shared);
+  /// The gRPC services over the store, cache and job manager.
+  void CreateServices(bool shared);
+  /// The gRPC server on config_.listen: sets server_ and port_.
+  Status StartGrpcServer(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  /// The HTTP/JSON gateway (config_.http_listen), over the in-process channel.
+  Status StartHttpGateway(const TransportSecurity& security);
+  /// Warnings about an open server and the "serving on" lines.
+  void LogServing(const TokenTable* tokens, bool shared) const;
   std::thread readiness_;
   std::mutex readiness_mu_;
   std::condition_variable readiness_cv_;
