@@ -243,155 +243,150 @@ int MigrateDataDir(const std::string& dir, const kls::server::ServerConfig& conf
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using kls::server::ServerConfig;
-  ServerConfig defaults;
-  CLI::App app{"kls-server — the kernel learning service (gRPC)"};
-  app.set_version_flag("--version", kls::server::KlsVersion());
+// The command line: values, and the options of the settings a config file
+// also has (a flag given overrides the file).
+struct Flags {
   std::string config_file, listen, data_dir, log_level;
   int workers = 0, max_message_mb = 0, kernel_cache_mb = 0;
-  app.add_option("--config", config_file,
-                 "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
-                 "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
-                 "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format, http_listen, "
-                 "http_cors_origins, http_threads, access_log, backup_dir); "
-                 "flags override it");
-  auto* listen_opt = app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 picks a free port")
-                         ->default_str(defaults.listen);
-  auto* data_dir_opt = app.add_option("--data-dir", data_dir, "Data directory (created if missing, locked)")
-                           ->default_str(defaults.data_dir);
-  auto* workers_opt = app.add_option("--workers", workers, "Learning-job worker threads (0 = one per core)")
-                          ->default_str("0");
-  auto* log_level_opt =
-      app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
-          ->default_str(defaults.log_level);
-  auto* max_message_opt =
-      app.add_option("--max-message-mb", max_message_mb, "Largest message received or sent, in MiB")
-          ->default_str(std::to_string(defaults.max_message_mb));
-  auto* kernel_cache_opt =
-      app.add_option("--kernel-cache-mb", kernel_cache_mb, "Memory budget of the loaded-kernel cache, in MiB")
-          ->default_str(std::to_string(defaults.kernel_cache_mb));
   std::string tls_cert, tls_key, tls_client_ca, tokens_file;
-  auto* tls_cert_opt = app.add_option("--tls-cert", tls_cert, "Server certificate chain (PEM); enables TLS");
-  auto* tls_key_opt = app.add_option("--tls-key", tls_key, "Private key (PEM) of --tls-cert");
-  auto* tls_client_ca_opt =
-      app.add_option("--tls-client-ca", tls_client_ca, "CA (PEM) of client certificates; enables mutual TLS");
-  auto* tokens_opt = app.add_option("--tokens-file", tokens_file,
-                                    "File of 'TOKEN SCOPES' lines (scopes: read,write,admin); unset = auth off");
   std::string store_uri, role, cache_dir;
   int cache_disk_mb = 0, max_attempts = 0;
   double lease_seconds = 0, checkpoint_seconds = 0;
-  auto* store_opt = app.add_option("--store", store_uri,
-                                   "Shared PostgreSQL store for several replicas (postgresql://USER@HOST:PORT/DB); "
-                                   "unset = the embedded store in --data-dir");
-  auto* role_opt = app.add_option("--role", role, "all (default), api, worker or query (needs --store)");
-  auto* cache_dir_opt =
-      app.add_option("--cache-dir", cache_dir, "Local verified artifact cache of this replica (with --store)");
-  auto* cache_disk_opt = app.add_option("--cache-disk-mb", cache_disk_mb, "Disk budget of --cache-dir, MiB (0 = unbounded)");
-  auto* lease_opt = app.add_option("--lease-seconds", lease_seconds,
-                                   "Job lease: a dead replica's jobs move to another after this long")
-                        ->default_str(std::to_string(defaults.lease_seconds));
-  auto* checkpoint_opt = app.add_option("--checkpoint-seconds", checkpoint_seconds,
-                                        "Solve time between checkpoints of resumable solvers")
-                             ->default_str(std::to_string(defaults.checkpoint_seconds));
-  auto* attempts_opt = app.add_option("--max-attempts", max_attempts,
-                                      "Counted failed attempts (out of memory, deaths without progress) before a job fails")
-                           ->default_str(std::to_string(defaults.max_attempts));
   std::string metrics_listen, log_format;
-  auto* metrics_opt = app.add_option("--metrics-listen", metrics_listen,
-                                     "HOST:PORT of the Prometheus metrics endpoint (GET /metrics); unset = off");
-  auto* log_format_opt = app.add_option("--log-format", log_format,
-                                        "text, or json (one JSON object a line, with request ids)")
-                             ->default_str(defaults.log_format);
   std::string access_log;
-  auto* access_log_opt = app.add_option("--access-log", access_log,
-                                        "true: one info line per gRPC call and HTTP request (method, status, ms, "
-                                        "request id, peer); false: those lines at debug level")
-                             ->default_str(defaults.access_log ? "true" : "false");
   std::string http_listen, http_cors_origins;
   int http_threads = 0;
-  auto* http_opt = app.add_option("--http-listen", http_listen,
-                                  "HOST:PORT of the HTTP/JSON API, /openapi.json and the web console; port 0 picks a "
-                                  "free port; unset = off");
-  auto* cors_opt = app.add_option("--http-cors-origins", http_cors_origins,
-                                  "Comma-separated origins (scheme://host[:port], * = any) whose browser requests the "
-                                  "HTTP API answers besides the server's own");
-  auto* http_threads_opt = app.add_option("--http-threads", http_threads, "HTTP worker threads (an open SSE watch holds one)")
-                               ->default_str(std::to_string(defaults.http_threads));
   std::string migrate_from;
-  app.add_option("--migrate-from", migrate_from,
-                 "Copy every data set, job and kernel of this data directory into --store, then exit");
   std::string backup_dir, restore_dir, admin_backup_dir;
-  auto* admin_backup_opt =
-      app.add_option("--backup-dir", admin_backup_dir,
+  bool migrate_only = false;
+  bool check = false;
+  // The options whose count() tells whether the flag was given.
+  CLI::Option *listen_opt = nullptr, *data_dir_opt = nullptr, *workers_opt = nullptr, *log_level_opt = nullptr,
+      *max_message_opt = nullptr, *kernel_cache_opt = nullptr, *tls_cert_opt = nullptr, *tls_key_opt = nullptr,
+      *tls_client_ca_opt = nullptr, *tokens_opt = nullptr, *store_opt = nullptr, *role_opt = nullptr,
+      *cache_dir_opt = nullptr, *cache_disk_opt = nullptr, *lease_opt = nullptr, *checkpoint_opt = nullptr,
+      *attempts_opt = nullptr, *metrics_opt = nullptr, *log_format_opt = nullptr, *access_log_opt = nullptr,
+      *http_opt = nullptr, *cors_opt = nullptr, *http_threads_opt = nullptr, *admin_backup_opt = nullptr;
+};
+
+// Every flag of kls-server, in --help order.
+void AddFlags(CLI::App& app, const kls::server::ServerConfig& defaults, Flags& f) {
+  app.add_option(
+      "--config", f.config_file,
+      "File of 'key = value' lines (listen, data_dir, workers, log_level, max_message_mb, "
+      "kernel_cache_mb, tls_cert_file, tls_key_file, tls_client_ca_file, tokens_file, store, role, cache_dir, "
+      "cache_disk_mb, lease_seconds, checkpoint_seconds, max_attempts, metrics_listen, log_format, http_listen, "
+      "http_cors_origins, http_threads, access_log, backup_dir); "
+      "flags override it");
+  f.listen_opt = app.add_option("--listen", f.listen, "HOST:PORT to serve on; port 0 picks a free port")
+                     ->default_str(defaults.listen);
+  f.data_dir_opt = app.add_option("--data-dir", f.data_dir, "Data directory (created if missing, locked)")
+                       ->default_str(defaults.data_dir);
+  f.workers_opt =
+      app.add_option("--workers", f.workers, "Learning-job worker threads (0 = one per core)")->default_str("0");
+  f.log_level_opt = app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error, critical or off")
+                        ->default_str(defaults.log_level);
+  f.max_message_opt = app.add_option("--max-message-mb", f.max_message_mb, "Largest message received or sent, in MiB")
+                          ->default_str(std::to_string(defaults.max_message_mb));
+  f.kernel_cache_opt =
+      app.add_option("--kernel-cache-mb", f.kernel_cache_mb, "Memory budget of the loaded-kernel cache, in MiB")
+          ->default_str(std::to_string(defaults.kernel_cache_mb));
+  f.tls_cert_opt = app.add_option("--tls-cert", f.tls_cert, "Server certificate chain (PEM); enables TLS");
+  f.tls_key_opt = app.add_option("--tls-key", f.tls_key, "Private key (PEM) of --tls-cert");
+  f.tls_client_ca_opt =
+      app.add_option("--tls-client-ca", f.tls_client_ca, "CA (PEM) of client certificates; enables mutual TLS");
+  f.tokens_opt = app.add_option("--tokens-file", f.tokens_file,
+                                "File of 'TOKEN SCOPES' lines (scopes: read,write,admin); unset = auth off");
+  f.store_opt = app.add_option("--store", f.store_uri,
+                               "Shared PostgreSQL store for several replicas (postgresql://USER@HOST:PORT/DB); "
+                               "unset = the embedded store in --data-dir");
+  f.role_opt = app.add_option("--role", f.role, "all (default), api, worker or query (needs --store)");
+  f.cache_dir_opt =
+      app.add_option("--cache-dir", f.cache_dir, "Local verified artifact cache of this replica (with --store)");
+  f.cache_disk_opt =
+      app.add_option("--cache-disk-mb", f.cache_disk_mb, "Disk budget of --cache-dir, MiB (0 = unbounded)");
+  f.lease_opt = app.add_option("--lease-seconds", f.lease_seconds,
+                               "Job lease: a dead replica's jobs move to another after this long")
+                    ->default_str(std::to_string(defaults.lease_seconds));
+  f.checkpoint_opt = app.add_option("--checkpoint-seconds", f.checkpoint_seconds,
+                                    "Solve time between checkpoints of resumable solvers")
+                         ->default_str(std::to_string(defaults.checkpoint_seconds));
+  f.attempts_opt = app.add_option("--max-attempts", f.max_attempts,
+                                  "Counted failed attempts (out of memory, deaths without progress) before a job fails")
+                       ->default_str(std::to_string(defaults.max_attempts));
+  f.metrics_opt = app.add_option("--metrics-listen", f.metrics_listen,
+                                 "HOST:PORT of the Prometheus metrics endpoint (GET /metrics); unset = off");
+  f.log_format_opt =
+      app.add_option("--log-format", f.log_format, "text, or json (one JSON object a line, with request ids)")
+          ->default_str(defaults.log_format);
+  f.access_log_opt = app.add_option("--access-log", f.access_log,
+                                    "true: one info line per gRPC call and HTTP request (method, status, ms, "
+                                    "request id, peer); false: those lines at debug level")
+                         ->default_str(defaults.access_log ? "true" : "false");
+  f.http_opt = app.add_option("--http-listen", f.http_listen,
+                              "HOST:PORT of the HTTP/JSON API, /openapi.json and the web console; port 0 picks a "
+                              "free port; unset = off");
+  f.cors_opt = app.add_option("--http-cors-origins", f.http_cors_origins,
+                              "Comma-separated origins (scheme://host[:port], * = any) whose browser requests the "
+                              "HTTP API answers besides the server's own");
+  f.http_threads_opt =
+      app.add_option("--http-threads", f.http_threads, "HTTP worker threads (an open SSE watch holds one)")
+          ->default_str(std::to_string(defaults.http_threads));
+  app.add_option("--migrate-from", f.migrate_from,
+                 "Copy every data set, job and kernel of this data directory into --store, then exit");
+  f.admin_backup_opt =
+      app.add_option("--backup-dir", f.admin_backup_dir,
                      "Directory where Admin.Backup (kls backup) writes snapshots of the running embedded store; "
                      "unset = that RPC is refused");
-  app.add_option("--backup", backup_dir,
+  app.add_option("--backup", f.backup_dir,
                  "Write a consistent snapshot of --data-dir (running server or not) into this new or empty "
                  "directory, then exit");
-  app.add_option("--restore", restore_dir,
+  app.add_option("--restore", f.restore_dir,
                  "Verify the backup in this directory, copy it into the new or empty --data-dir, check it, then exit");
-  bool migrate_only = false;
-  app.add_flag("--migrate-only", migrate_only,
+  app.add_flag("--migrate-only", f.migrate_only,
                "Bring the store's schema up to this build's, then exit (PostgreSQL: under a lock, so migrators "
                "started together migrate once; e.g. a Kubernetes Job before a rollout)");
-  bool check = false;
-  app.add_flag("--check", check,
+  app.add_flag("--check", f.check,
                "Check the data directory's (or with --store the database's) integrity and exit (0 healthy, 1 damaged, "
                "2 cannot check)");
-  CLI11_PARSE(app, argc, argv);
+}
 
+// The settings given on the command line.
+kls::StatusOr<kls::server::ConfigOverrides> OverridesFromFlags(const Flags& f) {
   kls::server::ConfigOverrides overrides;
-  if (listen_opt->count() > 0) overrides.listen = listen;
-  if (data_dir_opt->count() > 0) overrides.data_dir = data_dir;
-  if (workers_opt->count() > 0) overrides.workers = workers;
-  if (log_level_opt->count() > 0) overrides.log_level = log_level;
-  if (max_message_opt->count() > 0) overrides.max_message_mb = max_message_mb;
-  if (kernel_cache_opt->count() > 0) overrides.kernel_cache_mb = kernel_cache_mb;
-  if (tls_cert_opt->count() > 0) overrides.tls_cert_file = tls_cert;
-  if (tls_key_opt->count() > 0) overrides.tls_key_file = tls_key;
-  if (tls_client_ca_opt->count() > 0) overrides.tls_client_ca_file = tls_client_ca;
-  if (tokens_opt->count() > 0) overrides.tokens_file = tokens_file;
-  if (store_opt->count() > 0) overrides.store = store_uri;
-  if (role_opt->count() > 0) overrides.role = role;
-  if (cache_dir_opt->count() > 0) overrides.cache_dir = cache_dir;
-  if (cache_disk_opt->count() > 0) overrides.cache_disk_mb = cache_disk_mb;
-  if (lease_opt->count() > 0) overrides.lease_seconds = lease_seconds;
-  if (checkpoint_opt->count() > 0) overrides.checkpoint_seconds = checkpoint_seconds;
-  if (attempts_opt->count() > 0) overrides.max_attempts = max_attempts;
-  if (metrics_opt->count() > 0) overrides.metrics_listen = metrics_listen;
-  if (log_format_opt->count() > 0) overrides.log_format = log_format;
-  if (access_log_opt->count() > 0) {
-    const kls::StatusOr<bool> on = kls::server::ParseBoolSetting("--access-log", access_log);
-    if (!on.ok()) {
-      std::cerr << "kls-server: " << on.status() << "\n";
-      return 2;
-    }
+  if (f.listen_opt->count() > 0) overrides.listen = f.listen;
+  if (f.data_dir_opt->count() > 0) overrides.data_dir = f.data_dir;
+  if (f.workers_opt->count() > 0) overrides.workers = f.workers;
+  if (f.log_level_opt->count() > 0) overrides.log_level = f.log_level;
+  if (f.max_message_opt->count() > 0) overrides.max_message_mb = f.max_message_mb;
+  if (f.kernel_cache_opt->count() > 0) overrides.kernel_cache_mb = f.kernel_cache_mb;
+  if (f.tls_cert_opt->count() > 0) overrides.tls_cert_file = f.tls_cert;
+  if (f.tls_key_opt->count() > 0) overrides.tls_key_file = f.tls_key;
+  if (f.tls_client_ca_opt->count() > 0) overrides.tls_client_ca_file = f.tls_client_ca;
+  if (f.tokens_opt->count() > 0) overrides.tokens_file = f.tokens_file;
+  if (f.store_opt->count() > 0) overrides.store = f.store_uri;
+  if (f.role_opt->count() > 0) overrides.role = f.role;
+  if (f.cache_dir_opt->count() > 0) overrides.cache_dir = f.cache_dir;
+  if (f.cache_disk_opt->count() > 0) overrides.cache_disk_mb = f.cache_disk_mb;
+  if (f.lease_opt->count() > 0) overrides.lease_seconds = f.lease_seconds;
+  if (f.checkpoint_opt->count() > 0) overrides.checkpoint_seconds = f.checkpoint_seconds;
+  if (f.attempts_opt->count() > 0) overrides.max_attempts = f.max_attempts;
+  if (f.metrics_opt->count() > 0) overrides.metrics_listen = f.metrics_listen;
+  if (f.log_format_opt->count() > 0) overrides.log_format = f.log_format;
+  if (f.access_log_opt->count() > 0) {
+    const kls::StatusOr<bool> on = kls::server::ParseBoolSetting("--access-log", f.access_log);
+    if (!on.ok()) return on.status();
     overrides.access_log = *on;
   }
-  if (http_opt->count() > 0) overrides.http_listen = http_listen;
-  if (cors_opt->count() > 0) overrides.http_cors_origins = http_cors_origins;
-  if (http_threads_opt->count() > 0) overrides.http_threads = http_threads;
-  if (admin_backup_opt->count() > 0) overrides.backup_dir = admin_backup_dir;
-  const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(config_file, overrides);
-  if (!loaded.ok()) {
-    std::cerr << "kls-server: " << loaded.status() << "\n";
-    return 2;
-  }
-  const ServerConfig& config = *loaded;
-  if (!backup_dir.empty() && !restore_dir.empty()) {
-    std::cerr << "kls-server: --backup and --restore exclude each other\n";
-    return 2;
-  }
-  if (!backup_dir.empty()) return BackupDataDir(backup_dir, config);
-  if (!restore_dir.empty()) return RestoreDataDir(restore_dir, config.data_dir);
-  if (check) return config.store.empty() ? CheckDataDir(config.data_dir) : CheckStore(config);
-  if (migrate_only) return MigrateOnly(config);
-  if (!migrate_from.empty()) return MigrateDataDir(migrate_from, config);
-  kls::server::SetUpLogging(config.log_level, config.log_format);
+  if (f.http_opt->count() > 0) overrides.http_listen = f.http_listen;
+  if (f.cors_opt->count() > 0) overrides.http_cors_origins = f.http_cors_origins;
+  if (f.http_threads_opt->count() > 0) overrides.http_threads = f.http_threads;
+  if (f.admin_backup_opt->count() > 0) overrides.backup_dir = f.admin_backup_dir;
+  return overrides;
+}
 
+// Serves until SIGTERM or SIGINT (SIGHUP reloads); the exit status.
+int Serve(const kls::server::ServerConfig& config) {
   // Block the shutdown signals and SIGHUP before gRPC starts its threads
   // (they inherit the mask), so only the sigwait below ever receives them:
   // no work runs in a signal handler.
@@ -419,4 +414,40 @@ int main(int argc, char** argv) {
                kls::server::KlsServer::kDefaultShutdownGrace.count());
   server.Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using kls::server::ServerConfig;
+  ServerConfig defaults;
+  CLI::App app{"kls-server — the kernel learning service (gRPC)"};
+  app.set_version_flag("--version", kls::server::KlsVersion());
+  Flags f;
+  AddFlags(app, defaults, f);
+  CLI11_PARSE(app, argc, argv);
+
+  const kls::StatusOr<kls::server::ConfigOverrides> overrides = OverridesFromFlags(f);
+  if (!overrides.ok()) {
+    std::cerr << "kls-server: " << overrides.status() << "\n";
+    return 2;
+  }
+  const kls::StatusOr<ServerConfig> loaded = kls::server::LoadServerConfig(f.config_file, *overrides);
+  if (!loaded.ok()) {
+    std::cerr << "kls-server: " << loaded.status() << "\n";
+    return 2;
+  }
+  const ServerConfig& config = *loaded;
+  if (!f.backup_dir.empty() && !f.restore_dir.empty()) {
+    std::cerr << "kls-server: --backup and --restore exclude each other\n";
+    return 2;
+  }
+  if (!f.backup_dir.empty()) return BackupDataDir(f.backup_dir, config);
+  if (!f.restore_dir.empty()) return RestoreDataDir(f.restore_dir, config.data_dir);
+  if (f.check) return config.store.empty() ? CheckDataDir(config.data_dir) : CheckStore(config);
+  if (f.migrate_only) return MigrateOnly(config);
+  if (!f.migrate_from.empty()) return MigrateDataDir(f.migrate_from, config);
+  kls::server::SetUpLogging(config.log_level, config.log_format);
+
+  return Serve(config);
 }
