@@ -120,6 +120,11 @@ struct HttpGateway::Impl {
 
   void Handle(const httplib::Request& req, httplib::Response& res);
   int Api(const httplib::Request& req, const Reply& reply);
+  using Requests = std::shared_ptr<std::vector<std::unique_ptr<Message>>>;
+  // A server stream as Server-Sent Events (Api's `Accept: text/event-stream`).
+  int StreamEvents(const HttpRoute& route, const Reply& reply, Requests shared, const Message* response_type);
+  // Kernels.Export as CSV (Api's `Accept: text/csv`).
+  int ExportCsv(const HttpRoute& route, const Reply& reply, Requests shared);
   // Runs one call of `method` (`unary`: one request and one response):
   // writes `requests`, then hands each response to `on_response` (false =
   // stop: the call is cancelled). While no response arrives for 15 s, calls
@@ -386,79 +391,13 @@ int HttpGateway::Impl::Api(const httplib::Request& req, const Reply& reply) {
   // The stream runs in the response's content provider, after this returns.
   auto shared = std::make_shared<std::vector<std::unique_ptr<Message>>>(std::move(requests).value());
   if (route.server_streaming && Accepts(accept, "text/event-stream")) {
-    const std::string method = route.grpc_method;
-    const std::string request_id = reply.request_id;
-    return reply.Stream(
-        200, "text/event-stream", {{"X-Accel-Buffering", "no"}},
-        [this, method, request_id, shared, response_type](size_t, httplib::DataSink& sink) {
-          const auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
-          bool client_gone = !write(": " + method + "\n\n");
-          const Status s = Call(
-              method, false, request_id, 0, *shared,
-              [&](const grpc::ByteBuffer& buffer) {
-                std::unique_ptr<Message> m(response_type->New());
-                if (!ParseBuffer(buffer, m.get())) return false;
-                client_gone = !write("event: message\ndata: " + MessageToJson(*m) + "\n\n");
-                return !client_gone;
-              },
-              [&] {
-                client_gone = client_gone || !write(": keep-alive\n\n");
-                return !client_gone;
-              });
-          if (client_gone) return false;
-          write(s.ok() ? std::string("event: end\ndata: {}\n\n")
-                       : "event: error\ndata: " + ErrorJson(s, request_id) + "\n\n");
-          sink.done();
-          return true;
-        });
+    return StreamEvents(route, reply, shared, response_type);
   }
   // Kernels.Export as CSV: "row,v0,...,v{r-1}", one line per item. The
   // kernel is looked up first, so a bad reference is an HTTP error, not a
   // cut-off download.
   if (route.grpc_method == "/kls.v1.Kernels/Export" && Accepts(accept, "text/csv")) {
-    std::vector<std::unique_ptr<Message>> get;
-    get.push_back(std::make_unique<kls::v1::GetKernelRequest>());
-    *static_cast<kls::v1::GetKernelRequest&>(*get[0]).mutable_kernel() =
-        static_cast<const kls::v1::ExportKernelRequest&>(*(*shared)[0]).kernel();
-    kls::v1::KernelInfo info;
-    const Status found = Call("/kls.v1.Kernels/Get", true, reply.request_id, options.call_timeout_seconds, get,
-                              [&](const grpc::ByteBuffer& buffer) { return ParseBuffer(buffer, &info); });
-    if (!found.ok()) return reply.Error(found);
-    const std::string method = route.grpc_method;
-    const std::string request_id = reply.request_id;
-    const std::string file = info.name() + "-v" + std::to_string(info.version()) + ".csv";
-    return reply.Stream(
-        200, "text/csv", {{"Content-Disposition", "attachment; filename=\"" + file + "\""}},
-        [this, method, request_id, shared](size_t, httplib::DataSink& sink) {
-          int rank = 0;
-          bool client_gone = false;
-          const Status s = Call(method, false, request_id, 0, *shared, [&](const grpc::ByteBuffer& buffer) {
-            kls::v1::ExportKernelChunk chunk;
-            if (!ParseBuffer(buffer, &chunk)) return false;
-            std::ostringstream out;
-            out.precision(17);
-            if (chunk.has_info()) {
-              rank = std::max(1, chunk.info().rank());
-              out << "row";
-              for (int c = 0; c < rank; ++c) out << ",v" << c;
-              out << "\n";
-            }
-            if (rank == 0) return false;
-            const int64_t rows = chunk.values_size() / rank;
-            for (int64_t r = 0; r < rows; ++r) {
-              out << chunk.first_row() + r;
-              for (int c = 0; c < rank; ++c) out << "," << chunk.values(static_cast<int>(r * rank + c));
-              out << "\n";
-            }
-            const std::string text = out.str();
-            client_gone = !sink.write(text.data(), text.size());
-            return !client_gone;
-          });
-          // An error after the header can only cut the download short.
-          if (client_gone || !s.ok()) return false;
-          sink.done();
-          return true;
-        });
+    return ExportCsv(route, reply, shared);
   }
   std::vector<std::string> responses;
   const bool unary = !route.client_streaming && !route.server_streaming;
@@ -481,6 +420,81 @@ int HttpGateway::Impl::Api(const httplib::Request& req, const Reply& reply) {
   }
   array += "]";
   return reply.Send(200, "application/json", array);
+}
+
+int HttpGateway::Impl::StreamEvents(const HttpRoute& route, const Reply& reply, Requests shared,
+                                    const Message* response_type) {
+  const std::string method = route.grpc_method;
+  const std::string request_id = reply.request_id;
+  return reply.Stream(
+      200, "text/event-stream", {{"X-Accel-Buffering", "no"}},
+      [this, method, request_id, shared, response_type](size_t, httplib::DataSink& sink) {
+        const auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
+        bool client_gone = !write(": " + method + "\n\n");
+        const Status s = Call(
+            method, false, request_id, 0, *shared,
+            [&](const grpc::ByteBuffer& buffer) {
+              std::unique_ptr<Message> m(response_type->New());
+              if (!ParseBuffer(buffer, m.get())) return false;
+              client_gone = !write("event: message\ndata: " + MessageToJson(*m) + "\n\n");
+              return !client_gone;
+            },
+            [&] {
+              client_gone = client_gone || !write(": keep-alive\n\n");
+              return !client_gone;
+            });
+        if (client_gone) return false;
+        write(s.ok() ? std::string("event: end\ndata: {}\n\n")
+                     : "event: error\ndata: " + ErrorJson(s, request_id) + "\n\n");
+        sink.done();
+        return true;
+      });
+}
+
+int HttpGateway::Impl::ExportCsv(const HttpRoute& route, const Reply& reply, Requests shared) {
+  std::vector<std::unique_ptr<Message>> get;
+  get.push_back(std::make_unique<kls::v1::GetKernelRequest>());
+  *static_cast<kls::v1::GetKernelRequest&>(*get[0]).mutable_kernel() =
+      static_cast<const kls::v1::ExportKernelRequest&>(*(*shared)[0]).kernel();
+  kls::v1::KernelInfo info;
+  const Status found = Call("/kls.v1.Kernels/Get", true, reply.request_id, options.call_timeout_seconds, get,
+                            [&](const grpc::ByteBuffer& buffer) { return ParseBuffer(buffer, &info); });
+  if (!found.ok()) return reply.Error(found);
+  const std::string method = route.grpc_method;
+  const std::string request_id = reply.request_id;
+  const std::string file = info.name() + "-v" + std::to_string(info.version()) + ".csv";
+  return reply.Stream(
+      200, "text/csv", {{"Content-Disposition", "attachment; filename=\"" + file + "\""}},
+      [this, method, request_id, shared](size_t, httplib::DataSink& sink) {
+        int rank = 0;
+        bool client_gone = false;
+        const Status s = Call(method, false, request_id, 0, *shared, [&](const grpc::ByteBuffer& buffer) {
+          kls::v1::ExportKernelChunk chunk;
+          if (!ParseBuffer(buffer, &chunk)) return false;
+          std::ostringstream out;
+          out.precision(17);
+          if (chunk.has_info()) {
+            rank = std::max(1, chunk.info().rank());
+            out << "row";
+            for (int c = 0; c < rank; ++c) out << ",v" << c;
+            out << "\n";
+          }
+          if (rank == 0) return false;
+          const int64_t rows = chunk.values_size() / rank;
+          for (int64_t r = 0; r < rows; ++r) {
+            out << chunk.first_row() + r;
+            for (int c = 0; c < rank; ++c) out << "," << chunk.values(static_cast<int>(r * rank + c));
+            out << "\n";
+          }
+          const std::string text = out.str();
+          client_gone = !sink.write(text.data(), text.size());
+          return !client_gone;
+        });
+        // An error after the header can only cut the download short.
+        if (client_gone || !s.ok()) return false;
+        sink.done();
+        return true;
+      });
 }
 
 // POST /v1/datasets/upload with a CSV or LIBSVM body: the rows as the C++
