@@ -520,7 +520,20 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
   r.set_priority(a.priority);
   r.set_deadline_seconds(a.deadline_seconds);
 
-  // The graph: for families that build it from the request.
+  // The graph (for families that build it from the request) and the scaling.
+  KLS_RETURN_IF_ERROR(SetGraphAndScaling(&r));
+  const CvGroups cv_groups = CrossValidationGroups();
+  bool weight_auto = false;
+  KLS_ASSIGN_OR_RETURN(const std::unique_ptr<pb::Message> options, FamilyOptions(*family, cv_groups, &weight_auto));
+  KLS_RETURN_IF_ERROR(CheckRequires(*family, *options));
+  KLS_RETURN_IF_ERROR(SetJobFields(*family, weight_auto, cv_groups, &r));
+  KLS_RETURN_IF_ERROR(PutOptions(*family, *options, &r));
+  return r;
+}
+
+Status SubmitFlags::SetGraphAndScaling(kls::v1::SubmitJobRequest* out) const {
+  const Common& a = common_;
+  kls::v1::SubmitJobRequest& r = *out;
   const auto given = [&](const std::string& name) { return a.graph_flags.at(name)->count() > 0; };
   kls::v1::GraphSpec* g = r.mutable_graph();
   if (given("--graph-k")) g->set_k(a.graph_k);
@@ -557,10 +570,11 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
     }
     r.set_scaling(it->second);
   }
+  return OkStatus();
+}
 
-  // Families with cross-validation, grouped by the spelling of their loss
-  // weight, e.g. [("--gamma", {fam_a}), ("--c", {fam_b, fam_c})].
-  std::vector<std::pair<std::string, std::vector<std::string>>> cv_groups;
+SubmitFlags::CvGroups SubmitFlags::CrossValidationGroups() const {
+  CvGroups cv_groups;
   for (const Family& f : families_) {
     if (f.job_fields.count("cross_validation") == 0 || f.weight == nullptr) continue;
     const Flag* w = FlagOfField(f, f.weight);
@@ -572,46 +586,53 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
       it->second.push_back(f.name);
     }
   }
+  return cv_groups;
+}
 
-  // The options message, field by field from the flags given.
-  std::unique_ptr<pb::Message> options(factory_->GetPrototype(family->options)->New());
-  bool weight_auto = false;
+StatusOr<std::unique_ptr<pb::Message>> SubmitFlags::FamilyOptions(const Family& family, const CvGroups& cv_groups,
+                                                                  bool* weight_auto) const {
+  const Common& a = common_;
+  std::unique_ptr<pb::Message> options(factory_->GetPrototype(family.options)->New());
   for (const Flag& flag : flags_) {
     if (!flag.given()) continue;
-    auto it = flag.fields.find(family->name);
+    auto it = flag.fields.find(family.name);
     const pb::FieldDescriptor* field = it == flag.fields.end() ? nullptr : it->second;
     if (flag.weight && Trim(flag.text) == "auto") {
-      if (family->job_fields.count("cross_validation") == 0) {
+      if (family.job_fields.count("cross_validation") == 0) {
         std::vector<std::string> groups;  // "fam_a (--gamma)", "fam_b and fam_c (--c)"
         for (const auto& [name, families] : cv_groups) groups.push_back(JoinWords(families, "and") + " (" + name + ")");
         return InvalidArgumentError(flag.name + " auto applies to " + JoinComma(groups));
       }
-      if (field != nullptr && field == family->weight) {
-        weight_auto = true;  // the field stays unset: cross-validation chooses it
+      if (field != nullptr && field == family.weight) {
+        *weight_auto = true;  // the field stays unset: cross-validation chooses it
         continue;
       }
       if (field != nullptr) {
-        return InvalidArgumentError(flag.name + " auto: the loss weight of --method " + family->name + " is " +
-                                    FlagOfField(*family, family->weight)->name);
+        return InvalidArgumentError(flag.name + " auto: the loss weight of --method " + family.name + " is " +
+                                    FlagOfField(family, family.weight)->name);
       }
     }
     if (field == nullptr) return InvalidArgumentError(flag.name + " does not apply to --method " + a.method);
     KLS_RETURN_IF_ERROR(SetField(flag, field, options.get()));
   }
-  // (kls.v1.cli_requires) "FIELD=VALUE": that field must hold that value.
+  return options;
+}
+
+Status SubmitFlags::CheckRequires(const Family& family, const pb::Message& options) const {
+  const Common& a = common_;
   const pb::FieldDescriptor* requires_ext = pool_->FindExtensionByName("kls.v1.cli_requires");
   const pb::FieldDescriptor* value_alias_ext = pool_->FindExtensionByName("kls.v1.cli_value_alias");
   for (const Flag& flag : flags_) {
-    if (!flag.given() || flag.fields.count(family->name) == 0) continue;
-    const pb::FieldDescriptor* field = flag.fields.at(family->name);
+    if (!flag.given() || flag.fields.count(family.name) == 0) continue;
+    const pb::FieldDescriptor* field = flag.fields.at(family.name);
     const std::string rule = StringOption(field->options(), requires_ext);
     const size_t eq = rule.find('=');
     if (eq == std::string::npos) continue;
-    const pb::FieldDescriptor* other = family->options->FindFieldByName(rule.substr(0, eq));
+    const pb::FieldDescriptor* other = family.options->FindFieldByName(rule.substr(0, eq));
     const std::string want = Normalized(rule.substr(eq + 1));
     bool holds = false;
     if (other != nullptr && other->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
-      const pb::EnumValueDescriptor* v = options->GetReflection()->GetEnum(*options, other);
+      const pb::EnumValueDescriptor* v = options.GetReflection()->GetEnum(options, other);
       holds = Normalized(v->name()) == want;
       for (const std::string& alias : CommaList(StringOption(v->options(), value_alias_ext))) {
         holds = holds || Normalized(alias) == want;
@@ -620,12 +641,18 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
       return InternalError(field->full_name() + ": (kls.v1.cli_requires) names a field that is not an enum");
     }
     if (!holds) {
-      const Flag* other_flag = other ? FlagOfField(*family, other) : nullptr;
+      const Flag* other_flag = other ? FlagOfField(family, other) : nullptr;
       return InvalidArgumentError(flag.name + " does not apply to --method " + a.method + " unless " +
                                   (other_flag ? other_flag->name : rule.substr(0, eq)) + " " + rule.substr(eq + 1));
     }
   }
+  return OkStatus();
+}
 
+Status SubmitFlags::SetJobFields(const Family& family, bool weight_auto, CvGroups cv_groups,
+                                 kls::v1::SubmitJobRequest* out) const {
+  const Common& a = common_;
+  kls::v1::SubmitJobRequest& r = *out;
   // Cross-validation (--c auto / --gamma auto) and --warm-start.
   const bool cv_flags = a.cv_folds != 0 || a.cv_threads != -1 || a.cv_clusters != 0 || !a.cv_grid.empty();
   if (weight_auto) {
@@ -655,7 +682,7 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
     return InvalidArgumentError("--cv-folds, --cv-grid, --cv-threads and --cv-clusters need " + need);
   }
   if (!a.warm_start.empty()) {
-    if (family->job_fields.count("warm_start") == 0) {
+    if (family.job_fields.count("warm_start") == 0) {
       return InvalidArgumentError("--warm-start applies to " + FamiliesWith("warm_start"));
     }
     KLS_ASSIGN_OR_RETURN(const kls::v1::KernelRef ref, kls::ParseKernelRef(a.warm_start));
@@ -667,7 +694,7 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
   }
 
   if (a.no_baseline_guard) {
-    if (family->job_fields.count("cross_validation") == 0) {
+    if (family.job_fields.count("cross_validation") == 0) {
       return InvalidArgumentError("--no-baseline-guard applies to " + FamiliesWith("cross_validation"));
     }
     r.set_baseline_guard(false);
@@ -675,30 +702,35 @@ StatusOr<kls::v1::SubmitJobRequest> SubmitFlags::BuildRequest() const {
 
   // Request-level flags the family does not use.
   for (const auto& [name, option] : a.graph_flags) {
-    if (option->count() > 0 && family->job_fields.count("graph") == 0) {
+    if (option->count() > 0 && family.job_fields.count("graph") == 0) {
       return InvalidArgumentError(name + " does not apply to --method " + a.method +
                                   " (it builds the graph its paper prescribes)");
     }
   }
-  if (a.graph_connect_flag->count() > 0 && family->job_fields.count("graph.connect") == 0) {
+  if (a.graph_connect_flag->count() > 0 && family.job_fields.count("graph.connect") == 0) {
     return InvalidArgumentError("--graph-connect does not apply to --method " + a.method + " (only " +
                                 FamiliesWith("graph.connect") + " needs a connected graph)");
   }
+  return OkStatus();
+}
 
-  const std::string bytes = options->SerializeAsString();
-  if (family->packed) {
-    r.mutable_family_options()->set_type_url(std::string(kTypeUrlPrefix) + "/" + family->options->full_name());
+Status SubmitFlags::PutOptions(const Family& family, const pb::Message& options,
+                               kls::v1::SubmitJobRequest* out) const {
+  kls::v1::SubmitJobRequest& r = *out;
+  const std::string bytes = options.SerializeAsString();
+  if (family.packed) {
+    r.mutable_family_options()->set_type_url(std::string(kTypeUrlPrefix) + "/" + family.options->full_name());
     r.mutable_family_options()->set_value(bytes);
   } else {
-    const pb::FieldDescriptor* field = kls::v1::SubmitJobRequest::descriptor()->FindFieldByName(family->name);
+    const pb::FieldDescriptor* field = kls::v1::SubmitJobRequest::descriptor()->FindFieldByName(family.name);
     if (field == nullptr || field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-      return InternalError("SubmitJobRequest has no message field " + family->name);
+      return InternalError("SubmitJobRequest has no message field " + family.name);
     }
     if (!r.GetReflection()->MutableMessage(&r, field)->ParseFromString(bytes)) {
-      return InternalError(family->name + " options do not parse");
+      return InternalError(family.name + " options do not parse");
     }
   }
-  return r;
+  return OkStatus();
 }
 
 StatusOr<std::string> SubmitFlags::RequestJson(const kls::v1::SubmitJobRequest& request) const {

@@ -100,6 +100,24 @@ class SubmitFlags {
   Status SetField(const Flag& flag, const google::protobuf::FieldDescriptor* field, google::protobuf::Message* m) const;
   const Flag* FlagOfField(const Family& family, const google::protobuf::FieldDescriptor* field) const;
   std::string FamiliesWith(const std::string& job_field) const;
+  // BuildRequest's phases, in order.
+  /// Families with cross-validation, grouped by the spelling of their loss
+  /// weight, e.g. [("--gamma", {fam_a}), ("--c", {fam_b, fam_c})].
+  using CvGroups = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  Status SetGraphAndScaling(kls::v1::SubmitJobRequest* r) const;
+  CvGroups CrossValidationGroups() const;
+  /// The options message of `family`, field by field from the flags given;
+  /// *weight_auto: the loss weight was given as "auto" (cross-validation).
+  StatusOr<std::unique_ptr<google::protobuf::Message>> FamilyOptions(const Family& family, const CvGroups& cv_groups,
+                                                                     bool* weight_auto) const;
+  /// (kls.v1.cli_requires) "FIELD=VALUE": that field must hold that value.
+  Status CheckRequires(const Family& family, const google::protobuf::Message& options) const;
+  /// Cross-validation, --warm-start, --no-baseline-guard, and the
+  /// request-level flags the family does not use.
+  Status SetJobFields(const Family& family, bool weight_auto, CvGroups cv_groups, kls::v1::SubmitJobRequest* r) const;
+  /// The options into family_options (packed families) or the family's own field.
+  Status PutOptions(const Family& family, const google::protobuf::Message& options,
+                    kls::v1::SubmitJobRequest* r) const;
 
   std::unique_ptr<google::protobuf::DescriptorPool> pool_;
   std::unique_ptr<google::protobuf::DynamicMessageFactory> factory_;
