@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "client/grpc_status.h"
@@ -343,6 +344,94 @@ StatusOr<kls::v1::DatasetInfo> Client::UploadDataFile(const DataFileScan& scan, 
   return UploadRows(shape, rows, constraints, options);
 }
 
+namespace {
+
+// Appends one feature row to `chunk` in the sparse or the dense encoding (a
+// sparse row is scattered into `dense` first); returns its estimated bytes.
+int64_t AddFeatureRow(const FeatureRow& r, const UploadShape& shape, int d, bool sparse, kls::v1::FeatureChunk* chunk,
+                      std::vector<double>* dense) {
+  int64_t bytes = 0;
+  const bool listed = !r.columns.empty() || static_cast<int>(r.values.size()) != d;
+  if (sparse) {
+    kls::v1::SparseRow* s = chunk->add_sparse_rows();
+    for (size_t t = 0; t < r.values.size(); ++t) {
+      if (r.values[t] != 0.0) {
+        s->add_indices(listed ? r.columns[t] : static_cast<int>(t));
+        s->add_values(r.values[t]);
+      }
+    }
+    bytes += 12 * int64_t{s->indices_size()} + 8;
+  } else {
+    if (listed) {
+      dense->assign(d, 0.0);
+      for (size_t t = 0; t < r.columns.size(); ++t) (*dense)[r.columns[t]] = r.values[t];
+      chunk->mutable_values()->Add(dense->begin(), dense->end());
+    } else {
+      chunk->mutable_values()->Add(r.values.begin(), r.values.end());
+    }
+    bytes += 8 * int64_t{d};
+  }
+  if (shape.has_labels) chunk->add_labels(r.label);
+  if (shape.has_item_keys) {
+    chunk->add_item_keys(r.key);
+    bytes += static_cast<int64_t>(r.key.size()) + 2;
+  }
+  return bytes;
+}
+
+// The social records of an upload (n photos) as SocialChunk messages, built
+// in `message` and passed to `send`; false when a send failed (the server
+// ended the call).
+bool WriteSocialChunks(const Community& social, int n, int64_t budget, kls::v1::UploadDatasetRequest* message,
+                       const std::function<bool(const kls::v1::UploadDatasetRequest&)>& send) {
+  // Per-photo fields, then each relation, in chunks of about `budget` bytes.
+  const int per_chunk = static_cast<int>(std::max<int64_t>(1, budget / 24));
+  for (int first = 0; first < n; first += per_chunk) {
+    message->Clear();
+    kls::v1::SocialChunk* chunk = message->mutable_social();
+    chunk->set_first_photo(first);
+    for (int p = first; p < std::min(n, first + per_chunk); ++p) {
+      chunk->add_owner(social.photo_owner[p]);
+      chunk->add_day(social.photo_day[p]);
+      chunk->add_latitude(social.photo_latitude[p]);
+      chunk->add_longitude(social.photo_longitude[p]);
+    }
+    if (!send(*message)) return false;
+  }
+  std::vector<std::pair<int, int>> tags, comments, contacts, members, faves;
+  for (int k = 0; k < social.photo_tags.outerSize(); ++k)
+    for (Eigen::SparseMatrix<double>::InnerIterator it(social.photo_tags, k); it; ++it)
+      tags.emplace_back(static_cast<int>(it.row()), static_cast<int>(it.col()));
+  for (const Comment& c : social.comments) comments.emplace_back(c.photo, c.author);
+  for (int u = 0; u < social.num_users; ++u) {
+    for (int v : social.contacts[u])
+      if (u < v) contacts.emplace_back(u, v);
+    for (int g : social.groups[u]) members.emplace_back(u, g);
+  }
+  faves = social.favourites;
+  using Adder = void (*)(kls::v1::SocialChunk*, int, int);
+  const std::pair<const std::vector<std::pair<int, int>>*, Adder> relations[] = {
+      {&tags, [](kls::v1::SocialChunk* c, int a, int b) { c->add_tag_photo(a), c->add_tag_id(b); }},
+      {&comments, [](kls::v1::SocialChunk* c, int a, int b) { c->add_comment_photo(a), c->add_comment_author(b); }},
+      {&contacts, [](kls::v1::SocialChunk* c, int a, int b) { c->add_contact_a(a), c->add_contact_b(b); }},
+      {&members, [](kls::v1::SocialChunk* c, int a, int b) { c->add_member_user(a), c->add_member_group(b); }},
+      {&faves, [](kls::v1::SocialChunk* c, int a, int b) { c->add_fave_user(a), c->add_fave_photo(b); }},
+  };
+  const size_t pairs_per = static_cast<size_t>(std::max<int64_t>(1, budget / 8));
+  for (const auto& [list, add] : relations) {
+    for (size_t first = 0; first < list->size(); first += pairs_per) {
+      message->Clear();
+      kls::v1::SocialChunk* chunk = message->mutable_social();
+      chunk->set_first_photo(n);  // no photo fields in this chunk
+      for (size_t t = first; t < std::min(list->size(), first + pairs_per); ++t) add(chunk, (*list)[t].first, (*list)[t].second);
+      if (!send(*message)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureRowSource* rows,
                                               const PairwiseConstraints& constraints, const UploadOptions& upload,
                                               const Community* social) {
@@ -419,31 +508,7 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
     int64_t bytes = 0;
     while (row < n && (bytes == 0 || bytes < budget)) {
       if (Status next = rows->Next(&r); !next.ok()) return abandon(next);
-      const bool listed = !r.columns.empty() || static_cast<int>(r.values.size()) != d;
-      if (sparse) {
-        kls::v1::SparseRow* s = chunk->add_sparse_rows();
-        for (size_t t = 0; t < r.values.size(); ++t) {
-          if (r.values[t] != 0.0) {
-            s->add_indices(listed ? r.columns[t] : static_cast<int>(t));
-            s->add_values(r.values[t]);
-          }
-        }
-        bytes += 12 * int64_t{s->indices_size()} + 8;
-      } else {
-        if (listed) {
-          dense.assign(d, 0.0);
-          for (size_t t = 0; t < r.columns.size(); ++t) dense[r.columns[t]] = r.values[t];
-          chunk->mutable_values()->Add(dense.begin(), dense.end());
-        } else {
-          chunk->mutable_values()->Add(r.values.begin(), r.values.end());
-        }
-        bytes += 8 * int64_t{d};
-      }
-      if (shape.has_labels) chunk->add_labels(r.label);
-      if (shape.has_item_keys) {
-        chunk->add_item_keys(r.key);
-        bytes += static_cast<int64_t>(r.key.size()) + 2;
-      }
+      bytes += AddFeatureRow(r, shape, d, sparse, chunk, &dense);
       ++row;
     }
     progress.rows_sent = row;
@@ -465,49 +530,8 @@ StatusOr<kls::v1::DatasetInfo> Client::Upload(const UploadShape& shape, FeatureR
     if (!write(message)) return finish();
   }
   if (social) {
-    // Per-photo fields, then each relation, in chunks of about `budget` bytes.
-    const int per_chunk = static_cast<int>(std::max<int64_t>(1, budget / 24));
-    for (int first = 0; first < n; first += per_chunk) {
-      message.Clear();
-      kls::v1::SocialChunk* chunk = message.mutable_social();
-      chunk->set_first_photo(first);
-      for (int p = first; p < std::min(n, first + per_chunk); ++p) {
-        chunk->add_owner(social->photo_owner[p]);
-        chunk->add_day(social->photo_day[p]);
-        chunk->add_latitude(social->photo_latitude[p]);
-        chunk->add_longitude(social->photo_longitude[p]);
-      }
-      if (!writer->Write(message)) return finish();
-    }
-    std::vector<std::pair<int, int>> tags, comments, contacts, members, faves;
-    for (int k = 0; k < social->photo_tags.outerSize(); ++k)
-      for (Eigen::SparseMatrix<double>::InnerIterator it(social->photo_tags, k); it; ++it)
-        tags.emplace_back(static_cast<int>(it.row()), static_cast<int>(it.col()));
-    for (const Comment& c : social->comments) comments.emplace_back(c.photo, c.author);
-    for (int u = 0; u < social->num_users; ++u) {
-      for (int v : social->contacts[u])
-        if (u < v) contacts.emplace_back(u, v);
-      for (int g : social->groups[u]) members.emplace_back(u, g);
-    }
-    faves = social->favourites;
-    using Adder = void (*)(kls::v1::SocialChunk*, int, int);
-    const std::pair<const std::vector<std::pair<int, int>>*, Adder> relations[] = {
-        {&tags, [](kls::v1::SocialChunk* c, int a, int b) { c->add_tag_photo(a), c->add_tag_id(b); }},
-        {&comments, [](kls::v1::SocialChunk* c, int a, int b) { c->add_comment_photo(a), c->add_comment_author(b); }},
-        {&contacts, [](kls::v1::SocialChunk* c, int a, int b) { c->add_contact_a(a), c->add_contact_b(b); }},
-        {&members, [](kls::v1::SocialChunk* c, int a, int b) { c->add_member_user(a), c->add_member_group(b); }},
-        {&faves, [](kls::v1::SocialChunk* c, int a, int b) { c->add_fave_user(a), c->add_fave_photo(b); }},
-    };
-    const size_t pairs_per = static_cast<size_t>(std::max<int64_t>(1, budget / 8));
-    for (const auto& [list, add] : relations) {
-      for (size_t first = 0; first < list->size(); first += pairs_per) {
-        message.Clear();
-        kls::v1::SocialChunk* chunk = message.mutable_social();
-        chunk->set_first_photo(n);  // no photo fields in this chunk
-        for (size_t t = first; t < std::min(list->size(), first + pairs_per); ++t) add(chunk, (*list)[t].first, (*list)[t].second);
-        if (!writer->Write(message)) return finish();
-      }
-    }
+    const auto send = [&](const kls::v1::UploadDatasetRequest& m) { return writer->Write(m); };
+    if (!WriteSocialChunks(*social, n, budget, &message, send)) return finish();
   }
   for (size_t first = 0; first < upload.attributes_csv.size(); first += static_cast<size_t>(budget)) {
     message.Clear();
