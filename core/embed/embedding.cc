@@ -268,6 +268,71 @@ Status DecodeMve(const Checkpoint& c, uint64_t fingerprint, int n, int d, int nu
   return OkStatus();
 }
 
+// One K₀ update of MVE from the inner solve's K (in `inner`, taken): the
+// minorize–maximize ascent check, then the new basis and the stop rules.
+// `s` is the outer loop's state. Returns true when the loop stops here, with
+// *termination set (ascent broken, or converged at the full inner tolerance).
+bool AcceptMveSolve(EmbeddingMinimaxResult inner, const MveProblem& problem, const MveOptions& options, double c,
+                    double inner_tolerance, MveState* s, bool* have_kept, bool* ascent_stopped,
+                    Termination* termination) {
+  const int d = options.dims;
+  // Minorize–maximize ascent check ([SJ07] Table 1 steps 3–6 with (3.26)):
+  // F(K_new) >= tr(K_new K₀) − pen(K_new) = −P(K_new) >= −P(K_old) − gap = F(K_old) − gap,
+  // where gap is the certified duality gap of this solve (absolute).
+  const double f_new = MveObjectiveImpl(inner.v, d, problem.graph, c);
+  const double allowed = std::max(0.0, inner.primal - inner.dual) + 1e-12 * std::max(1.0, std::abs(f_new));
+  if (*have_kept && f_new < s->kept_objective - allowed) {
+    // The inexact inner solve broke the ascent: keep the previous K, stop.
+    s->objective.push_back(f_new);
+    s->slack.push_back(allowed);
+    *ascent_stopped = true;
+    *termination = Termination::kConverged;
+    return true;
+  }
+  const double f_change = *have_kept ? std::abs(f_new - s->kept_objective) : INFINITY;
+  s->last_relative_change = f_change / std::max(1.0, std::abs(f_new));
+  s->objective.push_back(f_new);
+  s->slack.push_back(allowed);
+  s->alpha = inner.alpha;
+  s->kept_basis = s->u;
+  s->kept_objective = f_new;
+  *have_kept = true;
+  // New K₀ = 2 U_d U_dᵀ − I from the top-d eigenvectors of K (V's columns, descending).
+  const int keep = std::min<int>(d, static_cast<int>(inner.v.cols()));
+  Eigen::MatrixXd u_new = inner.v.leftCols(keep);
+  for (int col = 0; col < keep; ++col) u_new.col(col).normalize();
+  s->kept = std::move(inner);
+  const double overlap = (s->u.transpose() * u_new).squaredNorm();
+  s->change =
+      std::sqrt(std::max(0.0, static_cast<double>(s->u.cols() + u_new.cols()) - 2.0 * overlap) / (2.0 * d));
+  s->u = std::move(u_new);
+  if (s->change <= options.outer_tolerance ||
+      (options.objective_tolerance > 0.0 &&
+       f_change <= options.objective_tolerance * std::max(1.0, std::abs(f_new)))) {
+    if (inner_tolerance <= options.inner.tolerance) {
+      *termination = Termination::kConverged;
+      return true;
+    }
+    s->confirming = true;
+  }
+  return false;
+}
+
+// Issue 23 (options.keep_start_unless_better): never worse than the start
+// the solve improves on; records the comparison in result->mve_start.
+Status KeepStartUnlessBetter(const MveProblem& problem, int d, EmbeddingResult* result) {
+  const int n = problem.graph.num_points;
+  KLS_ASSIGN_OR_RETURN(LearnedKernel start, KernelOf(Eigen::MatrixXd(problem.initial), n));
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd start_coords, PrincipalCoordinates(start, d));
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd solve_coords, PrincipalCoordinates(result->kernel, d));
+  KLS_ASSIGN_OR_RETURN(MveStartComparison cmp,
+                       CompareMveWithStart(Eigen::MatrixXd(problem.initial), start_coords, solve_coords,
+                                           problem.graph.k, problem.labels));
+  if (cmp.kept_start) result->kernel = std::move(start);
+  result->mve_start = std::move(cmp);
+  return OkStatus();
+}
+
 StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& options, const SolveControl& control) {
   KLS_RETURN_IF_ERROR(options.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
@@ -282,27 +347,23 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   EmbeddingMinimaxProblem p = DistanceProblem(problem.graph);
   const double c = SlackWeight(p, options.inner);  // F's penalty uses the weight the solves use
   p.prior.identity = -1.0;  // K₀ = 2 U_d U_dᵀ − I
-  Eigen::MatrixXd u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
 
+  // The outer loop's state, which is also what a checkpoint holds. s.kept is
+  // the returned iterate: the last K whose update did not decrease F.
+  // s.last_relative_change: |ΔF| / max(1, |F|) of the last accepted update.
+  // s.confirming: set when a stop rule fired after a loose inner solve: from
+  // then on every solve runs at inner.tolerance, so the loop stops only on an
+  // F measured to the full accuracy and returns a K certified at that tolerance.
+  MveState s;
+  s.u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
+  s.kept_basis = s.u;
+  s.last_relative_change = INFINITY;
   SolveStats total;
-  Eigen::VectorXd alpha;
   EmbeddingCurvatureMemory curvature;
-  // The returned iterate: the last K whose update did not decrease F.
-  EmbeddingMinimaxResult kept;
-  Eigen::MatrixXd kept_basis = u;
-  double kept_objective = 0.0;
   bool have_kept = false, ascent_stopped = false;
-  std::vector<double> objective, slack;
   Termination termination = Termination::kIterationLimit;
   int outer = 0;
-  int iterations_so_far = 0, quasi_newton_so_far = 0, newton_so_far = 0;
-  long long cg_so_far = 0;
-  double last_relative_change = INFINITY;  // |ΔF| / max(1, |F|) of the last accepted update
-  double change = 0.0;
-  // Set when a stop rule fired after a loose inner solve: from then on every
-  // solve runs at inner.tolerance, so the loop stops only on an F measured to
-  // the full accuracy and returns a K certified at that tolerance.
-  bool confirming = false;
+  int iterations_so_far = 0;
   SolveControl inner_control = control;
   inner_control.progress = [&](const ProgressEvent& e) {
     ProgressEvent shifted = e;
@@ -322,140 +383,71 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     MveState st;
     if (DecodeMve(*ck, fingerprint, n, d, p.num_duals(), &st, &curvature).ok()) {
       first_outer = st.outer + 1;
-      u = std::move(st.u);
-      kept_basis = std::move(st.kept_basis);
-      alpha = std::move(st.alpha);
-      kept = std::move(st.kept);
-      kept_objective = st.kept_objective;
+      s = std::move(st);
       have_kept = true;
-      objective = std::move(st.objective);
-      slack = std::move(st.slack);
       iterations_so_far = ck->iteration;
-      quasi_newton_so_far = st.quasi_newton;
-      newton_so_far = st.newton;
-      cg_so_far = st.cg;
-      last_relative_change = st.last_relative_change;
-      change = st.change;
-      confirming = st.confirming;
-      total.setup_seconds = st.setup_seconds;
+      total.setup_seconds = s.setup_seconds;
       total.resumed_from_iteration = ck->iteration;
     }  // otherwise not this run's checkpoint: start afresh
   }
   CheckpointTimer checkpoints(control);
   for (outer = first_outer; outer <= options.max_outer_iterations; ++outer) {
-    p.prior.factor = u;
-    p.prior.factor_scale = Eigen::VectorXd::Constant(u.cols(), 2.0);
+    p.prior.factor = s.u;
+    p.prior.factor_scale = Eigen::VectorXd::Constant(s.u.cols(), 2.0);
     EmbeddingMinimaxOptions inner_options = options.inner;
-    if (options.inexact_factor > 0.0 && std::isfinite(last_relative_change) && !confirming) {
+    if (options.inexact_factor > 0.0 && std::isfinite(s.last_relative_change) && !s.confirming) {
       inner_options.tolerance =
-          std::max(options.inner.tolerance, std::min(1e-2, options.inexact_factor * last_relative_change));
+          std::max(options.inner.tolerance, std::min(1e-2, options.inexact_factor * s.last_relative_change));
     }
     KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner,
-                         SolveEmbeddingMinimax(p, inner_options, inner_control, alpha.size() > 0 ? &alpha : nullptr,
+                         SolveEmbeddingMinimax(p, inner_options, inner_control, s.alpha.size() > 0 ? &s.alpha : nullptr,
                                                options.reuse_curvature ? &curvature : nullptr));
     iterations_so_far += inner.stats.iterations;
-    quasi_newton_so_far += inner.quasi_newton_iterations;
-    newton_so_far += inner.newton_steps;
-    cg_so_far += inner.cg_products;
+    s.quasi_newton += inner.quasi_newton_iterations;
+    s.newton += inner.newton_steps;
+    s.cg += inner.cg_products;
     total.setup_seconds += inner.stats.setup_seconds;
     const Termination inner_why = inner.stats.termination;
     if (inner_why == Termination::kCancelled || inner_why == Termination::kTimeLimit ||
         inner_why == Termination::kNumericalIssue) {
       termination = inner_why;
       if (!have_kept) {
-        kept = std::move(inner);
-        kept_basis = u;
+        s.kept = std::move(inner);
+        s.kept_basis = s.u;
       }
       break;
     }
-    // Minorize–maximize ascent check ([SJ07] Table 1 steps 3–6 with (3.26)):
-    // F(K_new) >= tr(K_new K₀) − pen(K_new) = −P(K_new) >= −P(K_old) − gap = F(K_old) − gap,
-    // where gap is the certified duality gap of this solve (absolute).
-    const double f_new = MveObjectiveImpl(inner.v, d, problem.graph, c);
-    const double allowed = std::max(0.0, inner.primal - inner.dual) + 1e-12 * std::max(1.0, std::abs(f_new));
-    if (have_kept && f_new < kept_objective - allowed) {
-      // The inexact inner solve broke the ascent: keep the previous K, stop.
-      objective.push_back(f_new);
-      slack.push_back(allowed);
-      ascent_stopped = true;
-      termination = Termination::kConverged;
+    if (AcceptMveSolve(std::move(inner), problem, options, c, inner_options.tolerance, &s, &have_kept,
+                       &ascent_stopped, &termination)) {
       break;
-    }
-    const double f_change = have_kept ? std::abs(f_new - kept_objective) : INFINITY;
-    last_relative_change = f_change / std::max(1.0, std::abs(f_new));
-    objective.push_back(f_new);
-    slack.push_back(allowed);
-    alpha = inner.alpha;
-    kept_basis = u;
-    kept_objective = f_new;
-    have_kept = true;
-    // New K₀ = 2 U_d U_dᵀ − I from the top-d eigenvectors of K (V's columns, descending).
-    const int keep = std::min<int>(d, static_cast<int>(inner.v.cols()));
-    Eigen::MatrixXd u_new = inner.v.leftCols(keep);
-    for (int col = 0; col < keep; ++col) u_new.col(col).normalize();
-    kept = std::move(inner);
-    const double overlap = (u.transpose() * u_new).squaredNorm();
-    change =
-        std::sqrt(std::max(0.0, static_cast<double>(u.cols() + u_new.cols()) - 2.0 * overlap) / (2.0 * d));
-    u = std::move(u_new);
-    if (change <= options.outer_tolerance ||
-        (options.objective_tolerance > 0.0 &&
-         f_change <= options.objective_tolerance * std::max(1.0, std::abs(f_new)))) {
-      if (inner_options.tolerance <= options.inner.tolerance) {
-        termination = Termination::kConverged;
-        break;
-      }
-      confirming = true;
     }
     if (outer < options.max_outer_iterations && iterations_so_far > 0) {
       checkpoints.MaybeSave(kMveCheckpointTag, iterations_so_far, [&] {
-        MveState st;
-        st.outer = outer;
-        st.u = u;
-        st.kept_basis = kept_basis;
-        st.alpha = alpha;
-        st.kept = kept;
-        st.kept_objective = kept_objective;
-        st.last_relative_change = last_relative_change;
-        st.change = change;
-        st.setup_seconds = total.setup_seconds;
-        st.confirming = confirming;
-        st.objective = objective;
-        st.slack = slack;
-        st.quasi_newton = quasi_newton_so_far;
-        st.newton = newton_so_far;
-        st.cg = cg_so_far;
-        return EncodeMve(fingerprint, iterations_so_far, st, curvature);
+        s.outer = outer;
+        s.setup_seconds = total.setup_seconds;
+        return EncodeMve(fingerprint, iterations_so_far, s, curvature);
       });
     }
   }
   total.iterations = iterations_so_far;
   total.termination = termination;
   total.solve_seconds = watch.Seconds() - total.setup_seconds;
-  total.objective_history = objective;
-  total.final_objective = have_kept ? kept_objective : (objective.empty() ? 0.0 : objective.back());
-  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(kept.v, n));
-  EmbeddingResult result = MakeResult(std::move(kept), std::move(k));
+  total.objective_history = s.objective;
+  total.final_objective = have_kept ? s.kept_objective : (s.objective.empty() ? 0.0 : s.objective.back());
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(s.kept.v, n));
+  EmbeddingResult result = MakeResult(std::move(s.kept), std::move(k));
   result.stats = std::move(total);
-  result.quasi_newton_iterations = quasi_newton_so_far;
-  result.newton_steps = newton_so_far;
-  result.cg_products = cg_so_far;
+  result.quasi_newton_iterations = s.quasi_newton;
+  result.newton_steps = s.newton;
+  result.cg_products = s.cg;
   result.outer_iterations = std::min(outer, options.max_outer_iterations);
-  result.mve_basis = std::move(kept_basis);
-  result.mve_change = change;
-  result.mve_objective = std::move(objective);
-  result.mve_ascent_slack = std::move(slack);
+  result.mve_basis = std::move(s.kept_basis);
+  result.mve_change = s.change;
+  result.mve_objective = std::move(s.objective);
+  result.mve_ascent_slack = std::move(s.slack);
   result.mve_ascent_stopped = ascent_stopped;
   if (options.keep_start_unless_better && termination != Termination::kCancelled) {
-    // Issue 23: never worse than the start the solve improves on.
-    KLS_ASSIGN_OR_RETURN(LearnedKernel start, KernelOf(Eigen::MatrixXd(problem.initial), n));
-    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd start_coords, PrincipalCoordinates(start, d));
-    KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd solve_coords, PrincipalCoordinates(result.kernel, d));
-    KLS_ASSIGN_OR_RETURN(MveStartComparison cmp,
-                         CompareMveWithStart(Eigen::MatrixXd(problem.initial), start_coords, solve_coords,
-                                             problem.graph.k, problem.labels));
-    if (cmp.kept_start) result.kernel = std::move(start);
-    result.mve_start = std::move(cmp);
+    KLS_RETURN_IF_ERROR(KeepStartUnlessBetter(problem, d, &result));
   }
   return result;
 }
