@@ -135,31 +135,58 @@ double RelativeGap(const Point& p) { return (p.primal - p.dual) / std::max(1.0, 
 
 }  // namespace
 
+namespace {
+
+// The problem's checks beyond options.Validate(): shapes, finiteness, symmetry.
+Status CheckRankingProblem(const Eigen::MatrixXd& visual, const Eigen::MatrixXd& text_kernel,
+                           const NpkRankingOptions& options) {
+  const int n = static_cast<int>(visual.rows());
+  if (n < 2) return InvalidArgumentError("visual has " + std::to_string(n) + " rows; at least 2 items are needed");
+  if (!visual.allFinite()) return InvalidArgumentError("visual has a non-finite entry");
+  if (text_kernel.rows() != n || text_kernel.cols() != n)
+    return InvalidArgumentError("text_kernel is " + std::to_string(text_kernel.rows()) + " x " +
+                                std::to_string(text_kernel.cols()) + " but there are " + std::to_string(n) +
+                                " items");
+  if (!text_kernel.allFinite()) return InvalidArgumentError("text_kernel has a non-finite entry");
+  const double kt_scale = std::max(1.0, text_kernel.cwiseAbs().maxCoeff());
+  if ((text_kernel - text_kernel.transpose()).cwiseAbs().maxCoeff() > 1e-9 * kt_scale)
+    return InvalidArgumentError("text_kernel is not symmetric");
+  if (options.constraint_neighbors >= n)
+    return InvalidArgumentError("options.constraint_neighbors = " + std::to_string(options.constraint_neighbors) +
+                                " must be < n = " + std::to_string(n));
+  if (options.low_rank > 0 && options.laplacian_neighbors >= n)
+    return InvalidArgumentError("options.laplacian_neighbors = " + std::to_string(options.laplacian_neighbors) +
+                                " must be < n = " + std::to_string(n));
+  if (options.low_rank > n)
+    return InvalidArgumentError("options.low_rank = " + std::to_string(options.low_rank) + " must be <= n = " +
+                                std::to_string(n));
+  return OkStatus();
+}
+
+// *kc = H K_t H scaled to unit Frobenius norm; returns the scale (1 for a zero matrix).
+double NormalizedCenteredKernel(const Eigen::MatrixXd& text_kernel, Eigen::MatrixXd* out) {
+  Eigen::MatrixXd& kc = *out;
+  kc = text_kernel;
+  const Eigen::VectorXd col_mean = kc.colwise().mean().transpose();
+  const double total_mean = col_mean.mean();
+  kc.rowwise() -= col_mean.transpose();
+  kc.colwise() -= col_mean;
+  kc.array() += total_mean;
+  const double kc_norm = kc.norm();
+  const double t_scale = kc_norm > 0.0 ? 1.0 / kc_norm : 1.0;
+  kc *= t_scale;
+  return t_scale;
+}
+
+}  // namespace
+
 StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const Eigen::MatrixXd& text_kernel,
                                            const NpkRankingOptions& options, const SolveControl& control) {
   return GuardExceptions("SolveNpkRanking", [&]() -> StatusOr<NpkRankingResult> {
     KLS_RETURN_IF_ERROR(options.Validate());
     Stopwatch setup_watch;
     const int n = static_cast<int>(visual.rows());
-    if (n < 2) return InvalidArgumentError("visual has " + std::to_string(n) + " rows; at least 2 items are needed");
-    if (!visual.allFinite()) return InvalidArgumentError("visual has a non-finite entry");
-    if (text_kernel.rows() != n || text_kernel.cols() != n)
-      return InvalidArgumentError("text_kernel is " + std::to_string(text_kernel.rows()) + " x " +
-                                  std::to_string(text_kernel.cols()) + " but there are " + std::to_string(n) +
-                                  " items");
-    if (!text_kernel.allFinite()) return InvalidArgumentError("text_kernel has a non-finite entry");
-    const double kt_scale = std::max(1.0, text_kernel.cwiseAbs().maxCoeff());
-    if ((text_kernel - text_kernel.transpose()).cwiseAbs().maxCoeff() > 1e-9 * kt_scale)
-      return InvalidArgumentError("text_kernel is not symmetric");
-    if (options.constraint_neighbors >= n)
-      return InvalidArgumentError("options.constraint_neighbors = " + std::to_string(options.constraint_neighbors) +
-                                  " must be < n = " + std::to_string(n));
-    if (options.low_rank > 0 && options.laplacian_neighbors >= n)
-      return InvalidArgumentError("options.laplacian_neighbors = " + std::to_string(options.laplacian_neighbors) +
-                                  " must be < n = " + std::to_string(n));
-    if (options.low_rank > n)
-      return InvalidArgumentError("options.low_rank = " + std::to_string(options.low_rank) + " must be <= n = " +
-                                  std::to_string(n));
+    KLS_RETURN_IF_ERROR(CheckRankingProblem(visual, text_kernel, options));
 
     // N: symmetric visual k-NN pairs and their distances.
     KnnOptions ko;
@@ -181,15 +208,8 @@ StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const 
     const int np = static_cast<int>(r.pairs.size());
 
     // H K_t H, normalized to unit Frobenius norm.
-    Eigen::MatrixXd kc = text_kernel;
-    const Eigen::VectorXd col_mean = kc.colwise().mean().transpose();
-    const double total_mean = col_mean.mean();
-    kc.rowwise() -= col_mean.transpose();
-    kc.colwise() -= col_mean;
-    kc.array() += total_mean;
-    const double kc_norm = kc.norm();
-    const double t_scale = kc_norm > 0.0 ? 1.0 / kc_norm : 1.0;
-    kc *= t_scale;
+    Eigen::MatrixXd kc;
+    const double t_scale = NormalizedCenteredKernel(text_kernel, &kc);
 
     NpkRankingResult result;
     if (options.low_rank == 0) {

@@ -368,6 +368,65 @@ Status CheckProblem(const Eigen::MatrixXd& k, const std::vector<UserPair>& pairs
 
 }  // namespace
 
+namespace {
+
+// The best of the candidate pairs outside[0, nc) to add to the import set
+// S (import_indices; q = its size) of `sys`, and its one-step point.
+struct ImportCandidate {
+  double value = std::numeric_limits<double>::infinity();  // J after the step
+  int l = -1;                                               // -1: every candidate depends linearly on S
+  Eigen::VectorXd col, alpha;                               // its kernel column and the step's α
+};
+
+ImportCandidate BestCandidate(const ImportSystem& sys, const Eigen::MatrixXd& user_kernel,
+                              const std::vector<UserPair>& pairs, const Eigen::VectorXd& labels,
+                              const PairwiseKlrOptions& options, const std::vector<int>& import_indices,
+                              const std::vector<int>& outside, int nc, Eigen::VectorXd* link) {
+  const int np = static_cast<int>(pairs.size());
+  const int q = static_cast<int>(import_indices.size());
+  // Score each candidate l by J after one Newton step on S ∪ {l} from (α, 0) (ZH01 §3).
+  // Bordered Hessian [[H, h], [hᵀ, h_ll]] solved through H's factorization and the Schur complement.
+  const Eigen::VectorXd u = q ? Eigen::VectorXd(sys.ldlt.solve(sys.grad)) : Eigen::VectorXd();
+  const Eigen::VectorXd ku = q ? Eigen::VectorXd(sys.kns * u) : Eigen::VectorXd::Zero(np);
+  ImportCandidate best;
+  for (int t = 0; t < nc; ++t) {
+    const int l = outside[t];
+    const Eigen::VectorXd col = PairColumn(user_kernel, options.pair_kernel, pairs, pairs[l], link);
+    Eigen::VectorXd ks(q);
+    for (int s = 0; s < q; ++s) ks[s] = col[import_indices[s]];
+    const double kll = col[l];
+    const Eigen::VectorXd wk = sys.terms.w.cwiseProduct(col);
+    const double grad_l = col.dot(sys.terms.g) + options.c * ks.dot(sys.alpha);
+    const double hll = col.dot(wk) + options.c * kll;
+    Eigen::VectorXd h, z;
+    double schur = hll;
+    if (q) {
+      h = sys.kns.transpose() * wk + options.c * ks;
+      z = sys.ldlt.solve(h);
+      schur -= h.dot(z);
+    }
+    if (!(schur > 1e-12 * std::max(hll, 1e-300))) continue;  // column (numerically) in the span of S
+    const double dl = -(grad_l - (q ? h.dot(u) : 0.0)) / schur;
+    Eigen::VectorXd a(q + 1);
+    if (q) a.head(q) = sys.alpha - u - z * dl;
+    a[q] = dl;
+    Eigen::VectorXd f = (q ? Eigen::VectorXd(sys.f - ku - sys.kns * (z * dl)) : Eigen::VectorXd::Zero(np));
+    f += col * dl;
+    const Eigen::VectorXd as = a.head(q);
+    const double reg = as.dot(sys.kss * as) + 2.0 * dl * ks.dot(as) + kll * dl * dl;
+    const double value = Loss(f, labels, false).loss + 0.5 * options.c * reg;
+    if (std::isfinite(value) && value < best.value) {
+      best.value = value;
+      best.l = l;
+      best.col = col;
+      best.alpha = a;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 StatusOr<PairwiseKlrResult> SolvePairwiseKlr(const Eigen::MatrixXd& user_kernel, const std::vector<UserPair>& pairs,
                                              const Eigen::VectorXd& labels, const PairwiseKlrOptions& options,
                                              const SolveControl& control) {
@@ -415,68 +474,30 @@ StatusOr<PairwiseKlrResult> SolvePairwiseKlr(const Eigen::MatrixXd& user_kernel,
         std::uniform_int_distribution<int> pick(t, static_cast<int>(outside.size()) - 1);
         std::swap(outside[t], outside[pick(rng)]);
       }
-      // Score each candidate l by J after one Newton step on S ∪ {l} from (α, 0) (ZH01 §3).
-      // Bordered Hessian [[H, h], [hᵀ, h_ll]] solved through H's factorization and the Schur complement.
-      const Eigen::VectorXd u = q ? Eigen::VectorXd(sys.ldlt.solve(sys.grad)) : Eigen::VectorXd();
-      const Eigen::VectorXd ku = q ? Eigen::VectorXd(sys.kns * u) : Eigen::VectorXd::Zero(np);
-      double best = std::numeric_limits<double>::infinity();
-      int best_l = -1;
-      Eigen::VectorXd best_col, best_alpha;
-      for (int t = 0; t < nc; ++t) {
-        const int l = outside[t];
-        const Eigen::VectorXd col = PairColumn(user_kernel, options.pair_kernel, pairs, pairs[l], &link);
-        Eigen::VectorXd ks(q);
-        for (int s = 0; s < q; ++s) ks[s] = col[result.import_indices[s]];
-        const double kll = col[l];
-        const Eigen::VectorXd wk = sys.terms.w.cwiseProduct(col);
-        const double grad_l = col.dot(sys.terms.g) + options.c * ks.dot(sys.alpha);
-        const double hll = col.dot(wk) + options.c * kll;
-        Eigen::VectorXd h, z;
-        double schur = hll;
-        if (q) {
-          h = sys.kns.transpose() * wk + options.c * ks;
-          z = sys.ldlt.solve(h);
-          schur -= h.dot(z);
-        }
-        if (!(schur > 1e-12 * std::max(hll, 1e-300))) continue;  // column (numerically) in the span of S
-        const double dl = -(grad_l - (q ? h.dot(u) : 0.0)) / schur;
-        Eigen::VectorXd a(q + 1);
-        if (q) a.head(q) = sys.alpha - u - z * dl;
-        a[q] = dl;
-        Eigen::VectorXd f = (q ? Eigen::VectorXd(sys.f - ku - sys.kns * (z * dl)) : Eigen::VectorXd::Zero(np));
-        f += col * dl;
-        const Eigen::VectorXd as = a.head(q);
-        const double reg = as.dot(sys.kss * as) + 2.0 * dl * ks.dot(as) + kll * dl * dl;
-        const double value = Loss(f, labels, false).loss + 0.5 * options.c * reg;
-        if (std::isfinite(value) && value < best) {
-          best = value;
-          best_l = l;
-          best_col = col;
-          best_alpha = a;
-        }
-      }
-      if (best_l < 0) {  // every candidate depends linearly on S
+      const ImportCandidate best =
+          BestCandidate(sys, user_kernel, pairs, labels, options, result.import_indices, outside, nc, &link);
+      if (best.l < 0) {  // every candidate depends linearly on S
         result.stats.termination = Termination::kConverged;
         break;
       }
       // Add l* and re-fit on S ∪ {l*} from the better of (α, 0) and the one-step point.
       const double before = sys.objective;
       Eigen::VectorXd ks(q);
-      for (int s = 0; s < q; ++s) ks[s] = best_col[result.import_indices[s]];
+      for (int s = 0; s < q; ++s) ks[s] = best.col[result.import_indices[s]];
       sys.kns.conservativeResize(np, q + 1);
-      sys.kns.col(q) = best_col;
+      sys.kns.col(q) = best.col;
       sys.kss.conservativeResize(q + 1, q + 1);
       sys.kss.row(q).head(q) = ks.transpose();
       sys.kss.col(q).head(q) = ks;
-      sys.kss(q, q) = best_col[best_l];
-      if (best <= before) {
-        sys.alpha = best_alpha;
+      sys.kss(q, q) = best.col[best.l];
+      if (best.value <= before) {
+        sys.alpha = best.alpha;
       } else {
         sys.alpha.conservativeResize(q + 1);
         sys.alpha[q] = 0.0;
       }
-      in_set[best_l] = 1;
-      result.import_indices.push_back(best_l);
+      in_set[best.l] = 1;
+      result.import_indices.push_back(best.l);
       if (!sys.Newton(options.max_newton_iterations, options.newton_tolerance)) {
         result.stats.termination = Termination::kNumericalIssue;
         break;
