@@ -99,26 +99,40 @@ Status Community::Validate() const {
   return OkStatus();
 }
 
-StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
-  return GuardExceptions("GenerateCommunity", [&]() -> StatusOr<Community> {
-    KLS_RETURN_IF_ERROR(o.Validate());
-    std::mt19937_64 rng(o.seed);
-    std::normal_distribution<double> gauss(0.0, 1.0);
-    std::uniform_real_distribution<double> unif(0.0, 1.0);
-    auto uniform_int = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-    auto zipf = [](int n) {
-      std::vector<double> w(n);
-      for (int i = 0; i < n; ++i) w[i] = 1.0 / (i + 1.0);
-      return std::discrete_distribution<int>(w.begin(), w.end());
-    };
-    const int nu = o.num_users, nt = o.num_topics;
-    Community c;
+namespace {
+
+// GenerateCommunity's generator: one random stream (rng, and the normal
+// distribution's cached second value) drawn by the phases in a fixed order —
+// users, friendships, groups, photos, comments, favourites — so a seed gives
+// the same community.
+struct CommunityGenerator {
+  explicit CommunityGenerator(const CommunityOptions& options)
+      : o(options), rng(options.seed), nu(options.num_users), nt(options.num_topics) {
     c.num_users = nu;
     c.num_groups = o.num_groups;
+  }
+  Community Generate() {
+    Users();
+    Friendships();
+    Groups();
+    Photos();
+    Comments();
+    Favourites();
+    return std::move(c);
+  }
 
-    // Users: interests and home cities.
-    std::vector<std::vector<double>> theta(nu, std::vector<double>(nt, 0.0));
-    std::vector<std::vector<int>> users_of_topic(nt), users_of_city(o.num_cities);
+  int uniform_int(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
+  static std::discrete_distribution<int> zipf(int n) {
+    std::vector<double> w(n);
+    for (int i = 0; i < n; ++i) w[i] = 1.0 / (i + 1.0);
+    return std::discrete_distribution<int>(w.begin(), w.end());
+  }
+
+  // Users: interests (theta) and home cities; the cities and landmarks.
+  void Users() {
+    theta.assign(nu, std::vector<double>(nt, 0.0));
+    users_of_topic.resize(nt);
+    users_of_city.resize(o.num_cities);
     auto city_dist = zipf(o.num_cities);
     c.primary_topic.resize(nu);
     c.home_city.resize(nu);
@@ -132,11 +146,13 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
       c.home_city[u] = city_dist(rng);
       users_of_city[c.home_city[u]].push_back(u);
     }
-    std::vector<std::pair<double, double>> city(o.num_cities), landmark(nt * o.landmarks_per_topic);
+    city.resize(o.num_cities);
+    landmark.resize(nt * o.landmarks_per_topic);
     for (auto& x : city) x = {-60 + 120 * unif(rng), -180 + 360 * unif(rng)};
     for (auto& x : landmark) x = {-60 + 120 * unif(rng), -180 + 360 * unif(rng)};
+  }
 
-    // Friendships.
+  void Friendships() {
     std::vector<std::set<int>> friends(nu);
     std::poisson_distribution<int> initiated(o.mean_initiated_friends);
     for (int u = 0; u < nu; ++u) {
@@ -162,8 +178,9 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
     }
     c.contacts.resize(nu);
     for (int u = 0; u < nu; ++u) c.contacts[u].assign(friends[u].begin(), friends[u].end());
+  }
 
-    // Groups.
+  void Groups() {
     std::vector<int> group_topic(o.num_groups);
     std::vector<std::vector<int>> groups_of_topic(nt);
     for (int g = 0; g < o.num_groups; ++g) {
@@ -188,18 +205,20 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
       }
       c.groups[u].assign(mine.begin(), mine.end());
     }
+  }
 
-    // Photos.
+  // Photos: owner, topic, visual features, tags, day and place.
+  void Photos() {
     std::vector<Eigen::VectorXd> centre(nt, Eigen::VectorXd(o.visual_dim));
     for (auto& m : centre)
       for (int k = 0; k < o.visual_dim; ++k) m[k] = gauss(rng);
     const int noise_first = nt * o.tags_per_topic;
     auto noise_tag = zipf(o.noise_vocabulary);
     std::poisson_distribution<int> photos(o.mean_photos), noise_tags(o.mean_noise_tags);
-    std::vector<int> photo_topic;
     std::vector<Eigen::VectorXd> visual;
     std::vector<Eigen::Triplet<double>> trip;
-    std::vector<std::vector<int>> photos_of(nu), photos_of_topic(nt);
+    std::vector<std::vector<int>> photos_of_topic(nt);
+    photos_of.resize(nu);
     for (int u = 0; u < nu; ++u) {
       std::discrete_distribution<int> topic_of_u(theta[u].begin(), theta[u].end());
       const int count = 1 + photos(rng);
@@ -238,8 +257,10 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
     for (int p = 0; p < np; ++p) c.photo_visual.row(p) = visual[p].transpose();
     c.photo_tags.resize(np, noise_first + o.noise_vocabulary);
     c.photo_tags.setFromTriplets(trip.begin(), trip.end());
+  }
 
-    // Comments.
+  void Comments() {
+    const int np = c.num_photos();
     std::poisson_distribution<int> comments(o.mean_comments);
     for (int p = 0; p < np; ++p) {
       const int owner = c.photo_owner[p];
@@ -255,8 +276,10 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
         if (author != owner) c.comments.push_back({p, author});
       }
     }
+  }
 
-    // Favourites.
+  void Favourites() {
+    const int np = c.num_photos();
     std::vector<double> quality(np);
     std::lognormal_distribution<double> lognormal(0.0, 1.5);
     for (double& q : quality) q = lognormal(rng);
@@ -277,6 +300,28 @@ StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
       }
       for (int p : mine) c.favourites.emplace_back(u, p);
     }
+  }
+
+  const CommunityOptions& o;
+  std::mt19937_64 rng;
+  std::normal_distribution<double> gauss{0.0, 1.0};
+  std::uniform_real_distribution<double> unif{0.0, 1.0};
+  const int nu, nt;
+  Community c;
+  // Between phases.
+  std::vector<std::vector<double>> theta;  // user → topic interest weights
+  std::vector<std::vector<int>> users_of_topic, users_of_city;
+  std::vector<std::pair<double, double>> city, landmark;  // (latitude, longitude)
+  std::vector<int> photo_topic;
+  std::vector<std::vector<int>> photos_of;  // user → photos
+};
+
+}  // namespace
+
+StatusOr<Community> GenerateCommunity(const CommunityOptions& o) {
+  return GuardExceptions("GenerateCommunity", [&]() -> StatusOr<Community> {
+    KLS_RETURN_IF_ERROR(o.Validate());
+    Community c = CommunityGenerator(o).Generate();
     KLS_RETURN_IF_ERROR(c.Validate());
     return c;
   });
