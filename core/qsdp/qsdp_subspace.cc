@@ -180,6 +180,86 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   return OkStatus();
 }
 
+// The result's certificate, iterate and stop: the best certified iterate
+// `y` after `rounds` rounds.
+void Finish(const QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, int rounds, const Stopwatch& watch,
+            QsdpSubspaceResult* result) {
+  result->y = y;
+  result->objective = cert.objective;
+  result->lower_bound = cert.lower_bound;
+  result->relative_gap = cert.relative_gap;
+  result->kkt_residual = cert.kkt_residual;
+  result->rank = cert.rank;
+  result->stats.termination = why;
+  result->stats.iterations = rounds;
+  result->stats.final_objective = cert.objective;
+  result->stats.solve_seconds = watch.Seconds();
+}
+
+// The result of the direct path (one IPM solve of the whole problem) as one round.
+void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, QsdpSubspaceResult* result) {
+  QsdpSubspaceRound round;
+  round.dimension = m;
+  round.ipm_iterations = r.stats.iterations;
+  round.relative_gap = r.relative_gap;
+  round.seconds = r.stats.solve_seconds + r.stats.setup_seconds;
+  result->rounds.push_back(round);
+  result->ipm_iterations = r.stats.iterations;
+  result->stats.objective_history = r.stats.objective_history;
+  // Resumed from a "qsdp_ipm/1" checkpoint: in IPM iterations, as the progress events.
+  result->stats.resumed_from_iteration = r.stats.resumed_from_iteration;
+  QsdpResult cert;
+  cert.objective = r.objective;
+  cert.lower_bound = r.lower_bound;
+  cert.relative_gap = r.relative_gap;
+  cert.kkt_residual = r.kkt_residual;
+  cert.rank = r.rank;
+  Finish(cert, r.y, r.stats.termination, 1, watch, result);
+}
+
+// The round's face basis of dimension p (the identity when p >= m):
+// U = orth[range(Y_{k−1}), eigenvectors of ∇f(Y_{k−1}) by ascending eigenvalue].
+Eigen::MatrixXd FaceBasis(const Eigen::MatrixXd& grad, const Eigen::MatrixXd& range, const Eigen::MatrixXd& rotation,
+                          int p) {
+  const Eigen::Index m = grad.rows();
+  Eigen::MatrixXd u;
+  if (p >= m) {
+    u = Eigen::MatrixXd::Identity(m, m);
+  } else {
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eg(0.5 * (grad + grad.transpose()));
+    u = range;
+    ExtendBasis(rotation, p, &u);
+    ExtendBasis(eg.eigenvectors(), p, &u);
+  }
+  return u;
+}
+
+// After a round on the face U whose solution is y_face (Y = U y_face Uᵀ = y):
+// the new range(Y), ∇f(Y) and rotation directions; returns the next face's
+// dimension (grown when the gap did not shrink enough since previous_gap).
+int NextFace(const QsdpProblem& problem, const QsdpSubspaceOptions& options, const Eigen::MatrixXd& u,
+             const Eigen::MatrixXd& y_face, const Eigen::MatrixXd& y, double gap, double previous_gap,
+             Eigen::MatrixXd* range, Eigen::MatrixXd* grad, Eigen::MatrixXd* rotation) {
+  const int m = problem.dim();
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(y_face);
+  const double top = std::max(es.eigenvalues().maxCoeff(), 0.0);
+  int rank = 0;
+  while (rank < es.eigenvalues().size() &&
+         es.eigenvalues()[es.eigenvalues().size() - 1 - rank] > options.range_threshold * top)
+    ++rank;
+  *range = u * es.eigenvectors().rightCols(rank);
+  *grad = problem.Gradient(y);
+  {
+    Eigen::MatrixXd dirs(m, rank + rotation->cols());
+    dirs << *grad * *range, *rotation;
+    *rotation = dirs.leftCols(std::min<Eigen::Index>(dirs.cols(), options.margin + rank));
+  }
+  const int wanted = rank + options.margin;
+  const bool progress = gap <= options.min_gap_reduction * previous_gap;
+  const double grown = progress ? static_cast<double>(u.cols()) : options.growth * static_cast<double>(u.cols());
+  return std::min(m, std::max(wanted, static_cast<int>(std::ceil(grown))));
+}
+
 }  // namespace
 
 StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const QsdpSubspaceOptions& options,
@@ -201,40 +281,11 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     inner.checkpoint_requested = nullptr;
     inner.resume_from = nullptr;
 
-    auto finish = [&](QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, int rounds) {
-      result.y = y;
-      result.objective = cert.objective;
-      result.lower_bound = cert.lower_bound;
-      result.relative_gap = cert.relative_gap;
-      result.kkt_residual = cert.kkt_residual;
-      result.rank = cert.rank;
-      result.stats.termination = why;
-      result.stats.iterations = rounds;
-      result.stats.final_objective = cert.objective;
-      result.stats.solve_seconds = watch.Seconds();
-    };
-
     const long long ns = static_cast<long long>(m) * (m + 1) / 2;
     if (std::min<long long>(ns, problem.num_terms()) <= options.full_system_size) {
       ipm.gap_tolerance = options.gap_tolerance;
       KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(problem, ipm, control));
-      QsdpSubspaceRound round;
-      round.dimension = m;
-      round.ipm_iterations = r.stats.iterations;
-      round.relative_gap = r.relative_gap;
-      round.seconds = r.stats.solve_seconds + r.stats.setup_seconds;
-      result.rounds.push_back(round);
-      result.ipm_iterations = r.stats.iterations;
-      result.stats.objective_history = r.stats.objective_history;
-      // Resumed from a "qsdp_ipm/1" checkpoint: in IPM iterations, as the progress events.
-      result.stats.resumed_from_iteration = r.stats.resumed_from_iteration;
-      QsdpResult cert;
-      cert.objective = r.objective;
-      cert.lower_bound = r.lower_bound;
-      cert.relative_gap = r.relative_gap;
-      cert.kkt_residual = r.kkt_residual;
-      cert.rank = r.rank;
-      finish(cert, r.y, r.stats.termination, 1);
+      FullSystemResult(r, m, watch, &result);
       return result;
     }
 
@@ -280,16 +331,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       Stopwatch round_watch;
       const bool last = round_index + 1 == options.max_rounds;
       if (last) p = m;  // the cap forces the exact full problem
-      // U = orth[range(Y_{k−1}), eigenvectors of ∇f(Y_{k−1}) by ascending eigenvalue].
-      Eigen::MatrixXd u;
-      if (p >= m) {
-        u = Eigen::MatrixXd::Identity(m, m);
-      } else {
-        Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eg(0.5 * (grad + grad.transpose()));
-        u = range;
-        ExtendBasis(rotation, p, &u);
-        ExtendBasis(eg.eigenvectors(), p, &u);
-      }
+      const Eigen::MatrixXd u = FaceBasis(grad, range, rotation, p);
       const QsdpProblem face = RestrictToFace(problem, u);
       KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(face, ipm, inner));
       result.ipm_iterations += r.stats.iterations;
@@ -331,23 +373,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       }
       // Next face: range(Y_k) (face coordinates → m-space) plus a margin.
       y = yk;
-      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(r.y);
-      const double top = std::max(es.eigenvalues().maxCoeff(), 0.0);
-      int rank = 0;
-      while (rank < es.eigenvalues().size() &&
-             es.eigenvalues()[es.eigenvalues().size() - 1 - rank] > options.range_threshold * top)
-        ++rank;
-      range = u * es.eigenvectors().rightCols(rank);
-      grad = problem.Gradient(y);
-      {
-        Eigen::MatrixXd dirs(m, rank + rotation.cols());
-        dirs << grad * range, rotation;
-        rotation = dirs.leftCols(std::min<Eigen::Index>(dirs.cols(), options.margin + rank));
-      }
-      const int wanted = rank + options.margin;
-      const bool progress = cert.relative_gap <= options.min_gap_reduction * previous_gap;
-      const double grown = progress ? static_cast<double>(u.cols()) : options.growth * static_cast<double>(u.cols());
-      p = std::min(m, std::max(wanted, static_cast<int>(std::ceil(grown))));
+      p = NextFace(problem, options, u, r.y, y, cert.relative_gap, previous_gap, &range, &grad, &rotation);
       previous_gap = cert.relative_gap;
       if (round_index + 1 < options.max_rounds) {
         const int done = round_index + 1;
@@ -357,7 +383,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       }
     }
     if (!std::isfinite(best_cert.relative_gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
-    finish(best_cert, best_y, why, round_index);
+    Finish(best_cert, best_y, why, round_index, watch, &result);
     return result;
   });
 }
