@@ -360,6 +360,108 @@ Status DecodeLevel(const Checkpoint& c, uint64_t fingerprint, int n, std::vector
 }
 
 // Algorithm 1.
+// LP (8) of the level method: min t s.t. t >= f_j + g_jᵀ(α − α_j), α ∈ P
+// (0 <= α <= C, yᵀα = 0). Columns 1..n = α, n+1 = t; row 1 is yᵀα = 0, then
+// one row per cut. Solved by GLPK's dual simplex, warm-started.
+class CuttingPlaneLp {
+ public:
+  CuttingPlaneLp(const Eigen::VectorXd& y, double c)
+      : n_(static_cast<int>(y.size())), lp_(glp_create_prob()), ind_(n_ + 2), val_(n_ + 2) {
+    glp_set_obj_dir(lp_.get(), GLP_MIN);
+    glp_add_cols(lp_.get(), n_ + 1);
+    for (int j = 1; j <= n_; ++j) glp_set_col_bnds(lp_.get(), j, GLP_DB, 0.0, c);
+    glp_set_col_bnds(lp_.get(), n_ + 1, GLP_FR, 0.0, 0.0);
+    glp_set_obj_coef(lp_.get(), n_ + 1, 1.0);
+    glp_add_rows(lp_.get(), 1);
+    for (int j = 1; j <= n_; ++j) {
+      ind_[j] = j;
+      val_[j] = y[j - 1];
+    }
+    glp_set_mat_row(lp_.get(), 1, n_, ind_.data(), val_.data());
+    glp_set_row_bnds(lp_.get(), 1, GLP_FX, 0.0, 0.0);
+    glp_init_smcp(&smcp_);
+    smcp_.msg_lev = GLP_MSG_OFF;
+    smcp_.meth = GLP_DUALP;
+  }
+
+  // New cut, as an LP row: t − g_jᵀα >= f_j − g_jᵀα_j (`offset`).
+  void AddCut(const Eigen::VectorXd& cut, double offset) {
+    const int row = glp_add_rows(lp_.get(), 1);
+    for (int j = 1; j <= n_; ++j) {
+      ind_[j] = j;
+      val_[j] = -cut[j - 1];
+    }
+    ind_[n_ + 1] = n_ + 1;
+    val_[n_ + 1] = 1.0;
+    glp_set_mat_row(lp_.get(), row, n_ + 1, ind_.data(), val_.data());
+    glp_set_row_bnds(lp_.get(), row, GLP_LO, offset, 0.0);
+  }
+
+  // False when no optimum was found, even after rebuilding the basis once.
+  bool Solve() {
+    int ret = glp_simplex(lp_.get(), &smcp_);
+    if (ret != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+      // Rebuild the basis from scratch once before giving up.
+      glp_adv_basis(lp_.get(), 0);
+      smcp_.meth = GLP_PRIMAL;
+      ret = glp_simplex(lp_.get(), &smcp_);
+      smcp_.meth = GLP_DUALP;
+      if (ret != 0 || glp_get_status(lp_.get()) != GLP_OPT) return false;
+    }
+    return true;
+  }
+  double Value() const { return glp_get_obj_val(lp_.get()); }
+
+  // The basis (row and column statuses), for checkpoints; restored with m cuts.
+  void SaveBasis(LevelState* st) const {
+    for (int i = 1; i <= glp_get_num_rows(lp_.get()); ++i) st->row_status.push_back(glp_get_row_stat(lp_.get(), i));
+    for (int j = 1; j <= glp_get_num_cols(lp_.get()); ++j) st->col_status.push_back(glp_get_col_stat(lp_.get(), j));
+  }
+  void RestoreBasis(const LevelState& st, int m) {
+    for (int i = 0; i < 1 + m; ++i) glp_set_row_stat(lp_.get(), i + 1, st.row_status[i]);
+    for (int j = 0; j <= n_; ++j) glp_set_col_stat(lp_.get(), j + 1, st.col_status[j]);
+  }
+
+ private:
+  int n_;
+  std::unique_ptr<glp_prob, GlpDeleter> lp_;
+  std::vector<int> ind_;
+  std::vector<double> val_;
+  glp_smcp smcp_;
+};
+
+// Projection (10) of α_i (`alpha`) onto {α ∈ P : Gα <= rhs} (the level set
+// at `level`) by accelerated dual ascent, warm-started from *lambda:
+// D(λ) = min_{α∈P} ½‖α − α_i‖² + λᵀ(Gα − rhs), concave with
+// ∇D = Gα(λ) − rhs, α(λ) = π_P(α_i − Gᵀλ); Lipschitz constant ‖G‖².
+// Leaves the multipliers in *lambda and α(λ) ∈ P in *trial.
+void ProjectOntoLevelSet(const Eigen::MatrixXd& gmat, const Eigen::VectorXd& rhs, double level, int iterations,
+                         Projector& project, Eigen::VectorXd* lambda, Eigen::VectorXd* trial,
+                         const Eigen::VectorXd& alpha) {
+  const Eigen::Index m = gmat.rows();
+  const Eigen::MatrixXd gram = gmat * gmat.transpose();
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram, Eigen::EigenvaluesOnly);
+  const double lip = std::max(eig.eigenvalues().maxCoeff(), 1e-300);
+  Eigen::VectorXd mu = *lambda, lam_prev = *lambda, grad_d(m);
+  double tk = 1.0;
+  const double feas_tol = 1e-10 * (1.0 + std::abs(level));
+  for (int inner = 0; inner < iterations; ++inner) {
+    project(alpha - gmat.transpose() * mu, *trial);
+    grad_d = gmat * *trial - rhs;
+    Eigen::VectorXd lam_next = (mu + grad_d / lip).cwiseMax(0.0);
+    const double t_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * tk * tk));
+    mu = lam_next + ((tk - 1.0) / t_next) * (lam_next - *lambda);
+    lam_prev = *lambda;
+    *lambda = lam_next;
+    tk = t_next;
+    // Stop when α(λ) is (nearly) in the level set and complementary slackness holds.
+    const double viol = grad_d.maxCoeff();
+    const double comp = (lambda->array() * grad_d.array().abs()).maxCoeff();
+    if (viol <= feas_tol && comp <= feas_tol) break;
+  }
+  project(alpha - gmat.transpose() * *lambda, *trial);
+}
+
 Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOptions& opt,
                 const SolveControl& control, OnkResult& r) {
   const int n = static_cast<int>(y.size());
@@ -367,26 +469,7 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
   QuarticOracle oracle(k, y, opt.rho);
   Projector project{y, opt.c, {}, {}};
 
-  // LP (8): min t s.t. t >= f_j + g_jᵀ(α − α_j), α ∈ P. Columns 1..n = α, n+1 = t.
-  std::unique_ptr<glp_prob, GlpDeleter> lp(glp_create_prob());
-  glp_set_obj_dir(lp.get(), GLP_MIN);
-  glp_add_cols(lp.get(), n + 1);
-  for (int j = 1; j <= n; ++j) glp_set_col_bnds(lp.get(), j, GLP_DB, 0.0, opt.c);
-  glp_set_col_bnds(lp.get(), n + 1, GLP_FR, 0.0, 0.0);
-  glp_set_obj_coef(lp.get(), n + 1, 1.0);
-  std::vector<int> ind(n + 2);
-  std::vector<double> val(n + 2);
-  glp_add_rows(lp.get(), 1);
-  for (int j = 1; j <= n; ++j) {
-    ind[j] = j;
-    val[j] = y[j - 1];
-  }
-  glp_set_mat_row(lp.get(), 1, n, ind.data(), val.data());
-  glp_set_row_bnds(lp.get(), 1, GLP_FX, 0.0, 0.0);
-  glp_smcp smcp;
-  glp_init_smcp(&smcp);
-  smcp.msg_lev = GLP_MSG_OFF;
-  smcp.meth = GLP_DUALP;
+  CuttingPlaneLp lp(y, opt.c);
 
   std::vector<Eigen::VectorXd> cuts;  // gradients g_j
   std::vector<double> cut_offsets;    // f_j − g_jᵀα_j, so the cut is g_jᵀα + offset
@@ -395,18 +478,6 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
 
   Eigen::VectorXd alpha = Eigen::VectorXd::Zero(n), ka(n), g(n), best = alpha;
   double f_up = std::numeric_limits<double>::infinity(), f_low = -std::numeric_limits<double>::infinity();
-  // New cut, as an LP row: t − g_jᵀα >= f_j − g_jᵀα_j.
-  auto add_cut_row = [&](const Eigen::VectorXd& cut, double offset) {
-    const int row = glp_add_rows(lp.get(), 1);
-    for (int j = 1; j <= n; ++j) {
-      ind[j] = j;
-      val[j] = -cut[j - 1];
-    }
-    ind[n + 1] = n + 1;
-    val[n + 1] = 1.0;
-    glp_set_mat_row(lp.get(), row, n + 1, ind.data(), val.data());
-    glp_set_row_bnds(lp.get(), row, GLP_LO, offset, 0.0);
-  };
   int first = 1;
   // The fingerprint costs O(n²): only computed when checkpoints are used.
   const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
@@ -422,13 +493,12 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
       const int m = c->iteration;
       gmat.resize(m, n);
       for (int j = 0; j < m; ++j) {
-        add_cut_row(st.cuts[j], st.cut_offsets[j]);
+        lp.AddCut(st.cuts[j], st.cut_offsets[j]);
         gmat.row(j) = st.cuts[j].transpose();
       }
       cuts = std::move(st.cuts);
       cut_offsets = std::move(st.cut_offsets);
-      for (int i = 0; i < 1 + m; ++i) glp_set_row_stat(lp.get(), i + 1, st.row_status[i]);
-      for (int j = 0; j <= n; ++j) glp_set_col_stat(lp.get(), j + 1, st.col_status[j]);
+      lp.RestoreBasis(st, m);
       oracle.set_evaluations(st.evaluations);
       r.lower_bound = f_low;
       r.stats.iterations = m;
@@ -452,20 +522,12 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
     const double offset = fa - g.dot(alpha);
     cuts.push_back(g);
     cut_offsets.push_back(offset);
-    add_cut_row(g, offset);
-    int ret = glp_simplex(lp.get(), &smcp);
-    if (ret != 0 || glp_get_status(lp.get()) != GLP_OPT) {
-      // Rebuild the basis from scratch once before giving up.
-      glp_adv_basis(lp.get(), 0);
-      smcp.meth = GLP_PRIMAL;
-      ret = glp_simplex(lp.get(), &smcp);
-      smcp.meth = GLP_DUALP;
-      if (ret != 0 || glp_get_status(lp.get()) != GLP_OPT) {
-        r.stats.termination = Termination::kNumericalIssue;
-        break;
-      }
+    lp.AddCut(g, offset);
+    if (!lp.Solve()) {
+      r.stats.termination = Termination::kNumericalIssue;
+      break;
     }
-    f_low = std::max(f_low, glp_get_obj_val(lp.get()));  // lower bound f_i(u_i), eq. (8)
+    f_low = std::max(f_low, lp.Value());  // lower bound f_i(u_i), eq. (8)
     const double gap = f_up - f_low;
     r.lower_bound = f_low;
     if (gap <= opt.tolerance * std::max(1.0, std::abs(f_up))) {
@@ -485,29 +547,7 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
     for (int j = 0; j < m; ++j) rhs[j] = level - cut_offsets[j];
     lambda.conservativeResize(m);
     lambda[m - 1] = 0.0;
-    // Dual ascent: D(λ) = min_{α∈P} ½‖α − α_i‖² + λᵀ(Gα − rhs), concave with
-    // ∇D = Gα(λ) − rhs, α(λ) = π_P(α_i − Gᵀλ); Lipschitz constant ‖G‖².
-    const Eigen::MatrixXd gram = gmat * gmat.transpose();
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram, Eigen::EigenvaluesOnly);
-    const double lip = std::max(eig.eigenvalues().maxCoeff(), 1e-300);
-    Eigen::VectorXd mu = lambda, lam_prev = lambda, grad_d(m);
-    double tk = 1.0;
-    const double feas_tol = 1e-10 * (1.0 + std::abs(level));
-    for (int inner = 0; inner < opt.level_projection_iterations; ++inner) {
-      project(alpha - gmat.transpose() * mu, trial);
-      grad_d = gmat * trial - rhs;
-      Eigen::VectorXd lam_next = (mu + grad_d / lip).cwiseMax(0.0);
-      const double t_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * tk * tk));
-      mu = lam_next + ((tk - 1.0) / t_next) * (lam_next - lambda);
-      lam_prev = lambda;
-      lambda = lam_next;
-      tk = t_next;
-      // Stop when α(λ) is (nearly) in the level set and complementary slackness holds.
-      const double viol = grad_d.maxCoeff();
-      const double comp = (lambda.array() * grad_d.array().abs()).maxCoeff();
-      if (viol <= feas_tol && comp <= feas_tol) break;
-    }
-    project(alpha - gmat.transpose() * lambda, trial);
+    ProjectOntoLevelSet(gmat, rhs, level, opt.level_projection_iterations, project, &lambda, &trial, alpha);
     alpha = trial;  // α_{i+1} ∈ P exactly
     if (it < opt.max_iterations) {
       checkpoints.MaybeSave(kCheckpointTag, it, [&] {
@@ -519,8 +559,7 @@ Status RunLevel(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const OnkOpt
         st.f_low = f_low;
         st.cuts = cuts;
         st.cut_offsets = cut_offsets;
-        for (int i = 1; i <= glp_get_num_rows(lp.get()); ++i) st.row_status.push_back(glp_get_row_stat(lp.get(), i));
-        for (int j = 1; j <= glp_get_num_cols(lp.get()); ++j) st.col_status.push_back(glp_get_col_stat(lp.get(), j));
+        lp.SaveBasis(&st);
         st.evaluations = oracle.evaluations();
         return EncodeLevel(fingerprint, it, r, st);
       });
