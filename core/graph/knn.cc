@@ -38,9 +38,10 @@ inline void Offer(std::vector<Candidate>& heap, int k, Candidate c) {
   }
 }
 
-}  // namespace
-
-StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& options) {
+// The k nearest other rows of the query rows `rows` (row t of the result for
+// points.row(rows[t])): query blocks × reference blocks, one GEMM per tile.
+StatusOr<KnnGraph> NearestOfRows(const Eigen::MatrixXd& points, const std::vector<int>& rows,
+                                 const KnnOptions& options) {
   const int n = static_cast<int>(points.rows());
   if (n == 0 || points.cols() == 0) {
     return InvalidArgumentError("points: empty input (" + std::to_string(points.rows()) + " x " +
@@ -48,30 +49,38 @@ StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& opt
   }
   KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("knn"));
   if (!points.allFinite()) return InvalidArgumentError("points: contains NaN or Inf");
+  for (int r : rows) {
+    if (r < 0 || r >= n) {
+      return InvalidArgumentError("knn: query row " + std::to_string(r) + " is outside 0.." + std::to_string(n - 1));
+    }
+  }
   const int k = options.k;
+  const int m = static_cast<int>(rows.size());
   try {
     KnnGraph g;
-    g.num_points = n;
+    g.num_points = m;
     g.k = k;
-    g.indices.resize(static_cast<size_t>(n) * k);
-    g.distances.resize(static_cast<size_t>(n) * k);
+    g.indices.resize(static_cast<size_t>(m) * k);
+    g.distances.resize(static_cast<size_t>(m) * k);
     const Eigen::VectorXd sq = points.rowwise().squaredNorm();
     const int qb = options.query_block, rb = options.reference_block;
-    const int num_query_blocks = (n + qb - 1) / qb;
+    const int num_query_blocks = (m + qb - 1) / qb;
     ParallelFor(num_query_blocks, ResolveThreadCount(options.num_threads), [&](int b0, int b1) {
-      Eigen::MatrixXd tile;
+      Eigen::MatrixXd tile, queries;
       std::vector<std::vector<Candidate>> heaps(qb);
       for (int b = b0; b < b1; ++b) {
-        const int q0 = b * qb, q1 = std::min(n, q0 + qb), nq = q1 - q0;
+        const int q0 = b * qb, q1 = std::min(m, q0 + qb), nq = q1 - q0;
+        queries.resize(nq, points.cols());
         for (int t = 0; t < nq; ++t) {
+          queries.row(t) = points.row(rows[q0 + t]);
           heaps[t].clear();
           heaps[t].reserve(k + 1);
         }
         for (int r0 = 0; r0 < n; r0 += rb) {
           const int nr = std::min(rb, n - r0);
-          tile.noalias() = points.middleRows(r0, nr) * points.middleRows(q0, nq).transpose();
+          tile.noalias() = points.middleRows(r0, nr) * queries.transpose();
           for (int t = 0; t < nq; ++t) {
-            const int i = q0 + t;
+            const int i = rows[q0 + t];
             const double qi = sq[i];
             const double* col = tile.col(t).data();
             auto& heap = heaps[t];
@@ -85,14 +94,14 @@ StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& opt
           }
         }
         for (int t = 0; t < nq; ++t) {
-          const int i = q0 + t;
+          const int i = rows[q0 + t];
           auto& heap = heaps[t];
           // Exact distances for the winners, then a stable (distance, index) order.
           for (auto& c : heap) c.first = (points.row(i) - points.row(c.second)).squaredNorm();
           std::sort(heap.begin(), heap.end());
           for (int s = 0; s < k; ++s) {
-            g.indices[static_cast<size_t>(i) * k + s] = heap[s].second;
-            g.distances[static_cast<size_t>(i) * k + s] = std::sqrt(heap[s].first);
+            g.indices[static_cast<size_t>(q0 + t) * k + s] = heap[s].second;
+            g.distances[static_cast<size_t>(q0 + t) * k + s] = std::sqrt(heap[s].first);
           }
         }
       }
@@ -102,6 +111,19 @@ StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& opt
     return ResourceExhaustedError("knn: out of memory for n = " + std::to_string(n) + ", k = " +
                                   std::to_string(k));
   }
+}
+
+}  // namespace
+
+StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& options) {
+  std::vector<int> rows(points.rows());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
+  return NearestOfRows(points, rows, options);
+}
+
+StatusOr<KnnGraph> ExactKnnOfRows(const Eigen::MatrixXd& points, const std::vector<int>& rows,
+                                  const KnnOptions& options) {
+  return NearestOfRows(points, rows, options);
 }
 
 }  // namespace kls

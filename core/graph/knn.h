@@ -39,4 +39,10 @@ struct KnnOptions {
 /// Deterministic: the result does not depend on num_threads.
 StatusOr<KnnGraph> ExactKnn(const Eigen::MatrixXd& points, const KnnOptions& options);
 
+/// Exact k nearest other rows of `points` for the listed rows only: row t of
+/// the result belongs to points.row(rows[t]) (num_points = rows.size()). The
+/// recall check of an approximate graph (core/graph/approximate_knn.h).
+StatusOr<KnnGraph> ExactKnnOfRows(const Eigen::MatrixXd& points, const std::vector<int>& rows,
+                                  const KnnOptions& options);
+
 }  // namespace kls

@@ -1,6 +1,7 @@
 #include "core/graph/laplacian.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <new>
 #include <string>
@@ -21,6 +22,15 @@ Status GraphOptions::Validate(int num_points) const {
     return InvalidArgumentError("graph.delta = " + std::to_string(delta) + " must be finite and >= 0");
   }
   if (num_threads < 0) return InvalidArgumentError("graph.num_threads = " + std::to_string(num_threads) + " must be >= 0");
+  if (approximate_above < 1) {
+    return InvalidArgumentError("graph.approximate_above = " + std::to_string(approximate_above) + " must be >= 1");
+  }
+  if (recall_sample < 0) {
+    return InvalidArgumentError("graph.recall_sample = " + std::to_string(recall_sample) + " must be >= 0");
+  }
+  if (knn_method == KnnMethod::kHnsw && !HaveHnsw()) {
+    return FailedPreconditionError("graph.knn = hnsw: this build has no FAISS (install libfaiss-dev and rebuild)");
+  }
   return OkStatus();
 }
 
@@ -89,7 +99,26 @@ StatusOr<Graph> BuildGraph(const Eigen::MatrixXd& points, const GraphOptions& op
   knn_options.num_threads = options.num_threads;
   try {
     Graph graph;
-    KLS_ASSIGN_OR_RETURN(graph.knn, ExactKnn(points, knn_options));
+    graph.knn_method = ResolveKnnMethod(options.knn_method, n, options.approximate_above);
+    const auto start = std::chrono::steady_clock::now();
+    if (graph.knn_method == KnnMethod::kIvf) {
+      IvfOptions ivf;
+      ivf.k = knn_options.k;
+      ivf.num_threads = options.num_threads;
+      KLS_ASSIGN_OR_RETURN(graph.knn, IvfKnn(points, ivf));
+    } else if (graph.knn_method == KnnMethod::kHnsw) {
+      HnswOptions hnsw;
+      hnsw.k = knn_options.k;
+      hnsw.num_threads = options.num_threads;
+      KLS_ASSIGN_OR_RETURN(graph.knn, HnswKnn(points, hnsw));
+    } else {
+      KLS_ASSIGN_OR_RETURN(graph.knn, ExactKnn(points, knn_options));
+    }
+    graph.knn_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (graph.knn_method != KnnMethod::kExact && options.recall_sample > 0) {
+      KLS_ASSIGN_OR_RETURN(graph.recall, MeasureKnnRecall(points, graph.knn, options.recall_sample,
+                                                          options.recall_seed, options.num_threads));
+    }
     if (options.weight == EdgeWeight::kGaussian) {
       graph.sigma = auto_sigma ? AutomaticSigma(graph.knn, options.sigma_neighbors) : options.sigma;
       if (!(graph.sigma > 0.0)) {
