@@ -147,6 +147,64 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vnni"))) void DotRowsVnni(
   }
 }
 
+// The VNNI dot products fused with the bounds of the inner-product screen:
+// for each group of 16 rows, d · c_i (as DotRowsVnni), then
+//   U_i = (s_q G · s_i) · (d · c_i) + ((α G · E_i + β G · N_i) + η)
+// in float64 — the same operations, in the same order, as the scalar bounds
+// of SearchGroup — and the rows with U_i ≥ τ appended to `hits`. dots[] and
+// upper[] get every row's values (the hit rows' lower bounds reuse them).
+// Returns the number of hits.
+__attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int ScreenRowsVnni(
+    const int8_t* codes, int rows, int stride, const uint8_t* u, const int32_t* rowsum, const float* scale,
+    const float* err, const float* norm, double scale_product, double err_coef, double norm_coef, double eta,
+    double tau, int32_t* dots, double* upper, int* hits) {
+  const int groups = stride / 4;
+  const int32_t* u32 = reinterpret_cast<const int32_t*>(u);
+  const __m512d sp = _mm512_set1_pd(scale_product), ec = _mm512_set1_pd(err_coef), nc = _mm512_set1_pd(norm_coef),
+                et = _mm512_set1_pd(eta), tv = _mm512_set1_pd(tau);
+  int count = 0;
+  for (int t = 0; t < rows; t += 16) {
+    const int8_t* block = codes + int64_t{t} * stride;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (int g = 0; g < groups; g += 4) {
+      a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(u32[g]), _mm512_loadu_si512(block + int64_t{g} * 64));
+      a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(u32[g + 1]), _mm512_loadu_si512(block + int64_t{g + 1} * 64));
+      a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(u32[g + 2]), _mm512_loadu_si512(block + int64_t{g + 2} * 64));
+      a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(u32[g + 3]), _mm512_loadu_si512(block + int64_t{g + 3} * 64));
+    }
+    const int lanes = std::min(16, rows - t);
+    const __mmask16 valid = static_cast<__mmask16>(lanes == 16 ? 0xFFFF : (1u << lanes) - 1);
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    const __m512i dot = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(valid, rowsum + t), 7));
+    _mm512_mask_storeu_epi32(dots + t, valid, dot);
+    const __m512 sc = _mm512_maskz_loadu_ps(valid, scale + t);
+    const __m512 er = _mm512_maskz_loadu_ps(valid, err + t);
+    const __m512 no = _mm512_maskz_loadu_ps(valid, norm + t);
+    unsigned mask = 0;
+    for (int h = 0; h < 2; ++h) {
+      const __mmask8 vh = static_cast<__mmask8>(valid >> (8 * h));
+      if (!vh) break;
+      const __m512d d = _mm512_cvtepi32_pd(h ? _mm512_extracti64x4_epi64(dot, 1) : _mm512_castsi512_si256(dot));
+      const __m512d s = _mm512_cvtps_pd(h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sc), 1))
+                                   : _mm512_castps512_ps256(sc));
+      const __m512d e = _mm512_cvtps_pd(h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(er), 1))
+                                   : _mm512_castps512_ps256(er));
+      const __m512d m = _mm512_cvtps_pd(h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(no), 1))
+                                   : _mm512_castps512_ps256(no));
+      const __m512d au = _mm512_mul_pd(_mm512_mul_pd(sp, s), d);
+      const __m512d b = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(ec, e), _mm512_mul_pd(nc, m)), et);
+      const __m512d up = _mm512_add_pd(au, b);
+      _mm512_mask_storeu_pd(upper + t + 8 * h, vh, up);
+      mask |= unsigned(_mm512_mask_cmp_pd_mask(vh, up, tv, _CMP_GE_OQ)) << (8 * h);
+    }
+    while (mask) {
+      hits[count++] = t + __builtin_ctz(mask);
+      mask &= mask - 1;
+    }
+  }
+  return count;
+}
+
 bool CpuHasVnni() {
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
          __builtin_cpu_supports("avx512bw");
@@ -363,6 +421,26 @@ void TopKIndex::Dots(const int8_t* codes, const int32_t* rowsum, int rows, const
   }
 }
 
+void TopKIndex::PrefetchBlock(int64_t start, int rows) const {
+#ifdef KLS_TOPK_X86
+  const char* c = reinterpret_cast<const char*>(codes_.data() + start * stride_);
+  const int64_t code_bytes = int64_t{rows} * stride_;
+  for (int64_t b = 0; b < code_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+  const int64_t factor_bytes = int64_t{rows} * 4;
+  const char* arrays[4] = {reinterpret_cast<const char*>(scale_.data() + start),
+                           reinterpret_cast<const char*>(err_.data() + start),
+                           reinterpret_cast<const char*>(norm_.data() + start),
+                           vnni_ ? reinterpret_cast<const char*>(rowsum_.data() + start) : nullptr};
+  for (const char* a : arrays) {
+    if (!a) continue;
+    for (int64_t b = 0; b < factor_bytes; b += 64) _mm_prefetch(a + b, _MM_HINT_T0);
+  }
+#else
+  (void)start;
+  (void)rows;
+#endif
+}
+
 bool TopKIndex::Screen(const Eigen::VectorXd& query, std::vector<double>* approx,
                        std::vector<double>* radius) const {
   if (!screening() || query.size() != rank()) return false;
@@ -540,8 +618,12 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
     std::vector<int32_t> block_rowsum(gather && vnni_ ? kBlock : 0);
     std::vector<double> block_rows(gather && !scanned.empty() ? size_t(kBlock) * r : 0);
     std::vector<double> block_inv(gather && inv ? kBlock : 0);
-    // The block's per-row factors in float64, converted once for all queries.
-    std::vector<double> scale(kBlock), err(kBlock), norm(kBlock);
+    // The block's per-row factors (float; widened exactly in the bounds
+    // loop): the index's own arrays for consecutive rows, local copies when
+    // gathering.
+    std::vector<float> block_scale(gather ? kBlock : 0), block_err(gather ? kBlock : 0),
+        block_norm(gather ? kBlock : 0);
+    const float *scale = nullptr, *err = nullptr, *norm = nullptr;
     int block_index[kBlock], hits[kBlock];
     int32_t dots[kBlock];
     double upper[kBlock], scores[kBlock];
@@ -558,9 +640,9 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
           block_index[u] = j;
           if (!screened.empty()) {
             CopyCodes(j, u, block_codes.data());
-            scale[u] = scale_[j];
-            err[u] = err_[j];
-            norm[u] = norm_[j];
+            block_scale[u] = scale_[j];
+            block_err[u] = err_[j];
+            block_norm[u] = norm_[j];
             if (vnni_) block_rowsum[u] = rowsum_[j];
           }
           if (!scanned.empty()) std::copy_n(v + int64_t{j} * r, r, block_rows.data() + size_t(u) * r);
@@ -568,6 +650,9 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
         }
         codes = block_codes.data();
         rowsum = block_rowsum.data();
+        scale = block_scale.data();
+        err = block_err.data();
+        norm = block_norm.data();
         rows_v = block_rows.data();
         row_inv = inv ? block_inv.data() : nullptr;
       } else {
@@ -580,10 +665,14 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
         if (!screened.empty()) {  // (never on a copy-less index: no arithmetic on its empty arrays)
           codes = codes_.data() + start * stride_;
           rowsum = vnni_ ? rowsum_.data() + start : nullptr;
-          for (int u = 0; u < rows; ++u) {
-            scale[u] = scale_[start + u];
-            err[u] = err_[start + u];
-            norm[u] = norm_[start + u];
+          scale = scale_.data() + start;
+          err = err_.data() + start;
+          norm = norm_.data() + start;
+          // One streaming pass: ask for the next block's codes and factors
+          // now, so that memory works while this block is screened (the
+          // hardware prefetcher alone leaves it idle during the bounds loop).
+          if (start + kBlock < total) {
+            PrefetchBlock(start + kBlock, static_cast<int>(std::min<int64_t>(kBlock, total - start - kBlock)));
           }
         }
         rows_v = v + start * r;
@@ -592,35 +681,43 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       for (int t : screened) {
         QueryState& s = states[t];
         const PreparedQuery& p = s.prep;
-        Dots(codes, rowsum, rows, p, dots);
-        // Bounds for the whole block (a branch-free loop the compiler
-        // vectorizes), then the indices of the rows whose upper bound
-        // reaches τ (branch-free compaction), then those few rows.
-        for (int u = 0; u < rows; ++u) {
-          const double au = (p.scale_product * scale[u]) * dots[u];
-          upper[u] = au + (p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta);
-        }
-        if (row_inv) {
-          // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
-          // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
-          // (two roundings) plus an underflow slack keeps them bounds.
-          for (int u = 0; u < rows; ++u) {
-            const double hi = upper[u] * row_inv[u];
-            upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
-          }
-        }
-        // Rows whose upper bound reaches τ, found eight at a time (one
-        // vectorized test per group; most groups have none).
         int count = 0;
-        const double tau = s.tau;
-        for (int g = 0; g < rows; g += 8) {
-          const int end = std::min(rows, g + 8);
-          bool any = false;
-          for (int u = g; u < end; ++u) any |= upper[u] >= tau;
-          if (!any) continue;
-          for (int u = g; u < end; ++u) {
-            hits[count] = u;
-            count += upper[u] >= tau ? 1 : 0;
+#ifdef KLS_TOPK_X86
+        if (vnni_ && !row_inv) {
+          count = ScreenRowsVnni(codes, rows, stride_, p.codes8.data(), rowsum, scale, err, norm, p.scale_product,
+                                 p.err_coef, p.norm_coef, p.eta, s.tau, dots, upper, hits);
+        } else
+#endif
+        {
+          Dots(codes, rowsum, rows, p, dots);
+          // Bounds for the whole block (a branch-free loop the compiler
+          // vectorizes), then the indices of the rows whose upper bound
+          // reaches τ (branch-free compaction), then those few rows.
+          for (int u = 0; u < rows; ++u) {
+            const double au = (p.scale_product * double(scale[u])) * dots[u];
+            upper[u] = au + (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
+          }
+          if (row_inv) {
+            // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
+            // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
+            // (two roundings) plus an underflow slack keeps them bounds.
+            for (int u = 0; u < rows; ++u) {
+              const double hi = upper[u] * row_inv[u];
+              upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
+            }
+          }
+          // Rows whose upper bound reaches τ, found eight at a time (one
+          // vectorized test per group; most groups have none).
+          const double tau = s.tau;
+          for (int g = 0; g < rows; g += 8) {
+            const int end = std::min(rows, g + 8);
+            bool any = false;
+            for (int u = g; u < end; ++u) any |= upper[u] >= tau;
+            if (!any) continue;
+            for (int u = g; u < end; ++u) {
+              hits[count] = u;
+              count += upper[u] >= tau ? 1 : 0;
+            }
           }
         }
         for (int h = 0; h < count; ++h) {
@@ -630,8 +727,8 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
           if (j == s.skip || !passes(j)) continue;
           s.cand.push_back({j, upper[u]});
           // L_j = a_j − b_j, recomputed for the few rows that get here.
-          const double au = (p.scale_product * scale[u]) * dots[u];
-          double lo = au - (p.err_coef * err[u] + p.norm_coef * norm[u] + p.eta);
+          const double au = (p.scale_product * double(scale[u])) * dots[u];
+          double lo = au - (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
           if (row_inv) {
             lo *= row_inv[u];
             lo = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;

@@ -227,6 +227,8 @@ class TopKIndex {
   void StoreCodes(int64_t i, const int8_t* row, int8_t* dest) const;
   /// Copies row j's codes of this index to row u of `block` (same layout).
   void CopyCodes(int j, int u, int8_t* block) const;
+  /// Software prefetch of rows [start, start + rows) of the screening copy (codes and factors).
+  void PrefetchBlock(int64_t start, int rows) const;
   /// out[t] = d · c_t for `rows` rows of codes (the fastest kernel the CPU has).
   void Dots(const int8_t* codes, const int32_t* rowsum, int rows, const PreparedQuery& p, int32_t* out) const;
   std::vector<ScoredItem> SearchOne(const TopKQuery& query, int k, TopKQueryStats* stats) const;
