@@ -566,16 +566,10 @@ StatusOr<std::vector<std::vector<ScoredItem>>> TopKIndex::Search(const std::vect
   });
 }
 
-Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group,
-                              const ItemBitmap* allowed, const TopKSearchOptions& options,
-                              const SolveControl& control, TopKSearchStats* stats) const {
-  const int n = num_points();
-  const int r = rank();
-  const int64_t passing = allowed ? allowed->Count() : n;
-  const double* inv = options.metric == ScoreMetric::kCosine ? inv_norm_.data() : nullptr;
-  const double* v = kernel_->embedding().data();
+void TopKIndex::PlanQueries(std::vector<QueryState>& states, const std::vector<int>& group, const ItemBitmap* allowed,
+                            int64_t passing, const TopKSearchOptions& options, std::vector<int>* screened,
+                            std::vector<int>* scanned, TopKSearchStats* stats) const {
   const int64_t asked = std::max<int64_t>(0, int64_t{options.offset} + std::max(0, options.k));
-  std::vector<int> screened, scanned;
   for (int t : group) {
     QueryState& s = states[t];
     const bool skip_passes = s.skip >= 0 && (!allowed || allowed->Test(s.skip));
@@ -589,15 +583,27 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       s.lower.reserve(s.want);
       s.prune_at = std::max<size_t>(4096, size_t(s.want) * 8);
       s.cand.reserve(std::min<size_t>(s.prune_at, size_t(passing)));
-      screened.push_back(t);
+      screened->push_back(t);
       ++stats->screened;
     } else {
       s.mode = QueryState::Mode::kScan;
       s.heap.reserve(s.want);
-      scanned.push_back(t);
+      scanned->push_back(t);
       ++stats->scanned;
     }
   }
+}
+
+Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group,
+                              const ItemBitmap* allowed, const TopKSearchOptions& options,
+                              const SolveControl& control, TopKSearchStats* stats) const {
+  const int n = num_points();
+  const int r = rank();
+  const int64_t passing = allowed ? allowed->Count() : n;
+  const double* inv = options.metric == ScoreMetric::kCosine ? inv_norm_.data() : nullptr;
+  const double* v = kernel_->embedding().data();
+  std::vector<int> screened, scanned;
+  PlanQueries(states, group, allowed, passing, options, &screened, &scanned, stats);
   if (screened.empty() && scanned.empty()) return OkStatus();
 
   // Blocks of kBlock rows: consecutive rows, or — when at most half the
@@ -680,77 +686,8 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
       }
       for (int t : screened) {
         QueryState& s = states[t];
-        const PreparedQuery& p = s.prep;
-        int count = 0;
-#ifdef KLS_TOPK_X86
-        if (vnni_ && !row_inv) {
-          count = ScreenRowsVnni(codes, rows, stride_, p.codes8.data(), rowsum, scale, err, norm, p.scale_product,
-                                 p.err_coef, p.norm_coef, p.eta, s.tau, dots, upper, hits);
-        } else
-#endif
-        {
-          Dots(codes, rowsum, rows, p, dots);
-          // Bounds for the whole block (a branch-free loop the compiler
-          // vectorizes), then the indices of the rows whose upper bound
-          // reaches τ (branch-free compaction), then those few rows.
-          for (int u = 0; u < rows; ++u) {
-            const double au = (p.scale_product * double(scale[u])) * dots[u];
-            upper[u] = au + (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
-          }
-          if (row_inv) {
-            // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
-            // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
-            // (two roundings) plus an underflow slack keeps them bounds.
-            for (int u = 0; u < rows; ++u) {
-              const double hi = upper[u] * row_inv[u];
-              upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
-            }
-          }
-          // Rows whose upper bound reaches τ, found eight at a time (one
-          // vectorized test per group; most groups have none).
-          const double tau = s.tau;
-          for (int g = 0; g < rows; g += 8) {
-            const int end = std::min(rows, g + 8);
-            bool any = false;
-            for (int u = g; u < end; ++u) any |= upper[u] >= tau;
-            if (!any) continue;
-            for (int u = g; u < end; ++u) {
-              hits[count] = u;
-              count += upper[u] >= tau ? 1 : 0;
-            }
-          }
-        }
-        for (int h = 0; h < count; ++h) {
-          const int u = hits[h];
-          if (!(upper[u] >= s.tau)) continue;  // τ may have grown within the block
-          const int j = block_index[u];
-          if (j == s.skip || !passes(j)) continue;
-          s.cand.push_back({j, upper[u]});
-          // L_j = a_j − b_j, recomputed for the few rows that get here.
-          const double au = (p.scale_product * double(scale[u])) * dots[u];
-          double lo = au - (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
-          if (row_inv) {
-            lo *= row_inv[u];
-            lo = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
-          }
-          if (static_cast<int>(s.lower.size()) < s.want) {
-            s.lower.push_back(lo);
-            std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-            if (static_cast<int>(s.lower.size()) == s.want) s.tau = s.lower.front();
-          } else if (lo > s.lower.front()) {
-            std::pop_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-            s.lower.back() = lo;
-            std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
-            s.tau = s.lower.front();
-          }
-        }
-        if (s.cand.size() >= s.prune_at) {  // τ has grown since early candidates were kept
-          const double tau_now = s.tau;
-          s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(),
-                                      [tau_now](const Candidate& c) { return c.upper < tau_now; }),
-                       s.cand.end());
-          if (s.cand.size() * 2 > s.prune_at) s.prune_at *= 2;
-        }
+        const int count = ScreenBlock(s, codes, rowsum, rows, scale, err, norm, row_inv, dots, upper, hits);
+        TakeHits(s, count, hits, block_index, upper, dots, scale, err, norm, row_inv, words);
       }
       for (int t : scanned) {
         QueryState& s = states[t];
@@ -782,9 +719,101 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
     for (const Status& st : status) KLS_RETURN_IF_ERROR(st);
   }
 
-  // Screened queries: re-score the candidates exactly, most promising first;
-  // once U_j is below the want-th best exact score, score_j ≤ U_j cannot
-  // enter (not even by a tie).
+  RescoreCandidates(states, screened, inv, stats);
+  return OkStatus();
+}
+
+int TopKIndex::ScreenBlock(const QueryState& s, const int8_t* codes, const int32_t* rowsum, int rows,
+                           const float* scale, const float* err, const float* norm, const double* row_inv,
+                           int32_t* dots, double* upper, int* hits) const {
+  const PreparedQuery& p = s.prep;
+  int count = 0;
+#ifdef KLS_TOPK_X86
+  if (vnni_ && !row_inv) {
+    count = ScreenRowsVnni(codes, rows, stride_, p.codes8.data(), rowsum, scale, err, norm, p.scale_product,
+                           p.err_coef, p.norm_coef, p.eta, s.tau, dots, upper, hits);
+  } else
+#endif
+  {
+    Dots(codes, rowsum, rows, p, dots);
+    // Bounds for the whole block (a branch-free loop the compiler
+    // vectorizes), then the indices of the rows whose upper bound
+    // reaches τ (branch-free compaction); TakeHits then takes those few rows.
+    for (int u = 0; u < rows; ++u) {
+      const double au = (p.scale_product * double(scale[u])) * dots[u];
+      upper[u] = au + (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
+    }
+    if (row_inv) {
+      // Cosine: the exact score is fl(f_j · inv_j) with L_j ≤ f_j ≤ U_j;
+      // scaling the bounds by inv_j ≥ 0 and widening them by 8u relative
+      // (two roundings) plus an underflow slack keeps them bounds.
+      for (int u = 0; u < rows; ++u) {
+        const double hi = upper[u] * row_inv[u];
+        upper[u] = hi + std::abs(hi) * (8 * kUnit) + 0x1p-1060;
+      }
+    }
+    // Rows whose upper bound reaches τ, found eight at a time (one
+    // vectorized test per group; most groups have none).
+    const double tau = s.tau;
+    for (int g = 0; g < rows; g += 8) {
+      const int end = std::min(rows, g + 8);
+      bool any = false;
+      for (int u = g; u < end; ++u) any |= upper[u] >= tau;
+      if (!any) continue;
+      for (int u = g; u < end; ++u) {
+        hits[count] = u;
+        count += upper[u] >= tau ? 1 : 0;
+      }
+    }
+  }
+  return count;
+}
+
+void TopKIndex::TakeHits(QueryState& s, int count, const int* hits, const int* block_index, const double* upper,
+                         const int32_t* dots, const float* scale, const float* err, const float* norm,
+                         const double* row_inv, const uint64_t* words) const {
+  const PreparedQuery& p = s.prep;
+  auto passes = [words](int j) { return !words || ((words[j >> 6] >> (j & 63)) & 1u); };
+  for (int h = 0; h < count; ++h) {
+    const int u = hits[h];
+    if (!(upper[u] >= s.tau)) continue;  // τ may have grown within the block
+    const int j = block_index[u];
+    if (j == s.skip || !passes(j)) continue;
+    s.cand.push_back({j, upper[u]});
+    // L_j = a_j − b_j, recomputed for the few rows that get here.
+    const double au = (p.scale_product * double(scale[u])) * dots[u];
+    double lo = au - (p.err_coef * double(err[u]) + p.norm_coef * double(norm[u]) + p.eta);
+    if (row_inv) {
+      lo *= row_inv[u];
+      lo = lo - std::abs(lo) * (8 * kUnit) - 0x1p-1060;
+    }
+    if (static_cast<int>(s.lower.size()) < s.want) {
+      s.lower.push_back(lo);
+      std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+      if (static_cast<int>(s.lower.size()) == s.want) s.tau = s.lower.front();
+    } else if (lo > s.lower.front()) {
+      std::pop_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+      s.lower.back() = lo;
+      std::push_heap(s.lower.begin(), s.lower.end(), std::greater<double>());
+      s.tau = s.lower.front();
+    }
+  }
+  if (s.cand.size() >= s.prune_at) {  // τ has grown since early candidates were kept
+    const double tau_now = s.tau;
+    s.cand.erase(std::remove_if(s.cand.begin(), s.cand.end(),
+                                [tau_now](const Candidate& c) { return c.upper < tau_now; }),
+                 s.cand.end());
+    if (s.cand.size() * 2 > s.prune_at) s.prune_at *= 2;
+  }
+}
+
+// Screened queries: re-score the candidates exactly, most promising first;
+// once U_j is below the want-th best exact score, score_j ≤ U_j cannot
+// enter (not even by a tie).
+void TopKIndex::RescoreCandidates(std::vector<QueryState>& states, const std::vector<int>& screened,
+                                  const double* inv, TopKSearchStats* stats) const {
+  const int r = rank();
+  const double* v = kernel_->embedding().data();
   for (int t : screened) {
     QueryState& s = states[t];
     const double tau = s.tau;
@@ -802,7 +831,6 @@ Status TopKIndex::SearchGroup(std::vector<QueryState>& states, const std::vector
     }
     std::vector<Candidate>().swap(s.cand);
   }
-  return OkStatus();
 }
 
 std::vector<ScoredItem> TopKIndex::TopK(int i, int k, bool exclude_self, TopKQueryStats* stats) const {

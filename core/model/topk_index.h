@@ -235,6 +235,29 @@ class TopKIndex {
   /// Answers the queries `group` of `states` (all sharing `allowed`).
   Status SearchGroup(std::vector<QueryState>& states, const std::vector<int>& group, const ItemBitmap* allowed,
                      const TopKSearchOptions& options, const SolveControl& control, TopKSearchStats* stats) const;
+  // SearchGroup's phases.
+  /// Sets each query's `want` (of the `passing` allowed rows) and mode: the
+  /// screen (into *screened) or the exact scan (into *scanned); queries that
+  /// want nothing go to neither.
+  void PlanQueries(std::vector<QueryState>& states, const std::vector<int>& group, const ItemBitmap* allowed,
+                   int64_t passing, const TopKSearchOptions& options, std::vector<int>* screened,
+                   std::vector<int>* scanned, TopKSearchStats* stats) const;
+  /// Screens one block of `rows` rows (codes, rowsum and factors of those
+  /// rows; row_inv: the cosine's row factors, or null) for query `s`: fills
+  /// dots[] and upper[] (the upper bounds U) for every row and hits[] with the
+  /// rows whose U reaches s.tau; returns the number of hits.
+  int ScreenBlock(const QueryState& s, const int8_t* codes, const int32_t* rowsum, int rows, const float* scale,
+                  const float* err, const float* norm, const double* row_inv, int32_t* dots, double* upper,
+                  int* hits) const;
+  /// Keeps a screened query's hits of one block (item block_index[u] of row
+  /// u; `words`: the allowed bitmap, or null) as candidates and raises s.tau
+  /// with their lower bounds.
+  void TakeHits(QueryState& s, int count, const int* hits, const int* block_index, const double* upper,
+                const int32_t* dots, const float* scale, const float* err, const float* norm, const double* row_inv,
+                const uint64_t* words) const;
+  /// Re-scores the screened queries' candidates exactly (`inv`: the cosine's row factors, or null).
+  void RescoreCandidates(std::vector<QueryState>& states, const std::vector<int>& screened, const double* inv,
+                         TopKSearchStats* stats) const;
 
   std::shared_ptr<const LearnedKernel> kernel_;
   int stride_ = 0;            ///< bytes per row of codes_ (r rounded up to 16); 0 = no copy
