@@ -31,7 +31,7 @@ constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
 const std::set<std::string>& ReservedFlags() {
   static const std::set<std::string> names = {
       "--dataset",       "--kernel",  "--method",       "--priority",    "--deadline-seconds", "--watch",
-      "--print-request", "--graph-k", "--graph-weight", "--graph-sigma", "--graph-delta",      "--graph-connect",
+      "--print-request", "--graph-k", "--graph-weight", "--graph-sigma", "--graph-delta",      "--graph-connect", "--graph-search",
       "--cv-folds",      "--cv-grid", "--cv-threads",   "--cv-clusters", "--warm-start",       "--scaling",
       "--no-baseline-guard", "--help"};
   return names;
@@ -363,6 +363,8 @@ void SubmitFlags::AddFlags(CLI::App* app) {
   graph("--graph-weight", common_.graph_weight, "Graph: binary or gaussian");
   graph("--graph-sigma", common_.graph_sigma, "Graph: Gaussian width (0 = auto)");
   graph("--graph-delta", common_.graph_delta, "Graph: δ ≥ 0");
+  graph("--graph-search", common_.graph_search,
+        "Graph: k-NN search auto (exact up to 50,000 points, ivf above), exact, ivf or hnsw");
   common_.graph_connect_flag = app->add_option(
       "--graph-connect", common_.graph_connect,
       FamiliesWith("graph.connect") +
@@ -547,6 +549,15 @@ Status SubmitFlags::SetGraphAndScaling(kls::v1::SubmitJobRequest* out) const {
     } else {
       return InvalidArgumentError("--graph-weight = '" + a.graph_weight + "' is not binary or gaussian");
     }
+  }
+  if (given("--graph-search")) {
+    kls::v1::GraphSpec::Search search;
+    std::string upper = a.graph_search;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (!kls::v1::GraphSpec::Search_Parse(upper, &search) || search == kls::v1::GraphSpec::SEARCH_UNSPECIFIED) {
+      return InvalidArgumentError("--graph-search = '" + a.graph_search + "' is not one of auto, exact, ivf, hnsw");
+    }
+    g->set_search(search);
   }
   if (a.graph_connect_flag->count() > 0) {
     const std::vector<std::pair<std::string, kls::v1::GraphSpec::Connect>> choices = {

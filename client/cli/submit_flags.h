@@ -134,7 +134,7 @@ class SubmitFlags {
     double deadline_seconds = 0;
     int graph_k = 0;
     double graph_sigma = 0, graph_delta = 0;
-    std::string graph_weight, graph_connect, scaling;
+    std::string graph_weight, graph_connect, graph_search, scaling;
     int cv_folds = 0, cv_threads = -1, cv_clusters = 0;  // cv_threads -1: not given
     std::string cv_grid, warm_start;
     bool no_baseline_guard = false;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/common/parallel.h"
+#include "core/graph/knn_candidates.h"
 
 #ifdef KLS_HAVE_FAISS
 #include <faiss/IndexHNSW.h>
@@ -73,18 +74,8 @@ using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic>;
 // Row-major float64 copy of the points: the exact distance recomputations
 // read whole rows (a column-major row is d cache lines apart).
 using RowsD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Candidate = std::pair<double, int>;  // (squared distance, point); lexicographic order
-
-inline void Offer(std::vector<Candidate>& heap, int k, Candidate c) {
-  if (static_cast<int>(heap.size()) < k) {
-    heap.push_back(c);
-    std::push_heap(heap.begin(), heap.end());
-  } else if (c < heap.front()) {
-    std::pop_heap(heap.begin(), heap.end());
-    heap.back() = c;
-    std::push_heap(heap.begin(), heap.end());
-  }
-}
+using knn_detail::Candidate;
+using knn_detail::Offer;
 
 // The `r` nearest centroids of every row of `x`, nearest first (ties to the
 // smaller index): out[i * r + t]. Blocked GEMM.
@@ -288,11 +279,7 @@ StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& optio
           const int i = order[q0 + t];
           auto& heap = heaps[t];
           for (auto& cand : heap) cand.first = (rows.row(i) - rows.row(cand.second)).squaredNorm();
-          std::sort(heap.begin(), heap.end());
-          for (int s = 0; s < k; ++s) {
-            g.indices[static_cast<size_t>(i) * k + s] = heap[s].second;
-            g.distances[static_cast<size_t>(i) * k + s] = std::sqrt(heap[s].first);
-          }
+          knn_detail::StoreRow(g, i, heap);
         }
       }
     });
@@ -388,7 +375,6 @@ StatusOr<KnnGraph> HnswKnn(const Eigen::MatrixXd& points, const HnswOptions& opt
             if (j < 0 || j == i) continue;  // -1: fewer results than asked
             found.emplace_back((points.row(i) - points.row(static_cast<int>(j))).squaredNorm(), static_cast<int>(j));
           }
-          std::sort(found.begin(), found.end());
           // Rarely (duplicate-heavy data, tiny ef) fewer than k came back:
           // fill with the nearest of a short exact scan over the next indices
           // so that every row has k distinct neighbours.
@@ -398,11 +384,7 @@ StatusOr<KnnGraph> HnswKnn(const Eigen::MatrixXd& points, const HnswOptions& opt
             for (const auto& f : found) seen = seen || f.second == j;
             if (!seen) found.emplace_back((points.row(i) - points.row(j)).squaredNorm(), j);
           }
-          std::sort(found.begin(), found.end());
-          for (int s = 0; s < k; ++s) {
-            g.indices[static_cast<size_t>(i) * k + s] = found[s].second;
-            g.distances[static_cast<size_t>(i) * k + s] = std::sqrt(found[s].first);
-          }
+          knn_detail::StoreRow(g, i, found);
         }
       });
     }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/common/parallel.h"
+#include "core/graph/knn_candidates.h"
 
 namespace kls {
 
@@ -24,19 +25,8 @@ Status KnnOptions::Validate(int num_points) const {
 
 namespace {
 
-using Candidate = std::pair<double, int>;  // (squared distance, index); lexicographic order
-
-// Keeps the k smallest candidates in a max-heap (worst on top).
-inline void Offer(std::vector<Candidate>& heap, int k, Candidate c) {
-  if (static_cast<int>(heap.size()) < k) {
-    heap.push_back(c);
-    std::push_heap(heap.begin(), heap.end());
-  } else if (c < heap.front()) {
-    std::pop_heap(heap.begin(), heap.end());
-    heap.back() = c;
-    std::push_heap(heap.begin(), heap.end());
-  }
-}
+using knn_detail::Candidate;
+using knn_detail::Offer;
 
 // The k nearest other rows of the query rows `rows` (row t of the result for
 // points.row(rows[t])): query blocks × reference blocks, one GEMM per tile.
@@ -98,11 +88,7 @@ StatusOr<KnnGraph> NearestOfRows(const Eigen::MatrixXd& points, const std::vecto
           auto& heap = heaps[t];
           // Exact distances for the winners, then a stable (distance, index) order.
           for (auto& c : heap) c.first = (points.row(i) - points.row(c.second)).squaredNorm();
-          std::sort(heap.begin(), heap.end());
-          for (int s = 0; s < k; ++s) {
-            g.indices[static_cast<size_t>(q0 + t) * k + s] = heap[s].second;
-            g.distances[static_cast<size_t>(q0 + t) * k + s] = std::sqrt(heap[s].first);
-          }
+          knn_detail::StoreRow(g, q0 + t, heap);
         }
       }
     });

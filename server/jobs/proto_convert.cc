@@ -209,6 +209,12 @@ GraphOptions ToCoreGraph(const kls::v1::GraphSpec& spec, const std::string& meth
     g.delta = family && family->traits().delta_follows_c ? c / 2.0 : 0.0;
   }
   g.num_threads = 1;
+  switch (spec.search()) {
+    case kls::v1::GraphSpec::EXACT: g.knn_method = KnnMethod::kExact; break;
+    case kls::v1::GraphSpec::IVF: g.knn_method = KnnMethod::kIvf; break;
+    case kls::v1::GraphSpec::HNSW: g.knn_method = KnnMethod::kHnsw; break;
+    default: g.knn_method = KnnMethod::kAuto; break;
+  }
   return g;
 }
 
@@ -225,6 +231,11 @@ Status ValidateGraphSpec(const kls::v1::GraphSpec& spec) {
   }
   if (spec.has_delta() && !(std::isfinite(spec.delta()) && spec.delta() >= 0.0)) {
     return InvalidArgumentError("graph.delta = " + Num(spec.delta()) + " must be finite and >= 0");
+  }
+  KLS_RETURN_IF_ERROR(CheckEnum(kls::v1::GraphSpec::Search_IsValid(spec.search()), "graph.search", spec.search(),
+                                "AUTO, EXACT, IVF, HNSW"));
+  if (spec.search() == kls::v1::GraphSpec::HNSW && !HaveHnsw()) {
+    return FailedPreconditionError("graph.search = HNSW: this server was built without FAISS; use IVF or AUTO");
   }
   return CheckEnum(kls::v1::GraphSpec::Connect_IsValid(spec.connect()), "graph.connect", spec.connect(),
                    "CONNECT_ERROR, GROW_K, MST");

@@ -121,10 +121,19 @@ StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::Store
 }  // namespace
 
 StatusOr<Eigen::SparseMatrix<double>> PairwiseLaplacian(const JobSpec& spec, const store::StoredDataset& data,
-                                                        std::optional<double> value) {
+                                                        std::optional<double> value, std::string* graph_json) {
   GraphOptions g = spec.graph;
   if (spec.delta_follows_c && value) g.delta = *value / 2.0;  // BCDNPKL's default δ = C/2 follows the value tried
   KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(data.data.features, g));
+  if (graph_json) {
+    *graph_json = std::string("{\"search\":\"") + KnnMethodName(graph.knn_method) + "\",\"k\":" +
+                  std::to_string(g.k) + ",\"knn_seconds\":" + JsonNumber(graph.knn_seconds);
+    if (graph.recall.sample > 0) {
+      *graph_json += ",\"recall\":" + JsonNumber(graph.recall.recall) + ",\"min_recall\":" +
+                     JsonNumber(graph.recall.min_recall) + ",\"recall_sample\":" + std::to_string(graph.recall.sample);
+    }
+    *graph_json += "}";
+  }
   return std::move(graph.laplacian);
 }
 
@@ -173,7 +182,9 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
     out.cross_validation = std::move(r);
   }
   NpklProblem problem;
-  KLS_ASSIGN_OR_RETURN(problem.laplacian, PairwiseLaplacian(spec, data, chosen));
+  std::string graph_json;
+  KLS_ASSIGN_OR_RETURN(problem.laplacian, PairwiseLaplacian(spec, data, chosen, &graph_json));
+  out.summary_notes += ",\"graph\":" + graph_json;
   problem.constraints = data.constraints;
   KLS_ASSIGN_OR_RETURN(NpklResult r, family.RunWithWeight(spec, problem, chosen, false, warm, control));
   out.kernel = std::move(r.kernel);

@@ -34,9 +34,11 @@ StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset
                                  const SolveControl& control);
 
 /// A pairwise spec's graph Laplacian over `data`'s (scaled) features, with
-/// δ = value / 2 when δ follows C and `value` is set.
+/// δ = value / 2 when δ follows C and `value` is set. `graph_json`, when
+/// given, receives the summary's graph member: {"search", "k", "knn_seconds"}
+/// and, for an approximate search, "recall", "min_recall", "recall_sample".
 StatusOr<Eigen::SparseMatrix<double>> PairwiseLaplacian(const JobSpec& spec, const store::StoredDataset& data,
-                                                        std::optional<double> value);
+                                                        std::optional<double> value, std::string* graph_json = nullptr);
 
 /// A pairwise spec's learner for CrossValidate: learn(train, value) runs the
 /// family with loss weight `value` on `train` over the graph of `data`'s

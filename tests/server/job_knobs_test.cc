@@ -22,6 +22,7 @@
 #include "server/jobs/proto_convert.h"
 #include "server/kls_server.h"
 #include "temp_dir.h"
+#include "tests/test_util/label_pairs.h"
 #include "test_server.h"
 
 namespace kls::server {
@@ -237,6 +238,36 @@ TEST_F(JobKnobsTest, RegMvuOnADisconnectedGraphJoinsItsComponentsByDefault) {
   const kls::v1::Job grown = Run(r, "mvu-grow");
   EXPECT_THAT(grown.summary_json(), HasSubstr("\"mode\":\"grow_k\",\"components\":3,\"k\":3,\"k_used\":12,"
                                               "\"added_edges\":[]"));
+}
+
+// GraphSpec.search (issue 41): the summary's "graph" member names the k-NN
+// search used — exact by default at this size, IVF when asked, with the recall
+// measured against the exact neighbours of sampled points.
+TEST_F(JobKnobsTest, GraphSearchIsChosenAndReportedInTheSummary) {
+  const kls::test_util::LabelledPoints blobs = kls::test_util::TwoBlobs(400, 3);
+  Dataset d;
+  d.features = blobs.x;
+  const std::string id = Upload(d, kls::test_util::RandomLabelPairs(blobs.labels, 300, 4));
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_bcd_npkl();
+  r.mutable_graph()->set_k(8);
+  r.set_baseline_guard(false);
+  const kls::v1::Job exact = Run(r, "graph-default");
+  EXPECT_THAT(exact.summary_json(), HasSubstr("\"graph\":{\"search\":\"exact\",\"k\":8,"));
+  EXPECT_THAT(exact.summary_json(), Not(HasSubstr("\"recall\"")));
+  r.mutable_graph()->set_search(kls::v1::GraphSpec::IVF);
+  const kls::v1::Job ivf = Run(r, "graph-ivf");
+  const std::string& s = ivf.summary_json();
+  ASSERT_THAT(s, HasSubstr("\"graph\":{\"search\":\"ivf\",\"k\":8,"));
+  double recall = 0;
+  ASSERT_EQ(std::sscanf(s.c_str() + s.find("\"recall\":"), "\"recall\":%lf", &recall), 1) << s;
+  EXPECT_GE(recall, 0.95);  // 400 points: one cell, every pair compared
+  EXPECT_THAT(s, HasSubstr("\"recall_sample\":400"));
+  r.mutable_graph()->set_search(static_cast<kls::v1::GraphSpec::Search>(9));
+  auto bad = client_->SubmitJob(r);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "graph.search = 9 is not one of AUTO, EXACT, IVF, HNSW");
 }
 
 TEST_F(JobKnobsTest, BadKnobsAreInvalidArgumentNamingFieldAndValue) {
