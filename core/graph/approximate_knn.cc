@@ -95,15 +95,7 @@ std::vector<int> NearestCentroids(const MatrixF& x, const MatrixF& centroids, in
       for (int t = 0; t < nr; ++t) {
         best.clear();
         for (int c = 0; c < cells; ++c) {
-          const std::pair<float, int> cand{c2[c] - 2.0f * dots(c, t), c};
-          if (static_cast<int>(best.size()) < r) {
-            best.push_back(cand);
-            std::push_heap(best.begin(), best.end());
-          } else if (cand < best.front()) {
-            std::pop_heap(best.begin(), best.end());
-            best.back() = cand;
-            std::push_heap(best.begin(), best.end());
-          }
+          Offer(best, r, std::pair<float, int>{c2[c] - 2.0f * dots(c, t), c});
         }
         std::sort(best.begin(), best.end());
         for (int s = 0; s < r; ++s) out[static_cast<size_t>(r0 + t) * r + s] = best[s].second;
@@ -194,11 +186,7 @@ std::vector<std::vector<int>> ProbeLists(const MatrixF& centroids, const std::ve
 StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& options) {
   const int n = static_cast<int>(points.rows());
   const int d = static_cast<int>(points.cols());
-  if (n == 0 || d == 0) {
-    return InvalidArgumentError("points: empty input (" + std::to_string(n) + " x " + std::to_string(d) + ")");
-  }
-  KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("knn"));
-  if (!points.allFinite()) return InvalidArgumentError("points: contains NaN or Inf");
+  KLS_RETURN_IF_ERROR(knn_detail::CheckKnnInput(points, options.Validate(n)));
   const int k = options.k;
   const int threads = ResolveThreadCount(options.num_threads);
   const int cells = std::max(1, static_cast<int>((static_cast<int64_t>(n) + options.cell_size - 1) / options.cell_size));
@@ -328,11 +316,7 @@ class OmpThreads {
 StatusOr<KnnGraph> HnswKnn(const Eigen::MatrixXd& points, const HnswOptions& options) {
   const int n = static_cast<int>(points.rows());
   const int d = static_cast<int>(points.cols());
-  if (n == 0 || d == 0) {
-    return InvalidArgumentError("points: empty input (" + std::to_string(n) + " x " + std::to_string(d) + ")");
-  }
-  KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("knn"));
-  if (!points.allFinite()) return InvalidArgumentError("points: contains NaN or Inf");
+  KLS_RETURN_IF_ERROR(knn_detail::CheckKnnInput(points, options.Validate(n)));
 #ifndef KLS_HAVE_FAISS
   return FailedPreconditionError("knn method = hnsw: this build has no FAISS (install libfaiss-dev and rebuild)");
 #else

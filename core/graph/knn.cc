@@ -33,12 +33,7 @@ using knn_detail::Offer;
 StatusOr<KnnGraph> NearestOfRows(const Eigen::MatrixXd& points, const std::vector<int>& rows,
                                  const KnnOptions& options) {
   const int n = static_cast<int>(points.rows());
-  if (n == 0 || points.cols() == 0) {
-    return InvalidArgumentError("points: empty input (" + std::to_string(points.rows()) + " x " +
-                                std::to_string(points.cols()) + ")");
-  }
-  KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("knn"));
-  if (!points.allFinite()) return InvalidArgumentError("points: contains NaN or Inf");
+  KLS_RETURN_IF_ERROR(knn_detail::CheckKnnInput(points, options.Validate(n)));
   for (int r : rows) {
     if (r < 0 || r >= n) {
       return InvalidArgumentError("knn: query row " + std::to_string(r) + " is outside 0.." + std::to_string(n - 1));

@@ -126,20 +126,27 @@ bool CpuHasAvx2() { return __builtin_cpu_supports("avx2"); }
 // exact in int32 (|u · c_i| ≤ stride·255·127 < 2³¹ for stride < 66,000).
 // `codes` starts at a group boundary; `rows` need not fill the last group
 // (the padding lanes are computed and dropped).
+// u · c_i for the sixteen rows of one group starting at `block` (four
+// accumulators over the 4-column groups, then their sum); see DotRowsVnni.
+__attribute__((target("avx2,avx512f,avx512bw,avx512vnni"))) inline __m512i UCodesVnni(const int8_t* block,
+                                                                                const int32_t* u32, int groups) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (int g = 0; g < groups; g += 4) {
+    a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(u32[g]), _mm512_loadu_si512(block + int64_t{g} * 64));
+    a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(u32[g + 1]), _mm512_loadu_si512(block + int64_t{g + 1} * 64));
+    a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(u32[g + 2]), _mm512_loadu_si512(block + int64_t{g + 2} * 64));
+    a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(u32[g + 3]), _mm512_loadu_si512(block + int64_t{g + 3} * 64));
+  }
+  return _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+}
+
 __attribute__((target("avx2,avx512f,avx512bw,avx512vnni"))) void DotRowsVnni(
     const int8_t* codes, int rows, int stride, const uint8_t* u, const int32_t* rowsum, int32_t* out) {
   const int groups = stride / 4;  // a multiple of 4: stride is a multiple of 16
   const int32_t* u32 = reinterpret_cast<const int32_t*>(u);
   for (int t = 0; t < rows; t += 16) {
     const int8_t* block = codes + int64_t{t} * stride;
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (int g = 0; g < groups; g += 4) {
-      a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(u32[g]), _mm512_loadu_si512(block + int64_t{g} * 64));
-      a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(u32[g + 1]), _mm512_loadu_si512(block + int64_t{g + 1} * 64));
-      a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(u32[g + 2]), _mm512_loadu_si512(block + int64_t{g + 2} * 64));
-      a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(u32[g + 3]), _mm512_loadu_si512(block + int64_t{g + 3} * 64));
-    }
-    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    const __m512i sum = UCodesVnni(block, u32, groups);
     const int lanes = std::min(16, rows - t);
     alignas(64) int32_t lane[16];
     _mm512_store_si512(lane, sum);
@@ -165,16 +172,9 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int ScreenR
   int count = 0;
   for (int t = 0; t < rows; t += 16) {
     const int8_t* block = codes + int64_t{t} * stride;
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (int g = 0; g < groups; g += 4) {
-      a0 = _mm512_dpbusd_epi32(a0, _mm512_set1_epi32(u32[g]), _mm512_loadu_si512(block + int64_t{g} * 64));
-      a1 = _mm512_dpbusd_epi32(a1, _mm512_set1_epi32(u32[g + 1]), _mm512_loadu_si512(block + int64_t{g + 1} * 64));
-      a2 = _mm512_dpbusd_epi32(a2, _mm512_set1_epi32(u32[g + 2]), _mm512_loadu_si512(block + int64_t{g + 2} * 64));
-      a3 = _mm512_dpbusd_epi32(a3, _mm512_set1_epi32(u32[g + 3]), _mm512_loadu_si512(block + int64_t{g + 3} * 64));
-    }
     const int lanes = std::min(16, rows - t);
     const __mmask16 valid = static_cast<__mmask16>(lanes == 16 ? 0xFFFF : (1u << lanes) - 1);
-    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    const __m512i sum = UCodesVnni(block, u32, groups);
     const __m512i dot = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(valid, rowsum + t), 7));
     _mm512_mask_storeu_epi32(dots + t, valid, dot);
     const __m512 sc = _mm512_maskz_loadu_ps(valid, scale + t);
