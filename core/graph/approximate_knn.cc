@@ -57,7 +57,7 @@ Status IvfOptions::Validate(int num_points) const {
   knn.num_threads = num_threads;
   KLS_RETURN_IF_ERROR(knn.Validate(num_points));
   if (cell_size < 16) return InvalidArgumentError("ivf.cell_size = " + std::to_string(cell_size) + " must be >= 16");
-  if (probes < 1) return InvalidArgumentError("ivf.probes = " + std::to_string(probes) + " must be >= 1");
+  if (probes < 0) return InvalidArgumentError("ivf.probes = " + std::to_string(probes) + " must be >= 0 (0 = automatic)");
   if (runner_ups < 0) return InvalidArgumentError("ivf.runner_ups = " + std::to_string(runner_ups) + " must be >= 0");
   if (kmeans_iterations < 0) {
     return InvalidArgumentError("ivf.kmeans_iterations = " + std::to_string(kmeans_iterations) + " must be >= 0");
@@ -183,6 +183,12 @@ std::vector<std::vector<int>> ProbeLists(const MatrixF& centroids, const std::ve
 
 }  // namespace
 
+int IvfProbes(const IvfOptions& options, int num_points) {
+  if (options.probes > 0) return options.probes;
+  const double cells = std::ceil(static_cast<double>(num_points) / std::max(1, options.cell_size));
+  return static_cast<int>(std::ceil(24.0 * std::pow(std::max(1.0, cells / 100.0), 0.25)));
+}
+
 StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& options) {
   const int n = static_cast<int>(points.rows());
   const int d = static_cast<int>(points.cols());
@@ -214,7 +220,7 @@ StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& optio
     x.resize(0, 0);
     const RowsD rows = points;
     const Eigen::VectorXf sq = xs.rowwise().squaredNorm();
-    const std::vector<std::vector<int>> probes = ProbeLists(centroids, size, nearest, r, options.probes, k);
+    const std::vector<std::vector<int>> probes = ProbeLists(centroids, size, nearest, r, IvfProbes(options, n), k);
 
     KnnGraph g;
     g.num_points = n;

@@ -64,13 +64,20 @@ struct IvfOptions {
   int k = 5;                ///< neighbours per point; 1 <= k < n
   int num_threads = 0;      ///< 0 = all cores
   int cell_size = 1000;     ///< points per cell on average: cells = ceil(n / cell_size)
-  int probes = 24;          ///< cells compared with each cell (its own included)
+  /// Cells compared with each cell (its own included); 0 = automatic:
+  /// ⌈24 · max(1, cells / 100)^¼⌉ — 24 up to 100,000 points, 43 at a million —
+  /// since a fixed count probes an ever smaller share of the data as n grows
+  /// (24 probes: recall 0.978 at 100,000 but 0.937 at a million; 40: 0.977).
+  int probes = 0;
   int runner_ups = 3;       ///< next-nearest centroids of each point that vote for its cell's probes
   int kmeans_iterations = 10;  ///< Lloyd iterations on the sample
   int sample_per_cell = 40; ///< k-means sample: cells × this many points (all when fewer)
   uint64_t seed = 1;
   Status Validate(int num_points) const;
 };
+
+/// The probe count `options.probes` resolves to for n points.
+int IvfProbes(const IvfOptions& options, int num_points);
 
 /// Approximate k-NN of every row among the other rows, in ExactKnn's layout.
 StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& options);

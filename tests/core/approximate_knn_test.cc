@@ -75,6 +75,15 @@ TEST(IvfKnn, FindsAlmostAllExactNeighboursWithExactDistances) {
   EXPECT_GE(FullRecall(IvfKnn(x, o).value(), exact), 0.9999);
 }
 
+TEST(IvfKnn, AutomaticProbesGrowSlowlyWithTheCellCount) {
+  IvfOptions o;  // probes 0: automatic, cells of 1,000 points
+  EXPECT_EQ(IvfProbes(o, 5000), 24);
+  EXPECT_EQ(IvfProbes(o, 100000), 24);
+  EXPECT_EQ(IvfProbes(o, 1000000), 43);
+  o.probes = 7;
+  EXPECT_EQ(IvfProbes(o, 1000000), 7);
+}
+
 TEST(IvfKnn, MoreProbesFindMore) {
   const Eigen::MatrixXd x = Blobs(3000, 8, 30, 2);
   KnnOptions ko;
@@ -131,8 +140,8 @@ TEST(IvfKnn, ErrorsNameTheField) {
   o.k = 100;
   EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("k = 100"));
   o.k = 5;
-  o.probes = 0;
-  EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("ivf.probes = 0"));
+  o.probes = -1;
+  EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("ivf.probes = -1"));
   o.probes = 4;
   o.cell_size = 3;
   EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("ivf.cell_size = 3"));
