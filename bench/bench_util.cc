@@ -14,14 +14,16 @@ std::vector<Subcommand>& Subcommands() {
   return all;
 }
 
-double PeakRssMb() {
+double ProcStatusMb(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size())) / 1024.0;  // kB
   }
   return 0.0;
 }
+
+double PeakRssMb() { return ProcStatusMb("VmHWM:"); }
 
 nlohmann::json MachineInfo() {
   std::string model = "unknown";

@@ -15,6 +15,8 @@
 namespace kls::bench {
 
 /// Peak resident set size of this process in MiB (VmHWM), 0 if unknown.
+/// A "Key:" line of /proc/self/status in kB (VmRSS:, VmHWM:, ...), as MiB; 0 when absent.
+double ProcStatusMb(const std::string& key);
 double PeakRssMb();
 
 /// Short description of this machine (CPU model, cores) for result records.

@@ -103,28 +103,27 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 // Resident set size now (VmRSS), MiB.
-double RssMb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
-  }
-  return 0.0;
-}
+double RssMb() { return ProcStatusMb("VmRSS:"); }
 
 double Mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
-// Exact reference: every score by a naive dot product, full sort (score
-// descending, index ascending), the first k.
-std::vector<ScoredItem> Reference(const LearnedKernel::Embedding& v, const Eigen::VectorXd& q, int k) {
+// Every item's score by a naive dot product, in item order.
+std::vector<ScoredItem> NaiveScores(const LearnedKernel::Embedding& v, const Eigen::VectorXd& q) {
   std::vector<ScoredItem> all(v.rows());
   for (Eigen::Index i = 0; i < v.rows(); ++i) {
     double s = 0;
     for (Eigen::Index c = 0; c < v.cols(); ++c) s += v(i, c) * q(c);
     all[i] = {static_cast<int>(i), s};
   }
+  return all;
+}
+
+// Exact reference: every score by a naive dot product, full sort (score
+// descending, index ascending), the first k.
+std::vector<ScoredItem> Reference(const LearnedKernel::Embedding& v, const Eigen::VectorXd& q, int k) {
+  std::vector<ScoredItem> all = NaiveScores(v, q);
   std::sort(all.begin(), all.end(), [](const ScoredItem& a, const ScoredItem& b) {
     return a.score > b.score || (a.score == b.score && a.index < b.index);
   });
@@ -135,12 +134,7 @@ std::vector<ScoredItem> Reference(const LearnedKernel::Embedding& v, const Eigen
 // The same, sorting only the first k (the comparator is a total order, so the
 // first k are those of the full sort).
 std::vector<ScoredItem> PartialReference(const LearnedKernel::Embedding& v, const Eigen::VectorXd& q, int k) {
-  std::vector<ScoredItem> all(v.rows());
-  for (Eigen::Index i = 0; i < v.rows(); ++i) {
-    double s = 0;
-    for (Eigen::Index c = 0; c < v.cols(); ++c) s += v(i, c) * q(c);
-    all[i] = {static_cast<int>(i), s};
-  }
+  std::vector<ScoredItem> all = NaiveScores(v, q);
   const size_t kk = std::min<size_t>(all.size(), static_cast<size_t>(k));
   std::partial_sort(all.begin(), all.begin() + kk, all.end(), [](const ScoredItem& a, const ScoredItem& b) {
     return a.score > b.score || (a.score == b.score && a.index < b.index);

@@ -105,14 +105,21 @@ std::vector<int> NearestCentroids(const MatrixF& x, const MatrixF& centroids, in
   return out;
 }
 
+// 0..n−1 with its first m entries a seeded uniform sample without replacement
+// (a partial Fisher–Yates shuffle); m <= n.
+std::vector<int> ShuffledPrefix(int n, int m, uint64_t seed) {
+  std::vector<int> rows(n);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::mt19937_64 rng(seed);
+  for (int t = 0; t < m; ++t) std::swap(rows[t], rows[std::uniform_int_distribution<int>(t, n - 1)(rng)]);
+  return rows;
+}
+
 // Lloyd's k-means on a seeded sample; centroids start at distinct sampled points.
 MatrixF SampleKMeans(const MatrixF& x, int cells, const IvfOptions& o, int threads) {
   const int n = static_cast<int>(x.rows());
   const int m = static_cast<int>(std::min<int64_t>(n, static_cast<int64_t>(cells) * o.sample_per_cell));
-  std::vector<int> rows(n);
-  std::iota(rows.begin(), rows.end(), 0);
-  std::mt19937_64 rng(o.seed);
-  for (int t = 0; t < m; ++t) std::swap(rows[t], rows[std::uniform_int_distribution<int>(t, n - 1)(rng)]);
+  const std::vector<int> rows = ShuffledPrefix(n, m, o.seed);
   MatrixF sample(m, x.cols());
   for (int t = 0; t < m; ++t) sample.row(t) = x.row(rows[t]);
   MatrixF centroids = sample.topRows(cells);
@@ -229,14 +236,8 @@ StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& optio
     g.distances.resize(static_cast<size_t>(n) * k);
     constexpr int kQueryBlock = 1024, kReferenceBlock = 4096;
     std::atomic<int> next{0};
-    const int blocks_total = [&] {
-      int b = 0;
-      for (int c = 0; c < cells; ++c) b += (size[c] + kQueryBlock - 1) / kQueryBlock;
-      return b;
-    }();
     // Work items: (cell, query block); taken dynamically, written per point.
     std::vector<std::pair<int, int>> items;
-    items.reserve(blocks_total);
     for (int c = 0; c < cells; ++c) {
       for (int q0 = start[c]; q0 < start[c + 1]; q0 += kQueryBlock) items.emplace_back(c, q0);
     }
@@ -397,17 +398,10 @@ StatusOr<KnnRecall> MeasureKnnRecall(const Eigen::MatrixXd& points, const KnnGra
   }
   if (sample < 1) return InvalidArgumentError("knn recall: sample = " + std::to_string(sample) + " must be >= 1");
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int> rows(n);
-  std::iota(rows.begin(), rows.end(), 0);
-  if (sample < n) {
-    std::mt19937_64 rng(seed);
-    for (int t = 0; t < sample; ++t) {
-      std::uniform_int_distribution<int> pick(t, n - 1);
-      std::swap(rows[t], rows[pick(rng)]);
-    }
-    rows.resize(sample);
-    std::sort(rows.begin(), rows.end());
-  }
+  const int m = std::min(sample, n);
+  std::vector<int> rows = ShuffledPrefix(n, m, seed);
+  rows.resize(m);
+  std::sort(rows.begin(), rows.end());
   KnnOptions ko;
   ko.k = graph.k;
   ko.num_threads = num_threads;
