@@ -4,6 +4,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -52,6 +53,18 @@ Status MissingSolver() {
     names += (names.empty() ? "" : ", ") + oneof->field(i)->name();
   }
   return InvalidArgumentError("solver: one of " + names + " is required");
+}
+
+// The solver's thread setting, for the k-NN search of its graph: the options'
+// `num_threads` when the family has that field and it is set (0 = all cores),
+// else 1. Every search (exact, IVF, deterministic HNSW) gives the same graph
+// for any thread count, so this changes the graph's time, never the graph.
+int GraphThreads(const pb::Message& options) {
+  const pb::FieldDescriptor* f = options.GetDescriptor()->FindFieldByName("num_threads");
+  if (f == nullptr || f->cpp_type() != pb::FieldDescriptor::CPPTYPE_INT32 || f->is_repeated()) return 1;
+  const pb::Reflection* reflection = options.GetReflection();
+  if (f->has_presence() && !reflection->HasField(options, f)) return 1;
+  return std::max(0, reflection->GetInt32(options, f));
 }
 
 // The family a request's solver oneof selects and its options message
@@ -184,6 +197,7 @@ StatusOr<JobSpec> SpecFromRequest(const Submit& r) {
   spec.connect = ConnectToCore(r.graph().connect());
   KLS_RETURN_IF_ERROR(s.family->ToSpec(*s.options, &spec));
   spec.graph = ToCoreGraph(r.graph(), spec.method, s.family->LossWeight(spec));
+  spec.graph.num_threads = GraphThreads(*s.options);
   KLS_ASSIGN_OR_RETURN(spec.scaling, ScalingToCore(r.scaling(), *s.family));
   KLS_RETURN_IF_ERROR(PairwiseKnobsToCore(r, s, &spec));
   spec.scaling_unset = r.scaling() == Submit::SCALING_UNSPECIFIED;

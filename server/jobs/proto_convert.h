@@ -39,7 +39,9 @@ namespace kls::server {
 /// is the family's Traits::default_weight; an unset δ is 0, except for
 /// families with Traits::delta_follows_c, where it is c/2 (BCDNPKL's §4.2
 /// protocol, which also keeps Δ_UU invertible); sigma unset/0 = automatic.
-/// The k-NN search runs on one thread (the worker pool already uses every core).
+/// The k-NN search runs on one thread (the worker pool already uses every
+/// core); SpecFromRequest then gives it the solver's `num_threads` when the
+/// family has one (kl_admm, simple_npkl: 0 = all cores) — the same graph, sooner.
 GraphOptions ToCoreGraph(const kls::v1::GraphSpec& spec, const std::string& method, double c);
 
 /// Checks the graph spec fields that do not depend on the data set size

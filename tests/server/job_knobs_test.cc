@@ -312,6 +312,23 @@ TEST(JobKnobsDefaults, UnsetScalingIsNoneAndUnsetConnectIsMst) {
   EXPECT_EQ(mvu->Options<QsdpJobOptions>().mvu_options.connect, ConnectMode::kError);
 }
 
+// The k-NN search of a job's graph takes the solver's num_threads where the
+// family has one (0 = all cores), one thread otherwise; a stored record
+// parses back to the same setting.
+TEST(JobKnobsDefaults, GraphSearchTakesTheSolversThreadSetting) {
+  EXPECT_EQ(ParseJobSpec("kl_admm", "{\"kl_admm\":{}}")->graph.num_threads, 1);
+  EXPECT_EQ(ParseJobSpec("kl_admm", "{\"kl_admm\":{\"num_threads\":2}}")->graph.num_threads, 2);
+  EXPECT_EQ(ParseJobSpec("kl_admm", "{\"kl_admm\":{\"num_threads\":0}}")->graph.num_threads, 0);
+  EXPECT_EQ(ParseJobSpec("simple_npkl", "{\"simple_npkl\":{\"num_threads\":3}}")->graph.num_threads, 3);
+  EXPECT_EQ(ParseJobSpec("bcd_npkl", "{\"bcd_npkl\":{}}")->graph.num_threads, 1);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id("d");
+  r.mutable_kl_admm()->set_num_threads(0);
+  auto record = JobRecordFromSubmit(r);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(ParseJobSpec("kl_admm", record->options_json)->graph.num_threads, 0);
+}
+
 
 Dataset Iris() {
   auto iris = ReadCsvFile(std::string(KLS_TEST_DATA_DIR) + "/iris.csv");
