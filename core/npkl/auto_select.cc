@@ -16,6 +16,8 @@
 namespace kls {
 namespace {
 
+double SampleSd(const std::vector<double>& v, double mean);
+
 // An entry without a score yet: `status` "budget" or "failed".
 AutoEntry Unscored(const AutoCandidate& c, const char* status) {
   AutoEntry e;
@@ -33,9 +35,7 @@ AutoEntry Scored(const AutoCandidate& c, const CrossValidationResult& r, double 
   e.value = best.value;
   e.fold_scores = best.fold_scores;
   e.mean = best.mean_score;
-  double ss = 0.0;
-  for (double s : best.fold_scores) ss += (s - e.mean) * (s - e.mean);
-  e.sd = best.fold_scores.size() > 1 ? std::sqrt(ss / static_cast<double>(best.fold_scores.size() - 1)) : 0.0;
+  e.sd = SampleSd(best.fold_scores, e.mean);
   for (const CrossValidationCandidate& v : r.candidates) {
     e.grid.push_back(v.value);
     e.grid_means.push_back(v.mean_score);
@@ -58,7 +58,107 @@ void PickBest(AutoSelectResult* r) {
   if (plain >= 0 && (learned < 0 || r->entries[plain].mean >= r->entries[learned].mean + r->margin)) r->best = plain;
 }
 
+// Sample standard deviation of `v` around `mean`; 0 for fewer than 2 values.
+double SampleSd(const std::vector<double>& v, double mean) {
+  double ss = 0.0;
+  for (double s : v) ss += (s - mean) * (s - mean);
+  return v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
+}
+
+// The refinement's expected cost (file comment): 1.5 × the leading learned
+// entry's seconds per grid value; 0 without a scored learned entry.
+double RefineReserve(const AutoSelectResult& r) {
+  int leader = -1;
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    const AutoEntry& e = r.entries[i];
+    if (e.status == "scored" && !e.baseline && (leader < 0 || e.mean > r.entries[leader].mean)) leader = static_cast<int>(i);
+  }
+  if (leader < 0 || r.entries[leader].grid.size() < 2) return 0.0;
+  return 1.5 * r.entries[leader].seconds / static_cast<double>(r.entries[leader].grid.size());
+}
+
+// The refinement's candidate value for `e` (file comment); 0 when there is none.
+double RefineValue(const AutoEntry& e) {
+  if (e.baseline || e.grid.size() < 2 || e.grid.size() != e.grid_means.size()) return 0.0;
+  const auto at = std::find(e.grid.begin(), e.grid.end(), e.value);
+  if (at == e.grid.end()) return 0.0;
+  const size_t i = static_cast<size_t>(at - e.grid.begin());
+  size_t u = i == 0 ? 1 : i - 1;
+  if (i > 0 && i + 1 < e.grid.size() && e.grid_means[i + 1] >= e.grid_means[i - 1]) u = i + 1;
+  return std::sqrt(e.value * e.grid[u]);
+}
+
+// The refinement of r->entries[r->best] (file comment), within `deadline`.
+Status Refine(const PairwiseConstraints& constraints, const AutoCandidate& c, const AutoSelectOptions& options,
+              const SolveControl& control, std::chrono::steady_clock::time_point deadline, bool out_of_budget,
+              const AutoRefinement* done, AutoSelectResult* r, bool* restored) {
+  const AutoEntry& w = r->entries[r->best];
+  AutoRefinement& f = r->refine;
+  f = AutoRefinement();
+  f.key = w.Key();
+  f.from = w.value;
+  f.value = RefineValue(w);
+  if (f.value <= 0.0) {
+    f.status = "skipped";
+    f.error = w.baseline ? "a plain kernel won" : "one grid value: nothing to refine";
+    return OkStatus();
+  }
+  if (done != nullptr && done->key == f.key && done->from == f.from && done->value == f.value &&
+      done->status != "budget") {
+    f = *done;
+    *restored = true;
+    return OkStatus();
+  }
+  if (out_of_budget || std::chrono::steady_clock::now() >= deadline) {
+    f.status = "budget";
+    return OkStatus();
+  }
+  KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
+  SolveControl inner;
+  inner.cancel = control.cancel;
+  inner.stop_requested = control.stop_requested;
+  inner.deadline = std::min(control.deadline, deadline);
+  CrossValidationOptions cv;
+  cv.folds = options.folds;
+  cv.seed = options.seed;
+  cv.clusters = options.clusters;
+  cv.num_threads = options.num_threads;
+  cv.grid = {f.value};
+  const Stopwatch watch;
+  StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner);
+  f.seconds = watch.Seconds();
+  if (!cvr.ok()) {
+    KLS_RETURN_IF_ERROR(control.CheckStop("auto"));  // the job's own cancellation or deadline
+    const StatusCode code = cvr.status().code();
+    f.status = code == StatusCode::kDeadlineExceeded || code == StatusCode::kCancelled ? "budget" : "failed";
+    if (f.status == "failed") f.error = cvr.status().ToString();
+    return OkStatus();
+  }
+  f.status = "scored";
+  f.fold_scores = cvr->candidates.front().fold_scores;
+  f.mean = cvr->candidates.front().mean_score;
+  f.sd = SampleSd(f.fold_scores, f.mean);
+  f.chosen = f.mean > w.mean;
+  return OkStatus();
+}
+
 }  // namespace
+
+double AutoSelectResult::ChosenValue() const {
+  if (refine.chosen) return refine.value;
+  return best >= 0 ? entries[best].value : 0.0;
+}
+
+std::string AutoRefinement::Json() const {
+  std::string out = "{\"candidate\":\"" + JsonEscaped(key) + "\",\"status\":\"" + JsonEscaped(status) + "\"";
+  if (status != "skipped") out += ",\"from\":" + JsonNumber(from) + ",\"value\":" + JsonNumber(value);
+  if (status == "scored") {
+    out += ",\"mean\":" + JsonNumber(mean) + ",\"sd\":" + JsonNumber(sd) + ",\"fold_scores\":" + JsonArray(fold_scores);
+  }
+  out += std::string(",\"chosen\":") + (chosen ? "true" : "false");
+  if (!error.empty()) out += ",\"error\":\"" + JsonEscaped(error) + "\"";
+  return out + ",\"seconds\":" + JsonNumber(seconds) + "}";
+}
 
 Status AutoSelectOptions::Validate() const {
   if (folds < 2 || folds > 20) {
@@ -88,7 +188,10 @@ std::string AutoSelectResult::Json() const {
   out += ",\"budget_seconds\":" + JsonNumber(budget_seconds);
   out += ",\"held_out_pairs\":" + std::to_string(held_out_pairs) + ",\"margin\":" + JsonNumber(margin);
   out += std::string(",\"budget_reached\":") + (budget_reached ? "true" : "false");
-  if (best >= 0) out += ",\"chosen\":\"" + JsonEscaped(entries[best].Key()) + "\"";
+  if (best >= 0) {
+    out += ",\"chosen\":\"" + JsonEscaped(entries[best].Key()) + "\",\"chosen_value\":" + JsonNumber(ChosenValue());
+  }
+  if (!refine.status.empty()) out += ",\"refine\":" + refine.Json();
   out += ",\"candidates\":[";
   for (size_t i = 0; i < entries.size(); ++i) {
     const AutoEntry& e = entries[i];
@@ -109,7 +212,8 @@ std::string AutoSelectResult::Json() const {
 StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
                                       const std::vector<AutoCandidate>& candidates, const AutoSelectOptions& options,
                                       const SolveControl& control, const std::vector<AutoEntry>& done,
-                                      const std::function<void(const AutoSelectResult&)>& after_each) {
+                                      const std::function<void(const AutoSelectResult&)>& after_each,
+                                      const AutoRefinement* done_refine) {
   KLS_RETURN_IF_ERROR(options.Validate());
   if (candidates.empty()) return InvalidArgumentError("auto: no candidate to evaluate");
   std::set<std::string> keys;
@@ -151,7 +255,7 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
       inner.deadline = control.deadline;
       if (r.budget_seconds > 0.0) {
         const double left = r.budget_seconds - elapsed();
-        if (left <= 0.0) {
+        if (left <= 0.0 || (i > 0 && left <= RefineReserve(r))) {  // the rest of the budget is the refinement's
           r.budget_reached = true;
           r.entries.push_back(Unscored(c, "budget"));
           continue;
@@ -198,6 +302,19 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
     }
     return FailedPreconditionError("auto: no candidate could be scored (" + why + ")");
   }
+  Clock::time_point deadline = Clock::time_point::max();
+  if (r.budget_seconds > 0.0) {
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(r.budget_seconds - elapsed()));
+  }
+  bool refine_restored = false;
+  KLS_RETURN_IF_ERROR(Refine(constraints, candidates[r.best], options, control, deadline,
+                             r.budget_seconds > 0.0 && elapsed() >= r.budget_seconds, done_refine, &r,
+                             &refine_restored));
+  if (refine_restored) restored_seconds += r.refine.seconds;
+  if (r.refine.status == "budget") r.budget_reached = true;
+  r.seconds = elapsed();
+  if (after_each && r.refine.status != "skipped") after_each(r);
   return r;
 }
 

@@ -1,9 +1,11 @@
 // `method auto`'s selection (core/npkl/auto_select.h): the winner and the
 // leaderboard, ties between learned and plain kernels, the budget, resume from
-// earlier entries, failures, cancellation, the JSON, and the plain kernels.
+// earlier entries, failures, cancellation, the JSON, the plain kernels, and
+// the refinement of the winner's value (its choice, resume, when it is skipped).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -146,6 +148,8 @@ TEST(AutoSelectTest, TheBudgetStopsTheRestAndTheBestScoredOneWins) {
   EXPECT_EQ(r->best, 0);
   EXPECT_NEAR(r->budget_seconds, 3.0 * r->entries[0].seconds, 1e-9);
   EXPECT_LT(seconds, 1.5);  // not the slow candidate's 12 s
+  EXPECT_EQ(r->refine.status, "budget");  // the budget is spent: no refinement
+  EXPECT_FALSE(r->refine.chosen);
 
   // An absolute budget too short for anything: nothing scored is an error.
   o.reference_multiple = 0.0;
@@ -177,10 +181,129 @@ TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
   auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), saved);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(first_calls.load(), 6);  // not again
-  EXPECT_EQ(second_calls.load(), 6);
+  EXPECT_EQ(second_calls.load(), 6 + 3);  // its grid, then the refinement's one value × 3 folds
+  EXPECT_EQ(resumed->refine.key, "second@none");
   EXPECT_EQ(resumed->entries[0].seconds, saved[0].seconds);
   EXPECT_EQ(resumed->entries[0].fold_scores, saved[0].fold_scores);
   EXPECT_EQ(resumed->entries[1].status, "scored");
+}
+
+// A learned candidate whose kernel is best at value `peak`: the label factor
+// blurred by noise growing with |log10(value / peak)|; counts its calls.
+AutoCandidate Peaked(const std::string& name, const Labelled& d, double peak, std::atomic<int>* calls) {
+  AutoCandidate c = Fake(name, d, 0.0);
+  c.grid = {0.1, 1.0, 10.0};
+  c.learn = [&d, peak, calls](const PairwiseConstraints&, double value,
+                              const SolveControl&) -> StatusOr<LearnedKernel> {
+    ++*calls;
+    const double noise = 0.25 + 1.5 * std::abs(std::log10(value / peak));
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> g(0.0, noise);
+    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(d.x.rows(), 2);
+    for (int i = 0; i < v.rows(); ++i) {
+      v(i, d.labels[i]) = 1.0;
+      v(i, 0) += g(rng);
+      v(i, 1) += g(rng);
+    }
+    return LearnedKernel::FromEmbedding(std::move(v));
+  };
+  return c;
+}
+
+TEST(AutoSelectTest, TheRefinementTriesTheMidpointTowardTheBetterNeighbourAndKeepsTheBetter) {
+  const Labelled d = Blobs(90, 41);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 42);
+  for (double peak : {3.0, 0.4, 1.0}) {
+    std::atomic<int> calls{0};
+    const AutoCandidate c = Peaked("peaked", d, peak, &calls);
+    AutoSelectOptions o;
+    auto r = AutoSelect(pairs, {c}, o, SolveControl());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(calls.load(), 3 * 3 + 3) << peak;  // the grid, then one value
+    const AutoEntry& w = r->entries[0];
+    // Brute force: the neighbour with the better grid mean (ties: the larger), its midpoint ...
+    const size_t i = std::find(w.grid.begin(), w.grid.end(), w.value) - w.grid.begin();
+    size_t u = i == 0 ? 1 : i - 1;
+    if (i > 0 && i + 1 < w.grid.size() && w.grid_means[i + 1] >= w.grid_means[i - 1]) u = i + 1;
+    const double mid = std::sqrt(w.value * w.grid[u]);
+    EXPECT_EQ(r->refine.status, "scored") << peak;
+    EXPECT_EQ(r->refine.key, "peaked@none");
+    EXPECT_DOUBLE_EQ(r->refine.from, w.value);
+    EXPECT_DOUBLE_EQ(r->refine.value, mid) << peak;
+    // ... scored on the same folds as the grid,
+    CrossValidationOptions cv;
+    cv.grid = {mid};
+    auto again = CrossValidate(pairs, c.learn, cv);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(r->refine.fold_scores, again->candidates[0].fold_scores) << peak;
+    EXPECT_DOUBLE_EQ(r->refine.mean, again->candidates[0].mean_score);
+    // ... and learned only when it scores higher.
+    EXPECT_EQ(r->refine.chosen, again->candidates[0].mean_score > w.mean) << peak;
+    EXPECT_DOUBLE_EQ(r->ChosenValue(), r->refine.chosen ? mid : w.value);
+    if (peak == 3.0) {  // the peak lies between the grid's 1 and 10: the midpoint 3.16 wins
+      EXPECT_DOUBLE_EQ(w.value, 1.0);
+      EXPECT_DOUBLE_EQ(mid, std::sqrt(10.0));
+      EXPECT_TRUE(r->refine.chosen);
+    }
+    if (peak == 1.0) {
+      EXPECT_FALSE(r->refine.chosen);  // the grid hit the peak
+    }
+    const std::string json = r->Json();
+    EXPECT_THAT(json, HasSubstr("\"chosen\":\"peaked@none\",\"chosen_value\":"));
+    EXPECT_THAT(json, HasSubstr("\"refine\":{\"candidate\":\"peaked@none\",\"status\":\"scored\",\"from\":"));
+    EXPECT_THAT(json, HasSubstr("\"fold_scores\":["));
+    EXPECT_THAT(json, HasSubstr(std::string("\"chosen\":") + (r->refine.chosen ? "true" : "false")));
+  }
+}
+
+TEST(AutoSelectTest, ARestoredRefinementIsNotRunAgainUnlessItIsForAnotherValue) {
+  const Labelled d = Blobs(90, 43);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 44);
+  std::atomic<int> calls{0};
+  const std::vector<AutoCandidate> c = {Peaked("peaked", d, 3.0, &calls)};
+  AutoSelectResult last;
+  auto first = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), {},
+                          [&](const AutoSelectResult& r) { last = r; });
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(last.refine.status, "scored");  // after_each saw the refinement
+  ASSERT_EQ(calls.load(), 12);
+
+  // Killed after the refinement: nothing is learned again.
+  AutoRefinement saved = last.refine;
+  saved.seconds = 42.0;  // a mark
+  auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), last.entries, {}, &saved);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(calls.load(), 12);
+  EXPECT_EQ(resumed->refine.seconds, 42.0);
+  EXPECT_EQ(resumed->ChosenValue(), first->ChosenValue());
+
+  // A refinement saved for another value (another winner) is run afresh.
+  saved.value = 0.5;
+  auto other = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), last.entries, {}, &saved);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(calls.load(), 15);
+  EXPECT_EQ(other->refine.fold_scores, first->refine.fold_scores);
+  EXPECT_NE(other->refine.seconds, 42.0);
+}
+
+TEST(AutoSelectTest, NothingToRefineForAPlainWinnerOrAOneValueGrid) {
+  const Labelled d = Blobs(60, 45);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 150, 46);
+  AutoCandidate plain = Fake("plain_perfect", d, 0.0);
+  plain.baseline = true;
+  auto r = AutoSelect(pairs, {Fake("very_noisy", d, 3.0), plain}, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->entries[r->best].name, "plain_perfect");
+  EXPECT_EQ(r->refine.status, "skipped");
+  EXPECT_DOUBLE_EQ(r->ChosenValue(), r->entries[r->best].value);
+  EXPECT_THAT(r->Json(), HasSubstr("\"refine\":{\"candidate\":\"plain_perfect@none\",\"status\":\"skipped\""));
+
+  AutoCandidate single = Fake("single", d, 0.5);
+  single.grid = {1.0};
+  auto one = AutoSelect(pairs, {single}, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->refine.status, "skipped");
+  EXPECT_FALSE(one->refine.chosen);
 }
 
 TEST(AutoSelectTest, AFailingCandidateIsReportedAndTheOthersGoOn) {
