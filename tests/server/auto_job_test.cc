@@ -52,7 +52,10 @@ TEST_F(AutoJobTest, EveryCandidateIsScoredAndTheBestIsLearnedAndStored) {
   EXPECT_EQ(job.method(), "auto");
   const std::string& s = job.summary_json();
   // 5 families and 2 plain kernels, each raw and z-scored.
-  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 14) << s;
+  EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 14) << s;  // candidates (the refinement has "from")
+  // The winner's value refined on the same folds (core/npkl/auto_select.h), and the value learned.
+  EXPECT_THAT(s, HasSubstr("\"chosen_value\":"));
+  EXPECT_THAT(s, HasSubstr("\"refine\":{\"candidate\":"));
   EXPECT_EQ(Count(s, "\"kind\":\"plain\""), 4);
   EXPECT_EQ(Count(s, "\"scaling\":\"zscore\",\"kind\""), 7);
   EXPECT_THAT(s, HasSubstr("\"auto\":{\"score\":\"threshold\",\"folds\":3,\"budget_seconds\":0,"));
@@ -169,8 +172,58 @@ TEST(AutoResumeTest, FinishedCandidatesComeFromTheCheckpoint) {
   const std::string& s = resumed->summary_notes;
   EXPECT_THAT(s, HasSubstr("\"name\":\"kl_admm\",\"scaling\":\"zscore\""));
   EXPECT_THAT(s, HasSubstr("\"seconds\":123}"));  // restored, not scored again
-  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 3) << s;
+  EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 3) << s;
   EXPECT_GT(resumed->kernel.num_points(), 0);
+}
+
+// The refinement of the winner's value is in the checkpoint once it has run:
+// a job killed after it (during the winner's learn) does not run it again. The
+// test marks the refinement's seconds (456) in the checkpoint.
+TEST(AutoResumeTest, TheRefinementComesFromTheCheckpoint) {
+  const Dataset wine = TestCsv("wine.csv");
+  store::StoredDataset data;
+  data.data = wine;
+  data.constraints = test_util::RandomLabelPairs(wine.labels, 200, 35);
+  kls::v1::AutoOptions o;
+  o.set_max_seconds(0);
+  for (const char* c : {"kl_admm", "linear"}) o.add_candidates(c);
+  kls::v1::SubmitJobRequest r;
+  r.mutable_family_options()->PackFrom(o);
+  r.set_scaling(kls::v1::SubmitJobRequest::ZSCORE);
+  auto spec = SpecFromRequest(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+
+  std::vector<std::string> boards;  // the leaderboard JSON of every checkpoint
+  SolveControl first;
+  std::string refined;  // the first checkpoint's bytes with the refinement in it
+  first.checkpoint = [&](const Checkpoint& c) {
+    uint64_t n = 0;
+    std::memcpy(&n, c.bytes.data(), sizeof(n));
+    boards.push_back(c.bytes.substr(sizeof(n), n));
+    if (refined.empty() && boards.back().find("\"refine\"") != std::string::npos) refined = c.bytes;
+  };
+  auto whole = RunSolverJob(*spec, data, nullptr, first);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_GE(boards.size(), 3u);
+  EXPECT_EQ(boards[0].find("\"refine\""), std::string::npos);  // after the first candidate: not yet
+  ASSERT_FALSE(refined.empty());
+  EXPECT_THAT(whole->summary_notes, HasSubstr("\"refine\":{\"candidate\":\"kl_admm@zscore\",\"status\":\"scored\""));
+
+  uint64_t n = 0;
+  std::memcpy(&n, refined.data(), sizeof(n));
+  std::string json = refined.substr(sizeof(n), n);
+  const size_t at = json.find("\"refine\"");
+  json = json.substr(0, at) + std::regex_replace(json.substr(at), std::regex("\"seconds\":[0-9.e+-]+"),
+                                                 "\"seconds\":456.0", std::regex_constants::format_first_only);
+  const uint64_t m = json.size();
+  std::string marked(reinterpret_cast<const char*>(&m), sizeof(m));
+  marked += json + refined.substr(sizeof(n) + n);
+  auto resume = std::make_shared<Checkpoint>(Checkpoint{"auto/1", 2, marked});
+  SolveControl second;
+  second.resume_from = resume;
+  auto resumed = RunSolverJob(*spec, data, nullptr, second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_THAT(resumed->summary_notes, HasSubstr("\"seconds\":456}"));  // restored, not run again
 }
 
 TEST_F(AutoJobTest, BadOptionsAreRejectedAtSubmitNamingTheField) {

@@ -8,14 +8,20 @@
 // output (kernel, attachments, certificate, summary) it returns with the
 // leaderboard added — or stores the winning plain kernel itself.
 //
-// Checkpoints ("auto/1"): after every candidate, the leaderboard so far; during
-// the winner's learn, the leaderboard plus that learn's own checkpoint, so a
-// resumed job neither scores a finished candidate again nor restarts the learn.
+// Checkpoints ("auto/1"): after every candidate, the leaderboard so far; after
+// the refinement of the winner's value (core/npkl/auto_select.h), the
+// leaderboard with the refinement; during the winner's learn, both plus that
+// learn's own checkpoint, so a resumed job neither scores a finished
+// candidate again, nor re-runs a finished refinement (one killed during it is
+// run again: one value × the folds), nor restarts the learn. The winner is
+// learned at the refined value when the refinement chose it.
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -98,6 +104,33 @@ StatusOr<const Submit*> RequestOf(const JobSpec& spec) {
   return r;
 }
 
+// The candidate's learner: the grid's Laplacians now (PairwiseLearner), and,
+// when δ follows C, one more on first use of a value off the grid (the
+// refinement's midpoint, core/npkl/auto_select.h). `data` outlives the learner.
+StatusOr<LearnKernelFn> CandidateLearner(const JobSpec& spec, std::shared_ptr<const store::StoredDataset> data,
+                                         const std::vector<double>& grid, bool single_thread) {
+  KLS_ASSIGN_OR_RETURN(LearnKernelFn on_grid, PairwiseLearner(spec, *data, grid, single_thread, nullptr));
+  if (!spec.delta_follows_c) return on_grid;  // one Laplacian serves every value
+  auto off_grid = std::make_shared<std::map<double, LearnKernelFn>>();
+  auto mutex = std::make_shared<std::mutex>();
+  return LearnKernelFn([spec, data, grid, single_thread, on_grid, off_grid, mutex](
+                           const PairwiseConstraints& train, double value,
+                           const SolveControl& c) -> StatusOr<LearnedKernel> {
+    if (std::find(grid.begin(), grid.end(), value) != grid.end()) return on_grid(train, value, c);
+    LearnKernelFn learn;
+    {
+      std::lock_guard<std::mutex> lock(*mutex);
+      auto it = off_grid->find(value);
+      if (it == off_grid->end()) {
+        KLS_ASSIGN_OR_RETURN(LearnKernelFn l, PairwiseLearner(spec, *data, {value}, single_thread, nullptr));
+        it = off_grid->emplace(value, std::move(l)).first;
+      }
+      learn = it->second;
+    }
+    return learn(train, value, c);
+  });
+}
+
 // ---- checkpoint ---------------------------------------------------------------
 
 nlohmann::json EntryJson(const AutoEntry& e) {
@@ -140,10 +173,34 @@ bool GetSized(const std::string& in, size_t* at, std::string* s) {
   return true;
 }
 
-// [entries JSON][inner solver][inner iteration][inner bytes], each length-prefixed.
-std::string Encode(const std::vector<AutoEntry>& entries, const Checkpoint* inner) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const AutoEntry& e : entries) j.push_back(EntryJson(e));
+nlohmann::json RefineJson(const AutoRefinement& f) {
+  return {{"key", f.key},     {"status", f.status}, {"error", f.error}, {"from", f.from},
+          {"value", f.value}, {"fold_scores", f.fold_scores},     {"mean", f.mean},
+          {"sd", f.sd},       {"chosen", f.chosen}, {"seconds", f.seconds}};
+}
+
+AutoRefinement RefineFrom(const nlohmann::json& j) {
+  AutoRefinement f;
+  f.key = j.at("key").get<std::string>();
+  f.status = j.at("status").get<std::string>();
+  f.error = j.at("error").get<std::string>();
+  f.from = j.at("from").get<double>();
+  f.value = j.at("value").get<double>();
+  f.fold_scores = j.at("fold_scores").get<std::vector<double>>();
+  f.mean = j.at("mean").get<double>();
+  f.sd = j.at("sd").get<double>();
+  f.chosen = j.at("chosen").get<bool>();
+  f.seconds = j.at("seconds").get<double>();
+  return f;
+}
+
+// [leaderboard JSON][inner solver][inner iteration][inner bytes], each
+// length-prefixed; the leaderboard is {"entries":[…],"refine":{…}} (the
+// refinement once it has run), or the entries' array alone (before the refinement existed).
+std::string Encode(const AutoSelectResult& r, const Checkpoint* inner) {
+  nlohmann::json j = {{"entries", nlohmann::json::array()}};
+  for (const AutoEntry& e : r.entries) j["entries"].push_back(EntryJson(e));
+  if (!r.refine.status.empty()) j["refine"] = RefineJson(r.refine);
   std::string out;
   PutSized(&out, j.dump());
   PutSized(&out, inner ? inner->solver : "");
@@ -153,7 +210,8 @@ std::string Encode(const std::vector<AutoEntry>& entries, const Checkpoint* inne
 }
 
 // False for a checkpoint that cannot be read (the job then starts afresh).
-bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::shared_ptr<const Checkpoint>* inner) {
+bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::optional<AutoRefinement>* refine,
+            std::shared_ptr<const Checkpoint>* inner) {
   size_t at = 0;
   std::string json, solver, iteration, inner_bytes;
   if (!GetSized(bytes, &at, &json) || !GetSized(bytes, &at, &solver) || !GetSized(bytes, &at, &iteration) ||
@@ -161,7 +219,9 @@ bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::shar
     return false;
   }
   try {
-    for (const nlohmann::json& e : nlohmann::json::parse(json)) entries->push_back(EntryFrom(e));
+    const nlohmann::json board = nlohmann::json::parse(json);
+    for (const nlohmann::json& e : board.is_array() ? board : board.at("entries")) entries->push_back(EntryFrom(e));
+    if (board.is_object() && board.contains("refine")) *refine = RefineFrom(board.at("refine"));
     if (!solver.empty()) {
       auto c = std::make_shared<Checkpoint>();
       c->solver = solver;
@@ -171,6 +231,7 @@ bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::shar
     }
   } catch (const std::exception&) {
     entries->clear();
+    refine->reset();
     return false;
   }
   return true;
@@ -178,12 +239,13 @@ bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::shar
 
 // ---- the summary --------------------------------------------------------------
 
-std::string Describe(const AutoEntry& e) {
+std::string Describe(const AutoEntry& e, double value) {
   std::string what = e.name + (e.scaling == "none" ? " on raw features" : " on " + e.scaling + " features");
-  if (e.name == "rbf") what += " (width " + Num(e.value) + " x median)";
-  if (!e.baseline) what += std::string(e.name == "kl_admm" ? " (gamma " : " (C ") + Num(e.value) + ")";
+  if (e.name == "rbf") what += " (width " + Num(value) + " x median)";
+  if (!e.baseline) what += std::string(e.name == "kl_admm" ? " (gamma " : " (C ") + Num(value) + ")";
   return what;
 }
+std::string Describe(const AutoEntry& e) { return Describe(e, e.value); }
 
 std::string Sentence(const AutoSelectResult& r) {
   const AutoEntry& best = r.entries[r.best];
@@ -195,8 +257,10 @@ std::string Sentence(const AutoSelectResult& r) {
     int& slot = e.baseline ? plain : learned;
     if (static_cast<int>(i) != r.best && (slot < 0 || e.mean > r.entries[slot].mean)) slot = static_cast<int>(i);
   }
-  std::string s = "auto chose " + Describe(best) + ": held-out score " + Num(best.mean) + " +- " + Num(best.sd) +
-                  " over " + std::to_string(r.folds) + " folds";
+  std::string s = "auto chose " + Describe(best, r.ChosenValue()) + ": held-out score " +
+                  Num(r.refine.chosen ? r.refine.mean : best.mean) + " +- " +
+                  Num(r.refine.chosen ? r.refine.sd : best.sd) + " over " + std::to_string(r.folds) + " folds";
+  if (r.refine.chosen) s += " (refined from " + Num(r.refine.from) + ", " + Num(best.mean) + ")";
   const int other = best.baseline ? learned : plain;
   if (other >= 0) {
     const AutoEntry& o = r.entries[other];
@@ -328,16 +392,18 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       const AutoFamilyChoice& f = kAutoFamilies[slot.family];
       if (!o.Wants(f.name)) continue;
       KLS_ASSIGN_OR_RETURN(JobSpec c, CandidateSpec(*request, f, s.scaling, std::nullopt));
-      KLS_ASSIGN_OR_RETURN(LearnKernelFn learn, PairwiseLearner(c, *s.data, o.grid, o.select.num_threads != 1, nullptr));
+      KLS_ASSIGN_OR_RETURN(LearnKernelFn learn, CandidateLearner(c, s.data, o.grid, o.select.num_threads != 1));
       candidates.push_back(AutoCandidate{f.name, scaling, false, o.grid, std::move(learn)});
     }
 
     // Resume: the leaderboard so far, and the winner's learn if it had begun.
     std::vector<AutoEntry> done;
+    std::optional<AutoRefinement> done_refine;
     std::shared_ptr<const Checkpoint> inner_resume;
     if (const Checkpoint* cp = control.ResumeFrom(kCheckpointFormat)) {
-      if (!Decode(cp->bytes, &done, &inner_resume)) {
+      if (!Decode(cp->bytes, &done, &done_refine, &inner_resume)) {
         done.clear();
+        done_refine.reset();
         inner_resume.reset();
       }
     }
@@ -349,9 +415,10 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       e.objective = r.best >= 0 ? r.entries[r.best].mean : 0.0;
       e.elapsed_seconds = watch.Seconds();
       control.Report(e);
-      if (control.checkpoint) control.checkpoint(Checkpoint{kCheckpointFormat, e.iteration, Encode(r.entries, nullptr)});
+      if (control.checkpoint) control.checkpoint(Checkpoint{kCheckpointFormat, e.iteration, Encode(r, nullptr)});
     };
-    KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(data.constraints, candidates, o.select, control, done, after_each));
+    KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(data.constraints, candidates, o.select, control, done, after_each,
+                                                        done_refine ? &*done_refine : nullptr));
     const AutoEntry& best = r.entries[r.best];
     const Scaled* s = &scaled.front();
     for (const Scaled& v : scaled)
@@ -371,15 +438,14 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       const AutoFamilyChoice* f = &kAutoFamilies[0];
       for (const AutoFamilyChoice& c : kAutoFamilies)
         if (best.name == c.name) f = &c;
-      KLS_ASSIGN_OR_RETURN(JobSpec winner, CandidateSpec(*request, *f, s->scaling, best.value));
+      KLS_ASSIGN_OR_RETURN(JobSpec winner, CandidateSpec(*request, *f, s->scaling, r.ChosenValue()));
       // The winner's own checkpoints travel inside auto's, with the leaderboard.
       SolveControl learn = control;
       learn.resume_from = inner_resume;
       learn.progress = control.progress;
-      const std::vector<AutoEntry> entries = r.entries;
       if (control.checkpoint) {
-        learn.checkpoint = [&control, entries](const Checkpoint& c) {
-          control.checkpoint(Checkpoint{kCheckpointFormat, c.iteration, Encode(entries, &c)});
+        learn.checkpoint = [&control, board = r](const Checkpoint& c) {
+          control.checkpoint(Checkpoint{kCheckpointFormat, c.iteration, Encode(board, &c)});
         };
       }
       KLS_ASSIGN_OR_RETURN(out, RunSolverJob(winner, data, store, learn));
