@@ -1,6 +1,7 @@
 #include "bench/npkl_runner.h"
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/data/constraint_generators.h"
 #include "core/data/feature_scaling.h"
@@ -166,12 +167,17 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
                          : family_name == "bcd_npkl" ? MethodSpec::Family::kBcd
                                                      : MethodSpec::Family::kSimple,
                  f.has_loss ? f.loss : NpklLoss::kSquare};
-    // One Laplacian per value when δ follows C (BCDNPKL), else one.
+    // One Laplacian per value when δ follows C (BCDNPKL), else one; a value
+    // off the default grid (auto's refinement) gets its own on first use.
     auto laplacians = std::make_shared<std::map<double, Eigen::SparseMatrix<double>>>();
-    for (double v : grid_source.grid) {
+    auto mutex = std::make_shared<std::mutex>();
+    auto build = [m, protocol, k, x = s.x](double v) -> StatusOr<Eigen::SparseMatrix<double>> {
       KLS_ASSIGN_OR_RETURN(Protocol p, MakeProtocol(protocol, m, k, v));
-      KLS_ASSIGN_OR_RETURN(Graph g, BuildGraph(*s.x, p.graph));
-      (*laplacians)[v] = std::move(g.laplacian);
+      KLS_ASSIGN_OR_RETURN(Graph g, BuildGraph(*x, p.graph));
+      return std::move(g.laplacian);
+    };
+    for (double v : grid_source.grid) {
+      KLS_ASSIGN_OR_RETURN((*laplacians)[v], build(v));
       if (m.family != MethodSpec::Family::kBcd) break;
     }
     RunParams base = params;
@@ -182,10 +188,19 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
     c.name = f.name;
     c.scaling = s.name;
     c.grid = grid_source.grid;
-    c.learn = [m, laplacians, base](const PairwiseConstraints& train, double value,
-                                    const SolveControl&) -> StatusOr<LearnedKernel> {
-      auto it = laplacians->find(value);
-      const Eigen::SparseMatrix<double>& l = it != laplacians->end() ? it->second : laplacians->begin()->second;
+    c.learn = [m, laplacians, mutex, build, base](const PairwiseConstraints& train, double value,
+                                                  const SolveControl&) -> StatusOr<LearnedKernel> {
+      const Eigen::SparseMatrix<double>* lp = &laplacians->begin()->second;  // δ independent of C: one for all
+      if (m.family == MethodSpec::Family::kBcd) {
+        std::lock_guard<std::mutex> lock(*mutex);  // std::map: references stay valid as it grows
+        auto it = laplacians->find(value);
+        if (it == laplacians->end()) {
+          KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> built, build(value));
+          it = laplacians->emplace(value, std::move(built)).first;
+        }
+        lp = &it->second;
+      }
+      const Eigen::SparseMatrix<double>& l = *lp;
       RunParams p = base;
       p.c = value;
       NpklProblem problem{l, train};

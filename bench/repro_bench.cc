@@ -118,7 +118,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     std::string c;
     int cv_folds = 3, cv_threads = 1, cv_clusters = -1;
     uint64_t seed = 1;
-    bool standardize = false, warm_start = false, baselines = false, oracle = false;
+    bool standardize = false, warm_start = false, baselines = false, oracle = false, auto_diagnose = false;
     double holdout = 0.0, auto_max_seconds = -1.0;
   };
   auto a = std::make_shared<Args>();
@@ -134,6 +134,10 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_flag("--oracle", a->oracle,
                "--method auto: also learn every candidate on all pairs at every grid value and score it on the "
                "labels (the oracle the issue compares auto with; slow)");
+  app.add_flag("--auto-diagnose", a->auto_diagnose,
+               "--method auto: per trial, for the chosen candidate's family on every scaling and C in "
+               "{0.1, 0.3, 1, 3, 10, 30, 100}: the 3-fold and 5-fold held-out scores, the fold kernels' and the "
+               "all-pairs kernel's pair accuracy on the labels (why auto's C differs from the oracle's; slow)");
   app.add_option("--protocol", a->protocol, "bcd | admm | simplenpkl");
   app.add_option("--C", a->c,
                  "C (BCDNPKL, SimpleNPKL) or gamma (KL-ADMM); default 1 / 10; auto = cross-validation over "
@@ -310,7 +314,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(*constraints, candidates, ao, SolveControl()));
         const AutoEntry& best = r.entries[r.best];
         NpklResult out;
-        KLS_ASSIGN_OR_RETURN(out.kernel, candidates[r.best].learn(*constraints, best.value, SolveControl()));
+        KLS_ASSIGN_OR_RETURN(out.kernel, candidates[r.best].learn(*constraints, r.ChosenValue(), SolveControl()));
         const double auto_seconds = watch.Seconds();
         // The reference: KL-ADMM with C auto = its cross-validation + its learn on all pairs.
         Stopwatch reference_watch;
@@ -335,6 +339,45 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
             }
             oracle[c.Key()].Add(top);
           }
+        }
+        if (a->auto_diagnose) {
+          nlohmann::json diag = nlohmann::json::object();
+          CrossValidationOptions fine;
+          fine.grid = {0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0};
+          fine.clusters = ao.clusters;
+          fine.seed = ao.seed;
+          for (const AutoCandidate& c : candidates) {
+            if (c.name != best.name || c.baseline) continue;
+            std::map<double, MeanStd> fold_label;  // the fold kernels' accuracy on the labels
+            LearnKernelFn scored = [&](const PairwiseConstraints& train, double v,
+                                       const SolveControl& sc) -> StatusOr<LearnedKernel> {
+              KLS_ASSIGN_OR_RETURN(LearnedKernel k, c.learn(train, v, sc));
+              KLS_ASSIGN_OR_RETURN(KMeansResult cl, KernelKMeans(Eigen::MatrixXd(k.embedding()), km));
+              KLS_ASSIGN_OR_RETURN(double acc, PairAccuracy(labels, cl.assignment));
+              if (train.pairs.size() * 4 < constraints->pairs.size() * 3) fold_label[v].Add(acc);  // 3 folds only
+              return k;
+            };
+            fine.folds = 3;
+            KLS_ASSIGN_OR_RETURN(CrossValidationResult r3, CrossValidate(*constraints, scored, fine));
+            fine.folds = 5;
+            KLS_ASSIGN_OR_RETURN(CrossValidationResult r5, CrossValidate(*constraints, c.learn, fine));
+            fine.folds = 3;
+            fine.seed = ao.seed + 1;
+            KLS_ASSIGN_OR_RETURN(CrossValidationResult r3b, CrossValidate(*constraints, c.learn, fine));
+            fine.seed = ao.seed;
+            nlohmann::json rows = nlohmann::json::array();
+            for (size_t i = 0; i < r3.candidates.size(); ++i) {
+              const double v = r3.candidates[i].value;
+              KLS_ASSIGN_OR_RETURN(LearnedKernel k, c.learn(*constraints, v, SolveControl()));
+              KLS_ASSIGN_OR_RETURN(KMeansResult cl, KernelKMeans(Eigen::MatrixXd(k.embedding()), km));
+              KLS_ASSIGN_OR_RETURN(double acc, PairAccuracy(labels, cl.assignment));
+              rows.push_back({{"value", v}, {"cv3", r3.candidates[i].mean_score}, {"cv3_seed2", r3b.candidates[i].mean_score},
+                              {"cv5", r5.candidates[i].mean_score}, {"fold_label", fold_label[v].mean()},
+                              {"full_label", acc}});
+            }
+            diag[c.Key()] = rows;
+          }
+          auto_trials.back()["diagnose"] = diag;
         }
         return out;
       }()
