@@ -340,6 +340,11 @@ std::string LeaderboardText(const std::string& summary_json) {
   std::ostringstream t;
   t << "leaderboard     " << a.value("score", "") << " score, " << a.value("folds", 0) << " folds";
   if (!chosen.empty()) t << "; chosen " << chosen;
+  const json refine = a.value("refine", json::object());
+  if (refine.value("chosen", false)) {  // the winner's value refined on the same folds (core/npkl/auto_select.h)
+    t << " at " << Fixed(refine.value("value", 0.0), 4) << " (refined from " << Fixed(refine.value("from", 0.0), 4)
+      << ": mean " << Fixed(refine.value("mean", 0.0), 4) << ")";
+  }
   if (a.value("budget_reached", false)) t << "; budget of " << Fixed(a.value("budget_seconds", 0.0), 3) << " s reached";
   t << "\n";
   std::vector<std::vector<std::string>> table = {{"", "candidate", "scaling", "kind", "value", "mean +- sd", "seconds", "status"}};
