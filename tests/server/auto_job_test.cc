@@ -152,28 +152,36 @@ TEST(AutoResumeTest, FinishedCandidatesComeFromTheCheckpoint) {
   ASSERT_EQ(saved.size(), 2u);
   EXPECT_EQ(saved.back().solver, "auto/1");
 
-  // Mark the first entry: [u64 length][entries JSON]...
+  // Mark the first entry: [u64 length][leaderboard JSON]...
   std::string bytes = saved.back().bytes;
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), sizeof(n));
   std::string json = bytes.substr(sizeof(n), n);
   json = std::regex_replace(json, std::regex("\"seconds\":[0-9.e+-]+"), "\"seconds\":123.0",
                             std::regex_constants::format_first_only);
-  const uint64_t m = json.size();
-  std::string marked(reinterpret_cast<const char*>(&m), sizeof(m));
-  marked += json + bytes.substr(sizeof(n) + n);
-  auto resume = std::make_shared<Checkpoint>(saved.back());
-  resume->bytes = marked;
+  // The leaderboard as written now ({"entries":[…]}), and as written before
+  // the refinement existed (the entries' array alone): both resume.
+  const std::string prefix = "{\"entries\":";
+  ASSERT_EQ(json.rfind(prefix, 0), 0u) << json;
+  const std::string old_form = json.substr(prefix.size(), json.size() - prefix.size() - 1);
+  ASSERT_EQ(old_form.front(), '[');
+  for (const std::string& board : {json, old_form}) {
+    const uint64_t m = board.size();
+    std::string marked(reinterpret_cast<const char*>(&m), sizeof(m));
+    marked += board + bytes.substr(sizeof(n) + n);
+    auto resume = std::make_shared<Checkpoint>(saved.back());
+    resume->bytes = marked;
 
-  SolveControl second;
-  second.resume_from = resume;
-  auto resumed = RunSolverJob(*spec, data, nullptr, second);
-  ASSERT_TRUE(resumed.ok()) << resumed.status();
-  const std::string& s = resumed->summary_notes;
-  EXPECT_THAT(s, HasSubstr("\"name\":\"kl_admm\",\"scaling\":\"zscore\""));
-  EXPECT_THAT(s, HasSubstr("\"seconds\":123}"));  // restored, not scored again
-  EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 3) << s;
-  EXPECT_GT(resumed->kernel.num_points(), 0);
+    SolveControl second;
+    second.resume_from = resume;
+    auto resumed = RunSolverJob(*spec, data, nullptr, second);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    const std::string& s = resumed->summary_notes;
+    EXPECT_THAT(s, HasSubstr("\"name\":\"kl_admm\",\"scaling\":\"zscore\""));
+    EXPECT_THAT(s, HasSubstr("\"seconds\":123}"));  // restored, not scored again
+    EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 3) << s;
+    EXPECT_GT(resumed->kernel.num_points(), 0);
+  }
 }
 
 // The refinement of the winner's value is in the checkpoint once it has run:
