@@ -262,9 +262,10 @@ Status Soak::SpawnServer() {
       options_.server_binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir_.string(),
       "--workers", std::to_string(options_.server_workers), "--log-level", "info",
       // checkpoint_seconds 86400: only the early checkpoints (the first after
-      // 1 s of solve time, then each after 10 % of the solve time so far).
-      // The 0.3 s jobs never checkpoint: every kill of one is a lost attempt
-      // without progress, the worst case for the lost-process safety net
+      // 0.1 s of solve time, then each after 10 % of the solve time so far,
+      // at least 20 x a checkpoint's cost apart). A 0.3 s job checkpoints once
+      // or twice; one killed before its first is a lost attempt without
+      // progress, the worst case for the lost-process safety net
       // (max_lost_attempts of those in a row fail a job: jobs_failed_by_kills).
       "--max-attempts", std::to_string(options_.max_attempts), "--checkpoint-seconds", "86400"};
   if (!options_.store_uri.empty()) {

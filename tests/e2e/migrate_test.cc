@@ -4,8 +4,10 @@
 //     in it is upgraded in place by two migrators started together — one
 //     migrates, the other waits on the advisory lock and finds it current —
 //     and a server on it then answers exactly as before;
-//   * expand/contract: a running replica stays ready on a schema one version
-//     newer (the next release's migration), a new one starts on it; two
+//   * expand/contract: a running replica stays ready, answers and runs a job
+//     while the next release's migration (version 5: new columns on its
+//     tables, a new table, an index, under the schema lock) runs and after
+//     it, a new one starts on it; two
 //     versions newer makes it not-ready; a much newer one is refused;
 //   * the embedded store: migrated with its data directory's lock, refused
 //     while a server runs on it.
@@ -14,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -99,24 +102,69 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
                                       scratch_, "after"));
   EXPECT_EQ(Everything(*s.client), before);
 
-  // Expand/contract: the next release's migration (version 5, simulated)
-  // under a running replica of this one: it stays ready and answers; a
-  // replica of this release still starts on it; --migrate-only of this
-  // release leaves it alone.
-  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 5")) << pg.error();
-  for (int k = 0; k < 15; ++k) {  // 1.5 s: three readiness pings
+  // Expand/contract: the next release's migration to version 5 — an expand
+  // step as the next kls-server would run it: under the schema's advisory
+  // lock, in one transaction, new nullable columns on the tables this release
+  // reads and writes (jobs, kernels), a new table and an index, holding its
+  // locks for 2 s — under a running replica of this release, which keeps
+  // answering queries, stays ready throughout (readiness polled every 50 ms)
+  // and still runs a job to its end (its INSERTs name their columns, so new
+  // columns do not break them); a replica of this release still starts on it;
+  // --migrate-only of this release leaves it alone.
+  std::atomic<bool> migrated{false};
+  std::thread migration([&] {
+    migrated = pg.Psql("kls",
+                       "BEGIN; SELECT pg_advisory_xact_lock(30237063692641128); "  // kSchemaLockKey
+                       "ALTER TABLE jobs ADD COLUMN tenant text; ALTER TABLE kernels ADD COLUMN labels text; "
+                       "CREATE TABLE kernel_labels (name text NOT NULL, version bigint NOT NULL, label text NOT NULL, "
+                       "PRIMARY KEY (name, version, label)); CREATE INDEX jobs_tenant ON jobs (tenant); "
+                       "UPDATE kls_schema SET version = 5; SELECT pg_sleep(2); COMMIT;");
+  });
+  const auto migration_started = std::chrono::steady_clock::now();
+  int pings = 0, answers = 0;
+  const std::string moons = [&] {
+    auto datasets = s.client->ListDatasets();
+    return datasets.ok() && !datasets->empty() ? datasets->front().id() : std::string();
+  }();
+  ASSERT_FALSE(moons.empty());
+  auto during = s.client->SubmitJob(AdmmJob(moons, "during-migration", 30));
+  while (std::chrono::steady_clock::now() - migration_started < std::chrono::milliseconds(3500)) {
     auto health = s.client->CheckHealth("kls.v1.Queries");
     ASSERT_TRUE(health.ok()) << health.status();
-    ASSERT_EQ(*health, kls::ServingStatus::kServing) << "after " << k * 100 << " ms";
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(*health, kls::ServingStatus::kServing)
+        << "NOT_SERVING during the migration, after " << pings * 50 << " ms";
+    ++pings;
+    auto sim = s.client->Similarity(Ref("moons-kernel", 1), {{0, 1}, {2, 3}});
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    answers += sim.ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(Everything(*s.client), before);
+  migration.join();
+  ASSERT_TRUE(migrated) << pg.error();
+  EXPECT_GE(answers, 30);
+  ASSERT_TRUE(during.ok()) << during.status();
+  auto during_done = s.client->WatchJob(during->id(), [](const kls::v1::Job&) {});
+  ASSERT_TRUE(during_done.ok()) << during_done.status();
+  EXPECT_EQ(during_done->state(), kls::v1::SUCCEEDED) << during_done->error();
+  ASSERT_TRUE(pg.Psql("kls", "SELECT tenant FROM jobs; SELECT labels FROM kernels; SELECT * FROM kernel_labels"))
+      << pg.error();
+  // The job run during the migration is new; everything else is as before.
+  ASSERT_TRUE(s.client->DeleteKernel("during-migration", 1).ok());
+  const auto without_its_job = [](std::string all) {
+    const size_t job_line = all.find(" during-migration v");
+    if (job_line != std::string::npos) {
+      const size_t start = all.rfind('\n', job_line) + 1, end = all.find('\n', job_line);
+      all.erase(start, end - start + 1);
+    }
+    return all;
+  };
+  EXPECT_EQ(without_its_job(Everything(*s.client)), before);
   {
     Server next;
     ASSERT_NO_FATAL_FAILURE(StartServer(&next, {"--workers", "1", "--store", pg.uri(), "--cache-dir",
                                                 (scratch_ / "cache3").string()},
                                         scratch_, "on-v5"));
-    EXPECT_EQ(Everything(*next.client), before);
+    EXPECT_EQ(without_its_job(Everything(*next.client)), before);
     Terminate(&next);
   }
   r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "v5");

@@ -31,6 +31,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -38,6 +40,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -546,6 +549,109 @@ TEST(EmbeddedResume, KillNineThenRestartContinuesFromTheCheckpoint) {
   EXPECT_GE(summary.value("resumed_from_iteration", 0), running.progress().iteration() / 2) << summary.dump();
   EXPECT_GT(summary.value("resumed_from_iteration", 0), 0) << summary.dump();
   EXPECT_EQ(summary.value("iterations", 0), kLongIterations);
+  Terminate(&server, SIGTERM);
+  fs::remove_all(scratch);
+}
+
+/// Unix milliseconds of a server log line's "[YYYY-MM-DD HH:MM:SS.mmm]"
+/// stamp (local time, as the server writes it); -1 when the line has none.
+int64_t LogLineUnixMs(const std::string& line) {
+  std::tm tm{};
+  int millis = 0;
+  if (std::sscanf(line.c_str(), "[%d-%d-%d %d:%d:%d.%d]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &millis) != 7) {
+    return -1;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  tm.tm_isdst = -1;
+  return static_cast<int64_t>(std::mktime(&tm)) * 1000 + millis;
+}
+
+// A job that has solved for more than 20 s, on a server with the default
+// --checkpoint-seconds (30), is killed with SIGKILL: after the restart it
+// resumes from a checkpoint at most max(1 s, 10 %) of its solve time old —
+// the early, growing checkpoint gaps (CheckpointTimer), not the 30 s interval.
+TEST(EmbeddedResume, AKillAfterTwentySecondsRedoesAtMostTenPercent) {
+  const fs::path scratch = fs::path(::testing::TempDir()) / ("kls-redo-" + std::to_string(getpid()));
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  const std::vector<std::string> args = {"--data-dir", (scratch / "data").string(), "--workers", "1"};
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&server, args, scratch, "redo"));
+  const std::string dataset = kls::e2e::UploadMoons(*server.client, "moons", 600, 5);
+  ASSERT_FALSE(dataset.empty());
+  // Runs until cancelled: tolerance 0, no deadline, more iterations than it can do.
+  auto job = server.client->SubmitJob(LongJob(dataset, "redo", 100000000));
+  ASSERT_TRUE(job.ok()) << job.status();
+  kls::v1::Job running;
+  const auto deadline = Clock::now() + Scaled(90);
+  while (Clock::now() < deadline) {
+    auto j = server.client->GetJob(job->id());
+    ASSERT_TRUE(j.ok()) << j.status();
+    running = *j;
+    ASSERT_TRUE(running.state() == kls::v1::QUEUED || running.state() == kls::v1::RUNNING) << running.error();
+    if (running.state() == kls::v1::RUNNING && running.progress().elapsed_seconds() >= 20.5) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(running.progress().elapsed_seconds(), 20.5) << "the job did not run 20 s within 90 s";
+  const int64_t killed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  Terminate(&server, SIGKILL);
+
+  // Attempt 1 in the log: when it started and its checkpoints (time, iteration).
+  const std::string id = job->id();
+  int64_t started_ms = -1;
+  std::map<int64_t, int64_t> checkpoint_ms;  // iteration → when it was written
+  double last_write_ms = 0;                  // the last checkpoint's store write
+  {
+    std::istringstream log(ReadFile(server.log));
+    for (std::string line; std::getline(log, line);) {
+      long long iteration = 0;
+      const size_t at = line.find("job " + id + ": ");
+      if (at == std::string::npos) continue;
+      const std::string what = line.substr(at + 6 + id.size());
+      if (what.rfind("running (attempt 1,", 0) == 0) started_ms = LogLineUnixMs(line);
+      double write_ms = 0;
+      if (std::sscanf(what.c_str(), "checkpoint at iteration %lld (attempt 1, %lf ms)", &iteration, &write_ms) == 2) {
+        checkpoint_ms[iteration] = LogLineUnixMs(line);
+        last_write_ms = write_ms;
+      }
+    }
+  }
+  ASSERT_GT(started_ms, 0) << ReadFile(server.log);
+  ASSERT_FALSE(checkpoint_ms.empty()) << ReadFile(server.log);
+  const double solved = (killed_ms - started_ms) / 1000.0;
+  EXPECT_GE(solved, 20.0);
+
+  ASSERT_NO_FATAL_FAILURE(StartProcess(&server, args, scratch, "redo"));
+  long long resumed_from = -1;
+  const auto resume_by = Clock::now() + Scaled(30);
+  while (resumed_from < 0 && Clock::now() < resume_by) {
+    const std::string log = ReadFile(server.log);
+    const size_t at = log.find("job " + id + ": resuming from the checkpoint at iteration ");
+    if (at != std::string::npos) {
+      std::sscanf(log.c_str() + at, ("job " + id + ": resuming from the checkpoint at iteration %lld").c_str(),
+                  &resumed_from);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_GE(resumed_from, 0) << "no resume within 30 s:\n" << ReadFile(server.log);
+  // It resumed from attempt 1's last checkpoint, written at most
+  // max(1 s, 10 % of the solve time) before the kill (the schedule promises
+  // max(0.1 s, 10 %); + 0.2 s for the log line and the kill's own timing) —
+  // unless that checkpoint's write was so slow (a loaded disk) that the
+  // schedule's 20 x cost spacing is longer.
+  ASSERT_EQ(resumed_from, checkpoint_ms.rbegin()->first);
+  const double age = (killed_ms - checkpoint_ms.rbegin()->second) / 1000.0;
+  EXPECT_LE(age, std::max({1.0, 0.1 * solved, 20 * last_write_ms / 1000}) + 0.2)
+      << "killed after " << solved << " s, resumed from a checkpoint " << age << " s old ("
+      << checkpoint_ms.size() << " checkpoints, the last written in " << last_write_ms << " ms)";
+  // With only the 30 s interval there would be none in 20 s.
+  EXPECT_GE(checkpoint_ms.size(), 3u) << "the early checkpoints are missing";
+  ASSERT_TRUE(server.client->CancelJob(id).ok());
   Terminate(&server, SIGTERM);
   fs::remove_all(scratch);
 }
