@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <new>
 #include <numeric>
 #include <random>
@@ -58,6 +59,13 @@ Status IvfOptions::Validate(int num_points) const {
   KLS_RETURN_IF_ERROR(knn.Validate(num_points));
   if (cell_size < 16) return InvalidArgumentError("ivf.cell_size = " + std::to_string(cell_size) + " must be >= 16");
   if (probes < 0) return InvalidArgumentError("ivf.probes = " + std::to_string(probes) + " must be >= 0 (0 = automatic)");
+  if (!(probe_recall_target > 0.0 && probe_recall_target <= 1.0)) {
+    return InvalidArgumentError("ivf.probe_recall_target = " + std::to_string(probe_recall_target) +
+                                " must be in (0, 1]");
+  }
+  if (probe_sample < 1) {
+    return InvalidArgumentError("ivf.probe_sample = " + std::to_string(probe_sample) + " must be >= 1");
+  }
   if (runner_ups < 0) return InvalidArgumentError("ivf.runner_ups = " + std::to_string(runner_ups) + " must be >= 0");
   if (kmeans_iterations < 0) {
     return InvalidArgumentError("ivf.kmeans_iterations = " + std::to_string(kmeans_iterations) + " must be >= 0");
@@ -142,9 +150,13 @@ MatrixF SampleKMeans(const MatrixF& x, int cells, const IvfOptions& o, int threa
 // among their runner-up centroids (`nearest` holds each point's `r` nearest
 // cells, its own first) — the cells across c's boundaries where its points'
 // neighbours live — then cells by centroid distance, until there are `probes`
-// cells holding at least k + 1 points.
+// cells holding at least k + 1 points. The list for `probes` = p is the
+// first max(p, p_k) cells of the list for `probes` = cells (every non-empty
+// cell, ranked), p_k the shortest prefix holding k + 1 points. With `only`,
+// lists are built for the cells it marks (the others stay empty).
 std::vector<std::vector<int>> ProbeLists(const MatrixF& centroids, const std::vector<int>& size,
-                                         const std::vector<int>& nearest, int r, int probes, int k) {
+                                         const std::vector<int>& nearest, int r, int probes, int k,
+                                         const std::vector<char>* only = nullptr) {
   const int cells = static_cast<int>(centroids.rows());
   const size_t n = nearest.size() / static_cast<size_t>(r);
   std::vector<std::pair<int, int>> votes;  // (own cell, runner-up cell), one per point and runner-up
@@ -167,7 +179,7 @@ std::vector<std::vector<int>> ProbeLists(const MatrixF& centroids, const std::ve
       for (; v < votes.size() && votes[v].first == c && votes[v].second == e; ++v) ++count;
       by_votes.emplace_back(-count, e);
     }
-    if (size[c] == 0) continue;
+    if (size[c] == 0 || (only != nullptr && !(*only)[c])) continue;
     std::sort(by_votes.begin(), by_votes.end());
     std::vector<char> taken(cells, 0);
     int points = 0;
@@ -188,15 +200,125 @@ std::vector<std::vector<int>> ProbeLists(const MatrixF& centroids, const std::ve
   return lists;
 }
 
-}  // namespace
-
-int IvfProbes(const IvfOptions& options, int num_points) {
-  if (options.probes > 0) return options.probes;
-  const double cells = std::ceil(static_cast<double>(num_points) / std::max(1, options.cell_size));
-  return static_cast<int>(std::ceil(24.0 * std::pow(std::max(1.0, cells / 100.0), 0.25)));
+// For sampled point t: the k smallest ranks, in its cell's full probe list,
+// of the cells holding its true neighbours — every point no farther than its
+// k-th nearest (ties included: any of them is a correct neighbour for the
+// distance recall). `sample` holds positions in xs (cell-sorted), `rank` maps
+// (sampled cell slot, cell) to the rank. One float32 GEMM per (sample group,
+// cell block); groups are fixed, so the result does not depend on threads.
+std::vector<int> NeighbourRanks(const MatrixF& xs, const Eigen::VectorXf& sq, const std::vector<int>& start,
+                                const std::vector<int>& sample, const std::vector<int>& slot_of,
+                                const std::vector<int>& rank, int k, int threads) {
+  const int m = static_cast<int>(sample.size());
+  const int cells = static_cast<int>(start.size()) - 1;
+  constexpr int kGroup = 32, kReferenceBlock = 4096;
+  const size_t keep = std::max<size_t>(8 * static_cast<size_t>(k), 256);
+  std::vector<int> out(static_cast<size_t>(m) * k);
+  ParallelFor((m + kGroup - 1) / kGroup, threads, [&](int g0, int g1) {
+    MatrixF q, tile;
+    std::vector<std::vector<std::pair<float, int>>> found(kGroup);  // (distance², rank)
+    std::vector<float> bound(kGroup);
+    // Float32 slack for equal distances computed through different products.
+    auto slack = [&](int t0, float kth) { return kth + 1e-5f * (kth + sq[sample[t0]]) + 1e-30f; };
+    auto prune = [&](int t, int t0) {
+      auto& f = found[t];
+      std::nth_element(f.begin(), f.begin() + (k - 1), f.end());
+      bound[t] = slack(t0, f[k - 1].first);
+      f.erase(std::remove_if(f.begin(), f.end(), [&](const auto& e) { return e.first > bound[t]; }), f.end());
+    };
+    for (int g = g0; g < g1; ++g) {
+      const int s0 = g * kGroup, ng = std::min(kGroup, m - s0);
+      q.resize(ng, xs.cols());
+      for (int t = 0; t < ng; ++t) {
+        q.row(t) = xs.row(sample[s0 + t]);
+        found[t].clear();
+        bound[t] = std::numeric_limits<float>::infinity();
+      }
+      for (int e = 0; e < cells; ++e) {
+        for (int r0 = start[e]; r0 < start[e + 1]; r0 += kReferenceBlock) {
+          const int nr = std::min(kReferenceBlock, start[e + 1] - r0);
+          tile.noalias() = xs.middleRows(r0, nr) * q.transpose();
+          for (int t = 0; t < ng; ++t) {
+            const int self = sample[s0 + t];
+            const float qi = sq[self];
+            const int re = rank[static_cast<size_t>(slot_of[s0 + t]) * cells + e];
+            const float* col = tile.col(t).data();
+            for (int s = 0; s < nr; ++s) {
+              const float d2 = std::max(0.0f, qi + sq[r0 + s] - 2.0f * col[s]);
+              if (d2 > bound[t] || r0 + s == self) continue;
+              found[t].emplace_back(d2, re);
+              if (found[t].size() >= keep) prune(t, s0 + t);
+            }
+          }
+        }
+      }
+      for (int t = 0; t < ng; ++t) {
+        prune(t, s0 + t);  // at least k remain: the k nearest, and any ties of the k-th
+        auto& f = found[t];
+        std::partial_sort(f.begin(), f.begin() + k, f.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; });
+        for (int s = 0; s < k; ++s) out[static_cast<size_t>(s0 + t) * k + s] = f[s].second;
+      }
+    }
+  });
+  return out;
 }
 
-StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& options) {
+// Automatic probes (IvfOptions::probes = 0): the smallest probe count whose
+// distance recall on a seeded sample reaches the target. A sampled point's
+// search finds its true neighbours held by the first `probes` cells of its
+// cell's list (the search keeps the k nearest of those cells), so its recall
+// at p probes is the share of its k smallest neighbour ranks below p — the
+// sample's recall for every p from one pass, exact for this search (up to
+// float32 ranking) and never above it (a list longer than p only finds more).
+IvfReport MeasuredProbes(const MatrixF& xs, const Eigen::VectorXf& sq, const std::vector<int>& start,
+                         const MatrixF& centroids, const std::vector<int>& size, const std::vector<int>& nearest,
+                         int r, const IvfOptions& o, int threads) {
+  const auto clock = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(xs.rows());
+  const int cells = static_cast<int>(size.size());
+  const int k = o.k;
+  const int m = std::min(n, o.probe_sample);
+  std::vector<int> sample = ShuffledPrefix(n, m, o.seed ^ 0x5DEECE66DULL);
+  sample.resize(m);
+  std::sort(sample.begin(), sample.end());
+  // Each sampled cell's full probe list, as cell → rank.
+  std::vector<char> wanted(cells, 0);
+  std::vector<int> cell_of(m), slot(cells, -1), slot_of(m);
+  for (int t = 0; t < m; ++t) {
+    cell_of[t] = static_cast<int>(std::upper_bound(start.begin(), start.end(), sample[t]) - start.begin()) - 1;
+    wanted[cell_of[t]] = 1;
+  }
+  const std::vector<std::vector<int>> full = ProbeLists(centroids, size, nearest, r, cells, k, &wanted);
+  int slots = 0;
+  for (int c = 0; c < cells; ++c) slot[c] = wanted[c] ? slots++ : -1;
+  std::vector<int> rank(static_cast<size_t>(slots) * cells, cells);  // empty cells: never probed, hold no points
+  for (int c = 0; c < cells; ++c) {
+    if (!wanted[c]) continue;
+    for (size_t p = 0; p < full[c].size(); ++p) rank[static_cast<size_t>(slot[c]) * cells + full[c][p]] = static_cast<int>(p);
+  }
+  for (int t = 0; t < m; ++t) slot_of[t] = slot[cell_of[t]];
+  const std::vector<int> ranks = NeighbourRanks(xs, sq, start, sample, slot_of, rank, k, threads);
+  // Hits at p probes = neighbours with rank < p; the smallest p reaching the target.
+  std::vector<int64_t> at(cells + 1, 0);
+  for (int v : ranks) ++at[std::min(v, cells)];
+  const double total = static_cast<double>(ranks.size());
+  const double want = std::ceil(o.probe_recall_target * total - 1e-9);
+  IvfReport rep;
+  rep.cells = cells;
+  rep.probe_sample = m;
+  int64_t hits = 0;
+  int p = 0;
+  while (p < cells && static_cast<double>(hits) < want) hits += at[p++];
+  rep.probes = std::max(1, p);
+  rep.probe_sample_recall = static_cast<double>(hits) / total;
+  rep.probe_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
+  return rep;
+}
+
+}  // namespace
+
+StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& options, IvfReport* report) {
   const int n = static_cast<int>(points.rows());
   const int d = static_cast<int>(points.cols());
   KLS_RETURN_IF_ERROR(knn_detail::CheckKnnInput(points, options.Validate(n)));
@@ -227,7 +349,12 @@ StatusOr<KnnGraph> IvfKnn(const Eigen::MatrixXd& points, const IvfOptions& optio
     x.resize(0, 0);
     const RowsD rows = points;
     const Eigen::VectorXf sq = xs.rowwise().squaredNorm();
-    const std::vector<std::vector<int>> probes = ProbeLists(centroids, size, nearest, r, IvfProbes(options, n), k);
+    IvfReport rep;
+    rep.cells = cells;
+    rep.probes = options.probes;
+    if (options.probes == 0) rep = MeasuredProbes(xs, sq, start, centroids, size, nearest, r, options, threads);
+    if (report != nullptr) *report = rep;
+    const std::vector<std::vector<int>> probes = ProbeLists(centroids, size, nearest, r, rep.probes, k);
 
     KnnGraph g;
     g.num_points = n;

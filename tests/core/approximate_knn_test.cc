@@ -75,13 +75,87 @@ TEST(IvfKnn, FindsAlmostAllExactNeighboursWithExactDistances) {
   EXPECT_GE(FullRecall(IvfKnn(x, o).value(), exact), 0.9999);
 }
 
-TEST(IvfKnn, AutomaticProbesGrowSlowlyWithTheCellCount) {
-  IvfOptions o;  // probes 0: automatic, cells of 1,000 points
-  EXPECT_EQ(IvfProbes(o, 5000), 24);
-  EXPECT_EQ(IvfProbes(o, 100000), 24);
-  EXPECT_EQ(IvfProbes(o, 1000000), 43);
+// Two Gaussian classes in d dimensions (bench/million_e2e_data.py's dense
+// data): class centres N(0, 1.5² I), points centre + N(0, I). Little structure
+// below the classes, so a point's neighbours are spread over many cells.
+Eigen::MatrixXd GaussianClasses(int n, int d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g;
+  Eigen::MatrixXd c(2, d);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < d; ++j) c(i, j) = 1.5 * g(rng);
+  Eigen::MatrixXd x(n, d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) x(i, j) = c(i % 2, j) + g(rng);
+  return x;
+}
+
+TEST(IvfKnn, AutomaticProbesAreTheFewestReachingTheTargetRecall) {
+  // 4,000 points in 32 dimensions, cells of 16: 250 cells. The former rule
+  // ⌈24 · (cells / 100)^¼⌉ = 31 probes finds too few neighbours here.
+  const Eigen::MatrixXd x = GaussianClasses(4000, 32, 5);
+  KnnOptions ko;
+  ko.k = 5;
+  const KnnGraph exact = ExactKnn(x, ko).value();
+  IvfOptions o;
+  o.k = 5;
+  o.cell_size = 16;
+  o.probes = 31;
+  const double formula = FullRecall(IvfKnn(x, o).value(), exact);
+  EXPECT_LT(formula, 0.9) << "the old formula's probes";
+  // Automatic, with every point in the sample: the predicted recall is the
+  // search's recall, the count the smallest that reaches the target.
+  o.probes = 0;
+  o.probe_sample = 4000;
+  IvfReport rep;
+  const KnnGraph g = IvfKnn(x, o, &rep).value();
+  ExpectWellFormed(x, g);
+  EXPECT_EQ(rep.cells, 250);
+  EXPECT_EQ(rep.probe_sample, 4000);
+  EXPECT_GT(rep.probes, 31);
+  EXPECT_LT(rep.probes, 250);
+  const double automatic = FullRecall(g, exact);
+  EXPECT_GE(automatic, o.probe_recall_target - 1e-3);
+  EXPECT_NEAR(automatic, rep.probe_sample_recall, 2e-3);
+  EXPECT_NEAR(MeasureKnnRecall(x, g, 4000, 1).value().recall, automatic, 1e-12);
+  // The same search as the measured count given explicitly; one probe fewer misses the target.
+  o.probes = rep.probes;
+  EXPECT_EQ(IvfKnn(x, o).value().indices, g.indices);
+  o.probes = rep.probes - 1;
+  EXPECT_LT(FullRecall(IvfKnn(x, o).value(), exact), o.probe_recall_target);
+  // A sample of 512 (the default) lands within a few standard errors and
+  // keeps the graph above the 0.95 bar.
+  o.probes = 0;
+  o.probe_sample = 512;
+  const KnnGraph sampled = IvfKnn(x, o, &rep).value();
+  EXPECT_EQ(rep.probe_sample, 512);
+  EXPECT_GE(MeasureKnnRecall(x, sampled, 4000, 1).value().recall, 0.95);
+}
+
+TEST(IvfKnn, AutomaticProbesFollowTheData) {
+  // Well-separated blobs: the neighbours sit in few cells, so few probes suffice.
+  const Eigen::MatrixXd x = Blobs(4000, 32, 20, 6);
+  KnnOptions ko;
+  ko.k = 5;
+  IvfOptions o;
+  o.k = 5;
+  o.cell_size = 16;
+  IvfReport rep;
+  const KnnGraph g = IvfKnn(x, o, &rep).value();
+  EXPECT_LT(rep.probes, 60);
+  EXPECT_GE(rep.probe_sample_recall, o.probe_recall_target);
+  EXPECT_GE(FullRecall(g, ExactKnn(x, ko).value()), 0.95);
+  // Given probes are used as given, and reported.
   o.probes = 7;
-  EXPECT_EQ(IvfProbes(o, 1000000), 7);
+  ASSERT_TRUE(IvfKnn(x, o, &rep).ok());
+  EXPECT_EQ(rep.probes, 7);
+  EXPECT_EQ(rep.probe_sample, 0);
+  // The options are checked.
+  o.probe_recall_target = 1.5;
+  EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("ivf.probe_recall_target"));
+  o.probe_recall_target = 0.97;
+  o.probe_sample = 0;
+  EXPECT_THAT(IvfKnn(x, o).status().message(), HasSubstr("ivf.probe_sample = 0"));
 }
 
 TEST(IvfKnn, MoreProbesFindMore) {
@@ -114,6 +188,15 @@ TEST(IvfKnn, DoesNotDependOnTheThreadCount) {
   const KnnGraph three = IvfKnn(x, o).value();
   EXPECT_EQ(one.indices, three.indices);
   EXPECT_EQ(one.distances, three.distances);
+  // Automatic probes: the measurement does not depend on threads either.
+  o.probes = 0;
+  IvfReport r1, r3;
+  const KnnGraph auto_three = IvfKnn(x, o, &r3).value();
+  o.num_threads = 1;
+  const KnnGraph auto_one = IvfKnn(x, o, &r1).value();
+  EXPECT_EQ(r1.probes, r3.probes);
+  EXPECT_EQ(r1.probe_sample_recall, r3.probe_sample_recall);
+  EXPECT_EQ(auto_one.indices, auto_three.indices);
 }
 
 TEST(IvfKnn, ToleratesDuplicatesAndTinyCells) {
