@@ -218,6 +218,7 @@ std::vector<int> NeighbourRanks(const MatrixF& xs, const Eigen::VectorXf& sq, co
     MatrixF q, tile;
     std::vector<std::vector<std::pair<float, int>>> found(kGroup);  // (distance², rank)
     std::vector<float> bound(kGroup);
+    std::vector<size_t> limit(kGroup);  // prune at this size; doubles past ties of the k-th
     // Float32 slack for equal distances computed through different products.
     auto slack = [&](int t0, float kth) { return kth + 1e-5f * (kth + sq[sample[t0]]) + 1e-30f; };
     auto prune = [&](int t, int t0) {
@@ -225,6 +226,7 @@ std::vector<int> NeighbourRanks(const MatrixF& xs, const Eigen::VectorXf& sq, co
       std::nth_element(f.begin(), f.begin() + (k - 1), f.end());
       bound[t] = slack(t0, f[k - 1].first);
       f.erase(std::remove_if(f.begin(), f.end(), [&](const auto& e) { return e.first > bound[t]; }), f.end());
+      limit[t] = std::max(keep, 2 * f.size());
     };
     for (int g = g0; g < g1; ++g) {
       const int s0 = g * kGroup, ng = std::min(kGroup, m - s0);
@@ -233,6 +235,7 @@ std::vector<int> NeighbourRanks(const MatrixF& xs, const Eigen::VectorXf& sq, co
         q.row(t) = xs.row(sample[s0 + t]);
         found[t].clear();
         bound[t] = std::numeric_limits<float>::infinity();
+        limit[t] = keep;
       }
       for (int e = 0; e < cells; ++e) {
         for (int r0 = start[e]; r0 < start[e + 1]; r0 += kReferenceBlock) {
@@ -247,7 +250,7 @@ std::vector<int> NeighbourRanks(const MatrixF& xs, const Eigen::VectorXf& sq, co
               const float d2 = std::max(0.0f, qi + sq[r0 + s] - 2.0f * col[s]);
               if (d2 > bound[t] || r0 + s == self) continue;
               found[t].emplace_back(d2, re);
-              if (found[t].size() >= keep) prune(t, s0 + t);
+              if (found[t].size() >= limit[t]) prune(t, s0 + t);
             }
           }
         }
