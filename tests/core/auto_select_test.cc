@@ -27,6 +27,19 @@ using Labelled = test_util::LabelledPoints;
 // Two Gaussian blobs at (±3, 0) along feature 0, and wide noise in feature 1.
 Labelled Blobs(int n, uint64_t seed) { return test_util::TwoBlobs(n, seed, 3.0); }
 
+// The one-hot label factor blurred by Gaussian noise of sd `noise` (seeded).
+StatusOr<LearnedKernel> BlurredLabels(const Labelled& d, double noise, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, noise);
+  Eigen::MatrixXd v = Eigen::MatrixXd::Zero(d.x.rows(), 2);
+  for (int i = 0; i < v.rows(); ++i) {
+    v(i, d.labels[i]) = 1.0;
+    v(i, 0) += g(rng);
+    v(i, 1) += g(rng);
+  }
+  return LearnedKernel::FromEmbedding(std::move(v));
+}
+
 // A "learned" candidate whose kernel is the one-hot label factor blurred by
 // `noise` (0: perfect), the same for every value; counts its calls.
 AutoCandidate Fake(const std::string& name, const Labelled& d, double noise, std::atomic<int>* calls = nullptr,
@@ -45,15 +58,7 @@ AutoCandidate Fake(const std::string& name, const Labelled& d, double noise, std
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     }
-    std::mt19937_64 rng(static_cast<uint64_t>(value * 1000) + 7);
-    std::normal_distribution<double> g(0.0, noise);
-    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(d.x.rows(), 2);
-    for (int i = 0; i < v.rows(); ++i) {
-      v(i, d.labels[i]) = 1.0;
-      v(i, 0) += g(rng);
-      v(i, 1) += g(rng);
-    }
-    return LearnedKernel::FromEmbedding(std::move(v));
+    return BlurredLabels(d, noise, static_cast<uint64_t>(value * 1000) + 7);
   };
   return c;
 }
@@ -196,16 +201,7 @@ AutoCandidate Peaked(const std::string& name, const Labelled& d, double peak, st
   c.learn = [&d, peak, calls](const PairwiseConstraints&, double value,
                               const SolveControl&) -> StatusOr<LearnedKernel> {
     ++*calls;
-    const double noise = 0.25 + 1.5 * std::abs(std::log10(value / peak));
-    std::mt19937_64 rng(11);
-    std::normal_distribution<double> g(0.0, noise);
-    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(d.x.rows(), 2);
-    for (int i = 0; i < v.rows(); ++i) {
-      v(i, d.labels[i]) = 1.0;
-      v(i, 0) += g(rng);
-      v(i, 1) += g(rng);
-    }
-    return LearnedKernel::FromEmbedding(std::move(v));
+    return BlurredLabels(d, 0.25 + 1.5 * std::abs(std::log10(value / peak)), 11);
   };
   return c;
 }
