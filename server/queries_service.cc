@@ -566,7 +566,7 @@ grpc::Status QueriesService::ReRank(grpc::ServerContext* context, const kls::v1:
   return grpc::Status::OK;
 }
 
-grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1::SocialStrengthRequest* request,
+grpc::Status QueriesService::SocialStrength(grpc::ServerContext* context, const kls::v1::SocialStrengthRequest* request,
                                             kls::v1::SimilarityResponse* response) {
   if (request->u_size() != request->v_size()) {
     return ToGrpcStatus(InvalidArgumentError("u has " + std::to_string(request->u_size()) + " entries but v has " +
@@ -582,14 +582,15 @@ grpc::Status QueriesService::SocialStrength(grpc::ServerContext*, const kls::v1:
   if (const Status s = CheckIndices(servable.kernel(), request->u(), "u"); !s.ok()) return ToGrpcStatus(s);
   if (const Status s = CheckIndices(servable.kernel(), request->v(), "v"); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<std::vector<double>> strength =
-      servable.SocialStrength({request->u().begin(), request->u().end()}, {request->v().begin(), request->v().end()});
+      servable.SocialStrength({request->u().begin(), request->u().end()}, {request->v().begin(), request->v().end()},
+                              CallControl(context));
   if (!strength.ok()) return ToGrpcStatus(strength.status());
   response->mutable_values()->Add(strength->begin(), strength->end());
   return grpc::Status::OK;
 }
 
 grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response,
-                                       bool groups) {
+                                       bool groups, const SolveControl& control) {
   if (const Status s = CheckK(request->k()); !s.ok()) return ToGrpcStatus(s);
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
   if (!handle.ok()) return ToGrpcStatus(handle.status());
@@ -612,23 +613,23 @@ grpc::Status QueriesService::Recommend(const kls::v1::RecommendRequest* request,
     selected = std::move(s).value();
   }
   const StatusOr<std::vector<ScoredItem>> top =
-      servable.Recommend(request->user(), request->k(), groups, selected ? &*selected : nullptr);
+      servable.Recommend(request->user(), request->k(), groups, control, selected ? &*selected : nullptr);
   if (!top.ok()) return ToGrpcStatus(top.status());
   AddItems(*top, nullptr, response);
   return grpc::Status::OK;
 }
 
-grpc::Status QueriesService::RecommendFriends(grpc::ServerContext*, const kls::v1::RecommendRequest* request,
+grpc::Status QueriesService::RecommendFriends(grpc::ServerContext* context, const kls::v1::RecommendRequest* request,
                                               kls::v1::TopKResponse* response) {
-  return Recommend(request, response, false);
+  return Recommend(request, response, false, CallControl(context));
 }
 
-grpc::Status QueriesService::RecommendGroups(grpc::ServerContext*, const kls::v1::RecommendRequest* request,
+grpc::Status QueriesService::RecommendGroups(grpc::ServerContext* context, const kls::v1::RecommendRequest* request,
                                              kls::v1::TopKResponse* response) {
-  return Recommend(request, response, true);
+  return Recommend(request, response, true, CallControl(context));
 }
 
-grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::ClassifyRequest* request,
+grpc::Status QueriesService::Classify(grpc::ServerContext* context, const kls::v1::ClassifyRequest* request,
                                       kls::v1::ClassifyResponse* response) {
   if (request->dim() < 1) {
     return ToGrpcStatus(InvalidArgumentError("dim = " + std::to_string(request->dim()) + " must be >= 1"));
@@ -653,7 +654,7 @@ grpc::Status QueriesService::Classify(grpc::ServerContext*, const kls::v1::Class
   }
   const StatusOr<Eigen::MatrixXd> x = FeatureRows(request->features(), rows, request->dim(), "features");
   if (!x.ok()) return ToGrpcStatus(x.status());
-  const StatusOr<Classification> c = servable.Classify(*x);
+  const StatusOr<Classification> c = servable.Classify(*x, CallControl(context));
   if (!c.ok()) return ToGrpcStatus(c.status());
   response->mutable_decision_values()->Add(c->decision_values.data(), c->decision_values.data() + rows);
   response->mutable_labels()->Add(c->labels.begin(), c->labels.end());

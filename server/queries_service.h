@@ -74,7 +74,8 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
                              kls::v1::ClassifyUsersResponse* response) override;
 
  private:
-  grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups);
+  grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups,
+                         const SolveControl& control);
 
   // What ItemSelectors of one request are evaluated against: the data set's
   // keys and attributes, when they describe the `num_items` items queried.

@@ -78,17 +78,20 @@ KernelServable::KernelServable(std::shared_ptr<const LearnedKernel> kernel, std:
       index_(std::move(index)),
       attachments_(attachments ? std::move(attachments) : std::make_shared<const ModelAttachments>()) {}
 
-StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfItem(int item, int k, bool exclude_self,
-                                                             const char* field) const {
+StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfItem(int item, int k, bool exclude_self, const char* field,
+                                                             const SolveControl& control) const {
   KLS_RETURN_IF_ERROR(kernel_->CheckIndex(item, field));
+  KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
   return index_ ? index_->TopK(item, k, exclude_self) : kernel_->TopK(item, k, exclude_self);
 }
 
-StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfVector(const Eigen::VectorXd& query, int k) const {
+StatusOr<std::vector<ScoredItem>> KernelServable::TopKOfVector(const Eigen::VectorXd& query, int k,
+                                                               const SolveControl& control) const {
   if (query.size() != kernel_->rank()) {
     return InvalidArgumentError("vector has " + std::to_string(query.size()) + " values but the kernel has rank " +
                                 std::to_string(kernel_->rank()));
   }
+  KLS_RETURN_IF_ERROR(control.CheckStop("top-k"));
   return index_ ? index_->TopKByVector(query, k) : kernel_->TopKByVector(query, k);
 }
 
@@ -148,21 +151,23 @@ StatusOr<std::vector<ScoredItem>> KernelServable::ReRank(const std::vector<int>&
   return ranked;
 }
 
-StatusOr<std::vector<double>> KernelServable::SocialStrength(const std::vector<int>& u,
-                                                             const std::vector<int>& v) const {
+StatusOr<std::vector<double>> KernelServable::SocialStrength(const std::vector<int>& u, const std::vector<int>& v,
+                                                             const SolveControl& control) const {
   if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
   const KlrStrength* klr = attachments_->social_klr ? &*attachments_->social_klr : nullptr;
   std::vector<double> out(u.size());
   for (size_t t = 0; t < u.size(); ++t) {
+    if (t % 4096 == 0) KLS_RETURN_IF_ERROR(control.CheckStop("social strength"));
     out[t] = klr ? klr->Score(*kernel_, u[t], v[t]) : kernel_->value(u[t], v[t]);
   }
   return out;
 }
 
-StatusOr<std::vector<ScoredItem>> KernelServable::Recommend(int user, int k, bool groups,
+StatusOr<std::vector<ScoredItem>> KernelServable::Recommend(int user, int k, bool groups, const SolveControl& control,
                                                              const SelectedItems* selection) const {
   if (!has_social_graph()) return FailedPreconditionError("the kernel has no social graph");
   KLS_RETURN_IF_ERROR(kernel_->CheckIndex(user, "user"));
+  KLS_RETURN_IF_ERROR(control.CheckStop("recommendation"));
   // f(u, ·): the learned pairwise model when there is one (σ(f), §7.4), else the strength kernel's row.
   const SocialGraph& graph = *attachments_->social;
   const Eigen::VectorXd row =
@@ -195,13 +200,14 @@ StatusOr<std::vector<std::vector<ScoredItem>>> KernelServable::Search(const std:
   return index.Search(queries, options, control);
 }
 
-StatusOr<Classification> KernelServable::Classify(const Eigen::MatrixXd& rows) const {
+StatusOr<Classification> KernelServable::Classify(const Eigen::MatrixXd& rows, const SolveControl& control) const {
   if (!has_classifier()) return FailedPreconditionError("the kernel has no classifier");
   const KernelClassifier& model = *attachments_->classifier;
   if (rows.cols() != model.support_vectors.cols()) {
     return InvalidArgumentError("dim = " + std::to_string(rows.cols()) + " but the model takes " +
                                 std::to_string(model.support_vectors.cols()) + " features");
   }
+  KLS_RETURN_IF_ERROR(control.CheckStop("classification"));
   Classification out;
   if (attachments_->scaling) {
     KLS_ASSIGN_OR_RETURN(const Eigen::MatrixXd x, attachments_->scaling->Apply(rows));

@@ -2,9 +2,11 @@
 // servable): the factor V (K = V Vᵀ), its top-k index, and the attachments
 // its family stored — a classifier, a social graph and pairwise KLR model,
 // the feature scaling. It answers every query of kls.v1.Queries in core terms;
-// the gRPC handlers only translate protos and statuses. Long computations
-// (feature extension, re-ranking walks, harmonic classification) take a
-// SolveControl and stop within milliseconds of its deadline or cancellation.
+// the gRPC handlers only translate protos and statuses. Every query method
+// takes the call's SolveControl (deadline, cancellation): the long
+// computations (search, feature extension, re-ranking walks, harmonic
+// classification) stop within milliseconds of it, the short ones check it
+// before they start (and SocialStrength every few thousand pairs).
 //
 // Thread safety: immutable after construction; every method is const and
 // may run on many threads at once.
@@ -91,9 +93,11 @@ class KernelServable {
   bool has_linear_map() const { return attachments_->linear_map.has_value(); }
 
   /// The k items most similar to item `item` (INVALID_ARGUMENT naming `field` when out of range).
-  StatusOr<std::vector<ScoredItem>> TopKOfItem(int item, int k, bool exclude_self, const char* field) const;
+  StatusOr<std::vector<ScoredItem>> TopKOfItem(int item, int k, bool exclude_self, const char* field,
+                                               const SolveControl& control) const;
   /// The k items with the largest ⟨v_i, query⟩; `query` has rank() entries, all finite.
-  StatusOr<std::vector<ScoredItem>> TopKOfVector(const Eigen::VectorXd& query, int k) const;
+  StatusOr<std::vector<ScoredItem>> TopKOfVector(const Eigen::VectorXd& query, int k,
+                                                 const SolveControl& control) const;
 
   /// A batch of top-k queries (TopKIndex::Search: exact under any allowed
   /// bitmap, one pass over the items per shared bitmap), stopping within a
@@ -123,18 +127,19 @@ class KernelServable {
   /// Strength of each pair (u[t], v[t]): the pairwise KLR model's σ(f) when
   /// the kernel has one, else the strength kernel's entry.
   /// FAILED_PRECONDITION without a social graph.
-  StatusOr<std::vector<double>> SocialStrength(const std::vector<int>& u, const std::vector<int>& v) const;
+  StatusOr<std::vector<double>> SocialStrength(const std::vector<int>& u, const std::vector<int>& v,
+                                               const SolveControl& control) const;
 
   /// Friends (not yet contacts) or groups for `user`, strongest first; with
   /// a `selection` (over users, or over group ids), the k best that pass it.
-  StatusOr<std::vector<ScoredItem>> Recommend(int user, int k, bool groups,
+  StatusOr<std::vector<ScoredItem>> Recommend(int user, int k, bool groups, const SolveControl& control,
                                               const SelectedItems* selection = nullptr) const;
   /// Number of groups of the social graph (0 without one): the item space
   /// of RecommendGroups' selections.
   int num_groups() const;
 
   /// The classifier's decision on each raw feature row (scaling applied here).
-  StatusOr<Classification> Classify(const Eigen::MatrixXd& rows) const;
+  StatusOr<Classification> Classify(const Eigen::MatrixXd& rows, const SolveControl& control) const;
 
   /// Harmonic classes of every user from the labelled ones (thesis §7.5), on
   /// the strength graph. Labels must be class ids in [0, 1000) of >= 2 classes.

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <random>
 
@@ -30,13 +31,13 @@ std::shared_ptr<const LearnedKernel> RandomKernel(int n, int r, uint64_t seed) {
 TEST(KernelServable, TopKAndReRankAnswerLikeTheKernel) {
   const auto kernel = RandomKernel(30, 4, 1);
   const KernelServable plain(kernel, nullptr, nullptr);
-  auto top = plain.TopKOfItem(3, 5, true, "item");
+  auto top = plain.TopKOfItem(3, 5, true, "item", SolveControl());
   ASSERT_TRUE(top.ok()) << top.status();
   const std::vector<ScoredItem> expected = kernel->TopK(3, 5, true);
   ASSERT_EQ(top->size(), expected.size());
   for (size_t t = 0; t < expected.size(); ++t) EXPECT_EQ((*top)[t].index, expected[t].index);
-  EXPECT_THAT(plain.TopKOfItem(30, 5, true, "item").status().message(), HasSubstr("item"));
-  EXPECT_THAT(plain.TopKOfVector(Eigen::VectorXd::Ones(3), 5).status().message(),
+  EXPECT_THAT(plain.TopKOfItem(30, 5, true, "item", SolveControl()).status().message(), HasSubstr("item"));
+  EXPECT_THAT(plain.TopKOfVector(Eigen::VectorXd::Ones(3), 5, SolveControl()).status().message(),
               HasSubstr("vector has 3 values but the kernel has rank 4"));
 
   const std::vector<int> candidates = {0, 4, 9, 16, 25};
@@ -55,9 +56,9 @@ TEST(KernelServable, ModelQueriesNeedTheirModel) {
   const KernelServable plain(RandomKernel(10, 2, 2), nullptr, nullptr);
   EXPECT_FALSE(plain.has_classifier());
   EXPECT_FALSE(plain.has_social_graph());
-  EXPECT_EQ(plain.Classify(Eigen::MatrixXd::Ones(1, 2)).status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(plain.Recommend(0, 3, false).status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(plain.SocialStrength({0}, {1}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plain.Classify(Eigen::MatrixXd::Ones(1, 2), SolveControl()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plain.Recommend(0, 3, false, SolveControl()).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plain.SocialStrength({0}, {1}, SolveControl()).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(plain.ClassifyUsers({0, 1}, {0, 1}, false, SolveControl()).status().code(),
             StatusCode::kFailedPrecondition);
 }
@@ -72,17 +73,38 @@ TEST(KernelServable, SocialQueriesUseTheStrengthKernelAndCheckLabels) {
   attachments->social->groups.assign(n, {});
   attachments->social->contacts[0] = {1};
   const KernelServable social(kernel, nullptr, attachments);
-  auto strength = social.SocialStrength({0, 2}, {1, 5});
+  auto strength = social.SocialStrength({0, 2}, {1, 5}, SolveControl());
   ASSERT_TRUE(strength.ok()) << strength.status();
   EXPECT_DOUBLE_EQ((*strength)[0], kernel->value(0, 1));
   EXPECT_DOUBLE_EQ((*strength)[1], kernel->value(2, 5));
-  auto friends = social.Recommend(0, 3, false);
+  auto friends = social.Recommend(0, 3, false, SolveControl());
   ASSERT_TRUE(friends.ok()) << friends.status();
   for (const ScoredItem& s : *friends) EXPECT_NE(s.index, 1) << "a contact is not recommended";
   EXPECT_THAT(social.ClassifyUsers({0, 1}, {0, 1000}, false, SolveControl()).status().message(),
               HasSubstr("labels[1] = 1000 must be a class id in [0, 1000)"));
   EXPECT_THAT(social.ClassifyUsers({0, 1}, {2, 2}, false, SolveControl()).status().message(),
               HasSubstr("labels are all 2"));
+}
+
+TEST(KernelServable, EveryQueryStopsOnTheCallsControl) {
+  const int n = 8;
+  const auto kernel = RandomKernel(n, 3, 4);
+  auto attachments = std::make_shared<ModelAttachments>();
+  attachments->social = SocialGraph();
+  attachments->social->contacts.assign(n, {});
+  attachments->social->groups.assign(n, {});
+  const KernelServable social(kernel, nullptr, attachments);
+  SolveControl cancelled;
+  cancelled.cancel.Cancel();
+  SolveControl expired;
+  expired.deadline = SolveControl::Clock::now() - std::chrono::milliseconds(1);
+  for (const SolveControl* control : {&cancelled, &expired}) {
+    const StatusCode code = control == &cancelled ? StatusCode::kCancelled : StatusCode::kDeadlineExceeded;
+    EXPECT_EQ(social.TopKOfItem(0, 3, true, "item", *control).status().code(), code);
+    EXPECT_EQ(social.TopKOfVector(Eigen::VectorXd::Ones(3), 3, *control).status().code(), code);
+    EXPECT_EQ(social.SocialStrength({0}, {1}, *control).status().code(), code);
+    EXPECT_EQ(social.Recommend(0, 3, false, *control).status().code(), code);
+  }
 }
 
 TEST(KernelServable, LinearMapExtendsFeatureRowsExactlyWithoutTrainingFeatures) {
