@@ -28,6 +28,7 @@
 #include <random>
 #include <sstream>
 
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "core/common/solve_control.h"
 #include "core/embed/embedding.h"
@@ -264,7 +265,8 @@ StatusOr<Eigen::MatrixXd> SpeSdp(const NeighborhoodGraph& g, double c, int d, in
 
 Runner RegisterEmbed(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "mve", plot, minimax = "newton", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid, c_grid;
+    DataFlags source;
+    std::string method = "mve", plot, minimax = "newton", slack = "relative", b_grid = "0.1,1,2,10", kernel = "linear", graph_k_grid, c_grid;
     int n = 100, dims = 2, reps = 20, graph_k = 5, knn_max = 15, max_iterations = 500, sdp_reps = 0;
     int dense_threshold = EmbeddingMinimaxOptions().dense_threshold;
     int mve_max_outer = 200;  // MVE runs until F settles ([SJ07] "until convergence"), not to a cap
@@ -272,15 +274,14 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
            mve_inexact = 0.1;
     std::string mve_guard = "loo";
     int mve_guard_labels = 1;
-    std::string synthetic;
     int synthetic_n = 300;
     uint64_t synthetic_seed = 7;
     uint64_t seed = 1;
     std::string scaling = "gram";
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV (last column label); or --synthetic");
-  app.add_option("--synthetic", a->synthetic,
+  a->source.AddData(app, "labeled CSV (last column label); or --synthetic");
+  a->source.AddSynthetic(app,
                  "instead of --data: a generated set (MakeSyntheticByName: chessboard | double_spiral | swiss_roll | "
                  "two_moons | adult_like)");
   app.add_option("--synthetic-n", a->synthetic_n, "points of the --synthetic set (the pool --n is drawn from)");
@@ -375,9 +376,8 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     Status grid_status;
     const std::vector<double> grid = method == "kpca" ? std::vector<double>{0.0} : ParseGrid(a->b_grid, "--B-grid", &grid_status);
     if (!grid_status.ok()) return Fail(grid_status);
-    auto data = LoadOrGenerate(a->data, a->synthetic, a->synthetic_n, a->synthetic_seed);
+    auto data = a->source.LoadLabeled(a->synthetic_n, a->synthetic_seed);
     if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     // The two largest classes (ties: smaller id).
     std::vector<int> count(data->num_classes(), 0);
     for (int l : data->labels) ++count[l];
@@ -570,7 +570,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
         eig_ratio.Add(best.coords.col(1).squaredNorm() / best.coords.col(0).squaredNorm());
       if (rep == 0 && !a->plot.empty()) {
         std::ostringstream title;
-        title << method << " on " << a->data.substr(a->data.find_last_of('/') + 1) << ", rep 1 (test acc "
+        title << method << " on " << a->source.data.substr(a->source.data.find_last_of('/') + 1) << ", rep 1 (test acc "
               << 100.0 * best.test << "%)";
         Status st = WritePlot(a->plot, best.coords, y, title.str());
         if (!st.ok()) return Fail(st);
@@ -613,7 +613,7 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
     for (auto& [k, cnt] : chosen_graph_k) gk_hist[std::to_string(k)] = cnt;
     nlohmann::json out = {{"benchmark", "embed"},
                           {"method", method},
-                          {"data", a->synthetic.empty() ? a->data : "synthetic:" + a->synthetic},
+                          {"data", a->source.synthetic.empty() ? a->source.data : "synthetic:" + a->source.synthetic},
                           {"n", n},
                           {"classes", {order[0], order[1]}},
                           {"dims", a->dims},

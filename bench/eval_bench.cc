@@ -1,5 +1,6 @@
 // kls-bench eval: kernel k-means on an embedding (K = V Vᵀ, V = the data's
 // features or a synthetic set), with pair accuracy and NMI against labels.
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "core/common/solve_control.h"
 #include "core/eval/kernel_kmeans.h"
@@ -9,8 +10,7 @@ namespace kls::bench {
 
 Runner RegisterEval(CLI::App& app, bool* json) {
   struct Args {
-    std::string data;
-    std::string synthetic;
+    DataFlags source;
     int n = 1000;
     int clusters = 0;
     int restarts = 10;
@@ -18,17 +18,16 @@ Runner RegisterEval(CLI::App& app, bool* json) {
     uint64_t seed = 42;
   };
   auto args = std::make_shared<Args>();
-  app.add_option("--data", args->data, "labeled CSV or LIBSVM file; its features are the embedding V");
-  app.add_option("--synthetic", args->synthetic, "chessboard | double_spiral | swiss_roll | two_moons | adult_like");
+  args->source.AddData(app, "labeled CSV or LIBSVM file; its features are the embedding V");
+  args->source.AddSynthetic(app, "chessboard | double_spiral | swiss_roll | two_moons | adult_like");
   app.add_option("--n", args->n, "points for --synthetic");
   app.add_option("--clusters", args->clusters, "k of k-means (0 = number of classes)");
   app.add_option("--restarts", args->restarts, "k-means++ restarts");
   app.add_option("--threads", args->threads, "threads");
   app.add_option("--seed", args->seed, "random seed");
   return [args, json]() -> int {
-    auto data = LoadOrGenerate(args->data, args->synthetic, args->n, args->seed);
+    auto data = args->source.LoadLabeled(args->n, args->seed);
     if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     KMeansOptions o;
     o.num_clusters = args->clusters > 0 ? args->clusters : data->num_classes();
     o.restarts = args->restarts;

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <limits>
 
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
@@ -26,7 +27,8 @@ namespace kls::bench {
 
 Runner RegisterExact(CLI::App& app, bool* json) {
   struct Args {
-    std::string method = "admm", data, protocol, admm_mode;
+    DataFlags source;
+    std::string method = "admm", protocol, admm_mode;
     double known_optimum = 0, switch_tolerance = 0;
     int lbfgs_memory = 0, precondition = -1;
     int n = 1000, k = 50;
@@ -35,7 +37,8 @@ Runner RegisterExact(CLI::App& app, bool* json) {
   };
   auto a = std::make_shared<Args>();
   app.add_option("--method", a->method, "admm | bcd-sl | bcd-shl | bcd-hl");
-  app.add_option("--data", a->data, "CSV data set (default: adult-like synthetic data of size --n)");
+  a->source.default_synthetic = "adult_like";
+  a->source.AddData(app, "CSV data set (default: adult-like synthetic data of size --n)");
   app.add_option("--n", a->n, "points of the synthetic set");
   app.add_option("--k", a->k, "graph neighbours (adult protocol: 50)");
   app.add_option("--protocol", a->protocol, "bcd | admm (default: the method's paper)");
@@ -59,7 +62,7 @@ Runner RegisterExact(CLI::App& app, bool* json) {
                                        "SDP is checked against CSDP in tests/core/simple_npkl_test.cc)"));
     }
     const std::string protocol = a->protocol.empty() ? (method->family == F::kAdmm ? "admm" : "bcd") : a->protocol;
-    auto data = LoadOrGenerate(a->data, a->data.empty() ? "adult_like" : "", a->n, a->seed);
+    auto data = a->source.Load(a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
     const double c = a->c > 0 ? a->c : DefaultC(*method);
     auto proto = MakeProtocol(protocol, *method, a->k, c);

@@ -20,9 +20,9 @@
 // kernel specs and weights), as a client of the service would use it.
 #include <cmath>
 
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "core/common/solve_control.h"
-#include "core/data/csv_reader.h"
 #include "core/mkl/kernel_bank.h"
 #include "core/mkl/kernel_classifier.h"
 #include "core/mkl/kta.h"
@@ -31,64 +31,54 @@
 #include "core/mkl/unsupervised_mkl.h"
 
 namespace kls::bench {
-namespace {
-
-}  // namespace
 
 Runner RegisterMkl(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "kta";
-    double train_frac = 0.5;
-    int runs = 20, folds = 5, positive_class = 1;
-    uint64_t seed = 1;
+    SplitFlags split{0.5};
+    std::string method = "kta";
     bool all_features_only = false;
     int max_new_kernels = 10, umkl_bases = 10;
     double umkl_gamma1 = 0.5;
     bool cv_protocol2_only = false;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV (two classes)")->required();
+  a->split.Add(app, {"training fraction (thesis: 0.5)", "random splits (thesis: 20)", "seed of the first split",
+                     "cross-validation folds (thesis: 5)"});
   app.add_option("--method", a->method, "kta | 2lmkl | 2lmkl-inf | umkl | svm");
   app.add_option("--max-new-kernels", a->max_new_kernels, "2lmkl-inf: cap on added Gaussians");
   app.add_flag("--cv-protocol2-only", a->cv_protocol2_only,
                "2lmkl-inf: choose C by nested CV of Protocol 2 on the initial kernels (default: of Protocol 3)");
   app.add_option("--umkl-bases", a->umkl_bases, "umkl: B, local bases per point");
   app.add_option("--umkl-gamma1", a->umkl_gamma1, "umkl: gamma1 of (5.2)");
-  app.add_option("--train-frac", a->train_frac, "training fraction (thesis: 0.5)");
-  app.add_option("--runs", a->runs, "random splits (thesis: 20)");
-  app.add_option("--seed", a->seed, "seed of the first split");
-  app.add_option("--folds", a->folds, "cross-validation folds (thesis: 5)");
-  app.add_option("--positive-class", a->positive_class, "class id mapped to +1");
   app.add_flag("--all-features-only", a->all_features_only, "bank without the single-feature kernels");
   return [a, json]() -> int {
     const bool learned = a->method == "2lmkl" || a->method == "2lmkl-inf" || a->method == "umkl";
     if (a->method != "kta" && a->method != "svm" && !learned) {
       return Fail(InvalidArgumentError("--method = \"" + a->method + "\": expected kta, 2lmkl, 2lmkl-inf, umkl or svm"));
     }
-    if (a->runs < 1) return Fail(InvalidArgumentError("--runs must be >= 1"));
-    auto data = ReadCsvFile(a->data);
-    if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
-    const Eigen::VectorXd y = SignLabels(data->labels, a->positive_class);
+    const SplitFlags& sp = a->split;
+    auto labeled = sp.Load();
+    if (!labeled.ok()) return Fail(labeled.status());
+    const Dataset& data = labeled->data;
     const std::vector<double> cs = ThesisCGrid();
     MeanStd acc, secs, nker, chosen_c, iters;
     int bank_size = 0;
     std::vector<std::string> first_model;  // kernel names and weights of run 1 (learned methods)
-    for (int r = 0; r < a->runs; ++r) {
-      const uint64_t seed = a->seed + r;
-      auto split = RandomSplit(y, a->train_frac, seed);
+    for (int r = 0; r < sp.runs; ++r) {
+      auto split = sp.Draw(*labeled, r);
       if (!split.ok()) return Fail(split.status());
-      const Eigen::MatrixXd xtr_raw = SubRows(data->features, split->train);
-      const Eigen::MatrixXd xte_raw = SubRows(data->features, split->test);
-      const Eigen::VectorXd ytr = SubVector(y, split->train), yte = SubVector(y, split->test);
+      const uint64_t seed = split->seed;
+      const Eigen::MatrixXd& xtr_raw = split->x_train;
+      const Eigen::MatrixXd& xte_raw = split->x_test;
+      const Eigen::VectorXd &ytr = split->y_train, &yte = split->y_test;
       if (learned) {
         // The service's entry points: raw features in, KernelClassifier out.
         MklProtocolOptions pr;
         pr.single_feature_kernels = !a->all_features_only;
-        pr.cv_folds = a->folds;
+        pr.cv_folds = sp.folds;
         pr.cv_seed = seed * 7919 + 1;
-        pr.positive_class = a->positive_class;
-        pr.negative_class = a->positive_class == 0 ? 1 : 0;
+        pr.positive_class = sp.positive_class;
+        pr.negative_class = sp.positive_class == 0 ? 1 : 0;
         Stopwatch watch;
         StatusOr<MklClassifierResult> res = InternalError("unreachable");
         if (a->method == "2lmkl") {
@@ -132,7 +122,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
       std::vector<BaseKernelSpec> kernels;
       Eigen::VectorXd weights;
       if (a->method == "kta") {
-        std::vector<BaseKernelSpec> bank = StandardKernelBank(data->dim(), !a->all_features_only);
+        std::vector<BaseKernelSpec> bank = StandardKernelBank(data.dim(), !a->all_features_only);
         if (auto s = NormalizeToUnitTrace(&bank, xtr); !s.ok()) return Fail(s);
         bank_size = static_cast<int>(bank.size());
         auto kta = LearnKtaWeights(xtr, ytr, bank);
@@ -146,7 +136,7 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
           const BaseKernelSpec spec = GaussianWidthKernel(std::ldexp(1.0, e));
           const Eigen::MatrixXd k = EvaluateKernel(spec, xtr, xtr);
           for (double c : cs) {
-            auto cv = CrossValidateSvm(k, ytr, c, a->folds, seed * 7919 + 1);
+            auto cv = CrossValidateSvm(k, ytr, c, sp.folds, seed * 7919 + 1);
             if (!cv.ok()) return Fail(cv.status());
             if (*cv > best + 1e-12) {
               best = *cv;
@@ -158,14 +148,14 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
         weights = Eigen::VectorXd::Ones(1);
       }
       const Eigen::MatrixXd ktr = CombinedKernel(kernels, weights, KernelCombination::kLinear, xtr, xtr);
-      auto c = SelectCByCrossValidation(ktr, ytr, cs, a->folds, seed * 7919 + 1);
+      auto c = SelectCByCrossValidation(ktr, ytr, cs, sp.folds, seed * 7919 + 1);
       if (!c.ok()) return Fail(c.status());
       SvmOptions so;
       so.c = *c;
       auto svm = TrainSvm(ktr, ytr, so);
       if (!svm.ok()) return Fail(svm.status());
       KernelClassifier model = MakeKernelClassifier(kernels, weights, KernelCombination::kLinear, st, xtr, ytr, *svm);
-      model.positive_class = a->positive_class;
+      model.positive_class = sp.positive_class;
       secs.Add(watch.Seconds());
       auto f = model.DecisionValues(xte_raw);
       if (!f.ok()) return Fail(f.status());
@@ -173,24 +163,19 @@ Runner RegisterMkl(CLI::App& app, bool* json) {
       nker.Add(static_cast<double>(kernels.size()));
       chosen_c.Add(std::log10(*c));
     }
-    Emit({{"benchmark", "mkl"},
-          {"method", a->method},
-          {"data", a->data},
-          {"n", data->num_points()},
-          {"dim", data->dim()},
-          {"train_frac", a->train_frac},
-          {"runs", a->runs},
-          {"seed", a->seed},
-          {"bank_size", bank_size},
-          {"accuracy_mean", acc.mean()},
-          {"accuracy_std", acc.std()},
-          {"seconds", secs.mean()},
-          {"kernels_selected_mean", nker.mean()},
-          {"mean_log10_c", chosen_c.mean()},
-          {"iterations_mean", iters.mean()},
-          {"first_run_kernels", first_model},
-          {"machine", MachineInfo()}},
-         *json);
+    nlohmann::json out = {{"benchmark", "mkl"},
+                          {"method", a->method},
+                          {"bank_size", bank_size},
+                          {"accuracy_mean", acc.mean()},
+                          {"accuracy_std", acc.std()},
+                          {"seconds", secs.mean()},
+                          {"kernels_selected_mean", nker.mean()},
+                          {"mean_log10_c", chosen_c.mean()},
+                          {"iterations_mean", iters.mean()},
+                          {"first_run_kernels", first_model},
+                          {"machine", MachineInfo()}};
+    out.update(sp.Record(data));
+    Emit(out, *json);
     return 0;
   };
 }

@@ -13,10 +13,9 @@
 #include <cmath>
 #include <random>
 
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "core/common/solve_control.h"
-#include "core/data/csv_reader.h"
-#include "core/data/synthetic.h"
 #include "core/mkl/box_projection.h"
 #include "core/mkl/kernel_bank.h"
 #include "core/mkl/onk.h"
@@ -58,34 +57,28 @@ StatusOr<double> OnkAccuracy(const Eigen::MatrixXd& k_train, const Eigen::Vector
 
 Runner RegisterOnk(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "gradient", c_grid = "0.1,1,10,100", rho_grid = "0.01,0.1,1,10,100,1000,10000,100000,1000000";
-    double train_frac = 0.2;
-    int runs = 20, sigma_k = 2, folds = 5, positive_class = 1, cv_repeats = 20;
-    uint64_t seed = 1;
+    SplitFlags split{0.2};
+    std::string method = "gradient", c_grid = "0.1,1,10,100", rho_grid = "0.01,0.1,1,10,100,1000,10000,100000,1000000";
+    int sigma_k = 2, cv_repeats = 20;
     bool raw = false;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV (two classes)")->required();
-  app.add_option("--train-frac", a->train_frac, "training fraction (paper: 0.2)");
-  app.add_option("--runs", a->runs, "random splits (paper: 20)");
-  app.add_option("--seed", a->seed, "seed of the first split (runs use seed, seed+1, ...)");
+  a->split.Add(app, {"training fraction (paper: 0.2)", "random splits (paper: 20)",
+                     "seed of the first split (runs use seed, seed+1, ...)", "cross-validation folds"});
   app.add_option("--sigma-k", a->sigma_k, "k of the width rule sigma_k (1, 2, 3)");
   app.add_option("--method", a->method, "gradient | accelerated | level");
   app.add_option("--c-grid", a->c_grid, "C values for cross-validation");
   app.add_option("--rho-grid", a->rho_grid, "rho values for cross-validation");
-  app.add_option("--folds", a->folds, "cross-validation folds");
   app.add_option("--cv-repeats", a->cv_repeats,
                  "repeated k-fold CV: fold splits per selection (same splits for G and K; default 20); 1 = plain k-fold");
-  app.add_option("--positive-class", a->positive_class, "class id mapped to +1");
   app.add_flag("--raw", a->raw, "do not z-score features (default: z-score with training statistics)");
   return [a, json]() -> int {
     auto method = ParseOnkMethod(a->method);
     if (!method.ok()) return Fail(method.status());
     if (a->sigma_k < 1 || a->sigma_k > 3) return Fail(InvalidArgumentError("--sigma-k must be 1, 2 or 3"));
-    if (a->runs < 1) return Fail(InvalidArgumentError("--runs must be >= 1"));
-    auto data = ReadCsvFile(a->data);
-    if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
+    const SplitFlags& sp = a->split;
+    auto labeled = sp.Load();
+    if (!labeled.ok()) return Fail(labeled.status());
     std::vector<double> cs, rhos;
     try {
       cs = ParseGrid(a->c_grid);
@@ -93,21 +86,20 @@ Runner RegisterOnk(CLI::App& app, bool* json) {
     } catch (const std::exception&) {
       return Fail(InvalidArgumentError("--c-grid / --rho-grid: comma-separated numbers expected"));
     }
-    const Eigen::VectorXd y = SignLabels(data->labels, a->positive_class);
     MeanStd learned, base, learn_secs, chosen_rho, chosen_c, base_c;
     Stopwatch total;
-    for (int r = 0; r < a->runs; ++r) {
-      const uint64_t seed = a->seed + r;
-      auto split = RandomSplit(y, a->train_frac, seed);
+    for (int r = 0; r < sp.runs; ++r) {
+      auto split = sp.Draw(*labeled, r);
       if (!split.ok()) return Fail(split.status());
-      Eigen::MatrixXd xtr = SubRows(data->features, split->train);
-      Eigen::MatrixXd xte = SubRows(data->features, split->test);
+      const uint64_t seed = split->seed;
+      Eigen::MatrixXd& xtr = split->x_train;
+      Eigen::MatrixXd& xte = split->x_test;
       if (!a->raw) {
         const Standardizer st = Standardizer::Fit(xtr);
         xtr = st.Apply(xtr);
         xte = st.Apply(xte);
       }
-      const Eigen::VectorXd ytr = SubVector(y, split->train), yte = SubVector(y, split->test);
+      const Eigen::VectorXd &ytr = split->y_train, &yte = split->y_test;
       BaseKernelSpec spec;
       spec.gamma = 1.0 / OnkSigma(xtr, a->sigma_k);  // exp(−‖x − z‖²/σ_k)
       const Eigen::MatrixXd ktr = EvaluateKernel(spec, xtr, xtr), kte = EvaluateKernel(spec, xte, xtr);
@@ -116,7 +108,7 @@ Runner RegisterOnk(CLI::App& app, bool* json) {
       // Repeated k-fold: r = 0 is the plain k-fold split; more repeats average the selection noise.
       std::vector<std::vector<int>> folds;
       for (int r = 0; r < std::max(1, a->cv_repeats); ++r) {
-        for (auto& f : StratifiedFolds(ytr, a->folds, seed * 7919 + 1 + r * 104729)) folds.push_back(std::move(f));
+        for (auto& f : StratifiedFolds(ytr, sp.folds, seed * 7919 + 1 + r * 104729)) folds.push_back(std::move(f));
       }
       // Ties go to the larger ρ (the kernel closer to K) and then the smaller C.
       std::vector<double> rhos_desc = rhos;
@@ -149,7 +141,7 @@ Runner RegisterOnk(CLI::App& app, bool* json) {
         for (double c : cs) {
           double correct = 0;
           for (int r = 0; r < std::max(1, a->cv_repeats); ++r) {
-            auto acc = CrossValidateSvm(ktr, ytr, c, a->folds, seed * 7919 + 1 + r * 104729);
+            auto acc = CrossValidateSvm(ktr, ytr, c, sp.folds, seed * 7919 + 1 + r * 104729);
             if (!acc.ok()) return Fail(acc.status());
             correct += *acc;
           }
@@ -170,40 +162,38 @@ Runner RegisterOnk(CLI::App& app, bool* json) {
       chosen_c.Add(std::log10(best_c));
       base_c.Add(std::log10(*c_base));
     }
-    Emit({{"benchmark", "onk"},
-          {"data", a->data},
-          {"n", data->num_points()},
-          {"dim", data->dim()},
-          {"train_frac", a->train_frac},
-          {"runs", a->runs},
-          {"seed", a->seed},
-          {"sigma_k", a->sigma_k},
-          {"cv_repeats", a->cv_repeats},
-          {"method", a->method},
-          {"accuracy_learned", learned.mean()},
-          {"accuracy_learned_std", learned.std()},
-          {"accuracy_base", base.mean()},
-          {"accuracy_base_std", base.std()},
-          {"seconds_learn", learn_secs.mean()},
-          {"mean_log10_rho", chosen_rho.mean()},
-          {"mean_log10_c", chosen_c.mean()},
-          {"mean_log10_c_base", base_c.mean()},
-          {"seconds_total", total.Seconds()},
-          {"machine", MachineInfo()}},
-         *json);
+    nlohmann::json out = {{"benchmark", "onk"},
+                          {"sigma_k", a->sigma_k},
+                          {"cv_repeats", a->cv_repeats},
+                          {"method", a->method},
+                          {"accuracy_learned", learned.mean()},
+                          {"accuracy_learned_std", learned.std()},
+                          {"accuracy_base", base.mean()},
+                          {"accuracy_base_std", base.std()},
+                          {"seconds_learn", learn_secs.mean()},
+                          {"mean_log10_rho", chosen_rho.mean()},
+                          {"mean_log10_c", chosen_c.mean()},
+                          {"mean_log10_c_base", base_c.mean()},
+                          {"seconds_total", total.Seconds()},
+                          {"machine", MachineInfo()}};
+    out.update(sp.Record(labeled->data));
+    Emit(out, *json);
     return 0;
   };
 }
 
 Runner RegisterOnkScale(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, method = "gradient";
+    DataFlags source;
+    std::string method = "gradient";
     int n = 4781;
     double c = 1, rho = 100, tolerance = 1e-6;
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV (default: adult-like synthetic, 123 binary features)");
+  a->source.default_synthetic = "adult_like";
+  a->source.csv_only = true;
+  a->source.AddData(app, "labeled CSV (default: adult-like synthetic, 123 binary features)");
   app.add_option("--n", a->n, "points of the synthetic set (a4a: 4781)");
   app.add_option("--method", a->method, "gradient | accelerated | level");
   app.add_option("--C", a->c, "C (paper: 1)");
@@ -213,9 +203,8 @@ Runner RegisterOnkScale(CLI::App& app, bool* json) {
   return [a, json]() -> int {
     auto method = ParseOnkMethod(a->method);
     if (!method.ok()) return Fail(method.status());
-    StatusOr<Dataset> data = a->data.empty() ? MakeAdultLike(a->n, a->seed) : ReadCsvFile(a->data);
+    auto data = a->source.LoadLabeled(a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     const Eigen::VectorXd y = SignLabels(data->labels, 1);
     Stopwatch kw;
     BaseKernelSpec spec;
@@ -231,7 +220,7 @@ Runner RegisterOnkScale(CLI::App& app, bool* json) {
     auto r = SolveOnk(k, y, opt);
     if (!r.ok()) return Fail(r.status());
     Emit({{"benchmark", "onk-scale"},
-          {"data", a->data.empty() ? "adult_like" : a->data},
+          {"data", a->source.Name()},
           {"n", data->num_points()},
           {"method", a->method},
           {"C", a->c},

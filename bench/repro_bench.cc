@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
@@ -112,7 +113,8 @@ Eigen::MatrixXd Rows(const Eigen::MatrixXd& x, const std::vector<int>& idx) {
 
 Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
-    std::string data, synthetic, method = "admm", protocol = "admm";
+    DataFlags source;
+    std::string method = "admm", protocol = "admm";
     int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0, block_warm_start = -1, newton = -1;
     double b = 0, omega = 0, tolerance = 0;
     std::string c;
@@ -122,8 +124,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     double holdout = 0.0, auto_max_seconds = -1.0;
   };
   auto a = std::make_shared<Args>();
-  app.add_option("--data", a->data, "labeled CSV or LIBSVM file");
-  app.add_option("--synthetic", a->synthetic, "or a synthetic set: chessboard, double_spiral, ...");
+  a->source.AddData(app, "labeled CSV or LIBSVM file");
+  a->source.AddSynthetic(app, "or a synthetic set: chessboard, double_spiral, ...");
   app.add_option("--n", a->n, "points for --synthetic");
   app.add_option("--method", a->method,
                  "admm | bcd-hl | bcd-shl | bcd-sl | simplenpkl-{ll,hl,shl,sl} | itml (features only, --C = gamma, "
@@ -175,9 +177,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     const bool is_auto = a->method == "auto";
     auto method = itml || is_auto ? StatusOr<MethodSpec>(MethodSpec{a->method}) : ParseMethod(a->method);
     if (!method.ok()) return Fail(method.status());
-    auto data = LoadOrGenerate(a->data, a->synthetic, a->n, a->seed);
+    auto data = a->source.LoadLabeled(a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
-    if (!data->has_labels()) return Fail(InvalidArgumentError("--data: the data set has no labels"));
     if (a->standardize) {  // the service's `scaling: zscore` (core/data/feature_scaling.h)
       auto scaler = FeatureScaler::Fit(data->features, FeatureScaling::kZScore);
       if (!scaler.ok()) return Fail(scaler.status());
@@ -533,7 +534,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
     nlohmann::json record = {{"benchmark", "repro"},
           {"method", a->method},
           {"protocol", a->protocol},
-          {"data", a->data.empty() ? a->synthetic : a->data},
+          {"data", a->source.Name()},
           {"n", data->num_points()},
           {"constraints", cons.mean()},
           {"rank", rank.mean()},
