@@ -28,11 +28,11 @@ namespace kls::bench {
 Runner RegisterExact(CLI::App& app, bool* json) {
   struct Args {
     DataFlags source;
-    std::string method = "admm", protocol, admm_mode;
-    double known_optimum = 0, switch_tolerance = 0;
-    int lbfgs_memory = 0, precondition = -1;
+    std::string method = "admm", protocol;
+    double known_optimum = 0;
     int n = 1000, k = 50;
-    double c = 0, tolerance = 1e-4, omega = 0;
+    double c = 0, tolerance = 1e-4;
+    RunParams solver;  // the flags passed to the solver as they are
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
@@ -44,12 +44,12 @@ Runner RegisterExact(CLI::App& app, bool* json) {
   app.add_option("--protocol", a->protocol, "bcd | admm (default: the method's paper)");
   app.add_option("--C", a->c, "C (BCDNPKL) or gamma (KL-ADMM); 0 = default");
   app.add_option("--tolerance", a->tolerance, "relative objective gap that counts as reaching the optimum");
-  app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation (0 = solver default)");
+  app.add_option("--omega", a->solver.omega, "BCDNPKL square-loss over-relaxation (0 = solver default)");
   app.add_option("--seed", a->seed, "seed");
-  app.add_option("--admm-mode", a->admm_mode, "KL-ADMM: paper | polish (default: the solver's, polish)");
-  app.add_option("--lbfgs-memory", a->lbfgs_memory, "KL-ADMM polish: L-BFGS memory (0 = solver default)");
-  app.add_option("--switch-tolerance", a->switch_tolerance, "KL-ADMM polish: ADMM → L-BFGS switch (0 = default)");
-  app.add_option("--precondition", a->precondition, "KL-ADMM polish: 1/0 block-Jacobi L-BFGS (-1 = default)");
+  app.add_option("--admm-mode", a->solver.admm_mode, "KL-ADMM: paper | polish (default: the solver's, polish)");
+  app.add_option("--lbfgs-memory", a->solver.lbfgs_memory, "KL-ADMM polish: L-BFGS memory (0 = solver default)");
+  app.add_option("--switch-tolerance", a->solver.switch_tolerance, "KL-ADMM polish: ADMM → L-BFGS switch (0 = default)");
+  app.add_option("--precondition", a->solver.lbfgs_precondition, "KL-ADMM polish: 1/0 block-Jacobi L-BFGS (-1 = default)");
   app.add_option("--known-optimum", a->known_optimum,
                  "skip CSDP and compare with this previously measured optimum (development; no speedup reported)");
   return [a, json]() -> int {
@@ -85,14 +85,9 @@ Runner RegisterExact(CLI::App& app, bool* json) {
     }
     const double scale = std::max(1.0, std::abs(optimum));
 
-    RunParams params;
+    RunParams params = a->solver;
     params.c = c;
     params.seed = a->seed;
-    params.omega = a->omega;
-    params.admm_mode = a->admm_mode;
-    params.lbfgs_memory = a->lbfgs_memory;
-    params.lbfgs_precondition = a->precondition;
-    params.switch_tolerance = a->switch_tolerance;
     params.max_iterations = method->family == F::kAdmm ? 5000 : 0;  // run to the solver's own test
     double reached = std::numeric_limits<double>::quiet_NaN();
     int reached_iteration = 0, polish_iterations = 0;
@@ -135,7 +130,7 @@ Runner RegisterExact(CLI::App& app, bool* json) {
                           {"seconds", seconds},
                           {"cpu_seconds", cpu_seconds},
                           {"tolerance", a->tolerance},
-                          {"admm_mode", a->admm_mode.empty() ? "default" : a->admm_mode},
+                          {"admm_mode", params.admm_mode.empty() ? "default" : params.admm_mode},
                           {"certified_gap", std::isnan(result->duality_gap) ? nlohmann::json(nullptr)
                                                                              : nlohmann::json(result->duality_gap)},
                           {"machine", MachineInfo()}};

@@ -115,8 +115,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   struct Args {
     DataFlags source;
     std::string method = "admm", protocol = "admm";
-    int n = 100, trials = 20, k = 5, restarts = 10, threads = 1, max_iterations = 0, block_warm_start = -1, newton = -1;
-    double b = 0, omega = 0, tolerance = 0;
+    int n = 100, trials = 20, k = 5, restarts = 10;
+    RunParams solver;  // the flags passed to the solver as they are (threads: also the graph's)
     std::string c;
     int cv_folds = 3, cv_threads = 1, cv_clusters = -1;
     uint64_t seed = 1;
@@ -152,18 +152,18 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_flag("--warm-start", a->warm_start,
                "per trial also learn without 1/11 of the pairs, then re-learn all pairs from that kernel; "
                "reports cold vs warm iterations and objectives");
-  app.add_option("--B", a->b, "SimpleNPKL capacity B (default 1)");
+  app.add_option("--B", a->solver.b, "SimpleNPKL capacity B (default 1)");
   app.add_option("--trials", a->trials, "trials (seeds S, S+1, ...)");
   app.add_option("--seed", a->seed, "first seed");
   app.add_option("--k", a->k, "graph neighbours (5 small sets, 50 adult)");
   app.add_option("--restarts", a->restarts, "k-means++ restarts per trial");
-  app.add_option("--threads", a->threads, "solver threads");
-  app.add_option("--max-iterations", a->max_iterations, "solver iteration cap (0 = default)");
-  app.add_option("--tolerance", a->tolerance, "SimpleNPKL relative duality-gap tolerance (0 = solver default 1e-4)");
-  app.add_option("--block-warm-start", a->block_warm_start,
+  app.add_option("--threads", a->solver.threads, "solver threads");
+  app.add_option("--max-iterations", a->solver.max_iterations, "solver iteration cap (0 = default)");
+  app.add_option("--tolerance", a->solver.tolerance, "SimpleNPKL relative duality-gap tolerance (0 = solver default 1e-4)");
+  app.add_option("--block-warm-start", a->solver.block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
-  app.add_option("--omega", a->omega, "BCDNPKL square loss: block over-relaxation omega in (0, 2) (0 = solver default 1)");
-  app.add_option("--newton", a->newton,
+  app.add_option("--omega", a->solver.omega, "BCDNPKL square loss: block over-relaxation omega in (0, 2) (0 = solver default 1)");
+  app.add_option("--newton", a->solver.newton,
                  "SimpleNPKL: 1 = projected Newton steps on the dense path (default), 0 = gradient steps only");
   app.add_flag("--standardize", a->standardize, "z-score each feature first");
   app.add_option("--holdout", a->holdout,
@@ -222,7 +222,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       }
       for (double v : c_auto ? cv.grid : std::vector<double>{c}) {
         KLS_ASSIGN_OR_RETURN(Protocol protocol, MakeProtocol(a->protocol, *method, a->k, v));
-        protocol.graph.num_threads = a->threads;
+        protocol.graph.num_threads = a->solver.threads;
         KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(points, protocol.graph));
         laplacians[v] = std::move(graph.laplacian);
         if (method->family != MethodSpec::Family::kBcd) break;  // δ = 0: one graph serves every value
@@ -282,16 +282,9 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       auto constraints = MakeConstraints(a->protocol, train_labels, seed);
       if (!constraints.ok()) return Fail(constraints.status());
       NpklProblem problem{laplacian(c), *constraints};
-      RunParams params;
+      RunParams params = a->solver;
       params.c = c;
-      params.b = a->b;
       params.seed = seed;
-      params.threads = a->threads;
-      params.max_iterations = a->max_iterations;
-      params.block_warm_start = a->block_warm_start;
-      params.newton = a->newton;
-      params.omega = a->omega;
-      params.tolerance = a->tolerance;
       Stopwatch watch;
       CrossValidationResult cv_result;
       Eigen::MatrixXd itml_factor;  // L of M = L Lᵀ (--method itml)

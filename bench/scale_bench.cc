@@ -31,10 +31,10 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
     std::string method = "admm", protocol, admm_mode = "polish", synthetic = "adult_like", graph = "auto";
     int recall_sample = 10000;
-    int n = 2000, k = 50, threads = 0, max_iterations = 0, rank = 0, escalation = -1, constraints = 0;
-    int block_warm_start = -1, adaptive_step = -1, accelerated = -1, start_rank = -1;
+    int n = 2000, k = 50, threads = 0, max_iterations = 0, constraints = 0;
     bool trace = false;
-    double c = 0, b = 0, omega = 0, tighten_factor = 0;
+    double c = 0, b = 0, omega = 0;
+    RunParams solver;  // the flags passed to the solver as they are
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
@@ -57,22 +57,22 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--max-iterations", a->max_iterations, "iteration cap (0 = default; KL-ADMM on adult: 100)");
   app.add_option("--seed", a->seed, "seed");
   app.add_option("--omega", a->omega, "BCDNPKL square-loss over-relaxation ω in (0, 2) (0 = 1.8 for bcd-sl)");
-  app.add_option("--rank", a->rank, "BCDNPKL / KL-ADMM rank r (0 = automatic)");
-  app.add_option("--escalation", a->escalation,
+  app.add_option("--rank", a->solver.rank, "BCDNPKL / KL-ADMM rank r (0 = automatic)");
+  app.add_option("--escalation", a->solver.escalation,
                  "BCDNPKL / KL-ADMM (polish) rank escalation: 1 on, 0 off (fixed RankBound), -1 default");
-  app.add_option("--block-warm-start", a->block_warm_start,
+  app.add_option("--block-warm-start", a->solver.block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
-  app.add_option("--adaptive-step", a->adaptive_step,
+  app.add_option("--adaptive-step", a->solver.adaptive_step,
                  "SimpleNPKL: 1 = halve the step's eta after every step that needed no doubling, 0 = the "
                  "Lipschitz eta every step, -1 = solver default");
-  app.add_option("--accelerated", a->accelerated,
+  app.add_option("--accelerated", a->solver.accelerated,
                  "SimpleNPKL: 1 = accelerated projected gradient with restarts, 0 = the thesis's Protocol 1 "
                  "step, -1 = solver default");
-  app.add_option("--start-rank", a->start_rank,
+  app.add_option("--start-rank", a->solver.start_rank,
                  "SimpleNPKL: cold start alpha0 = s*C with at most this many positive eigenvalues (0 = alpha0 = C, "
                  "-1 = solver default 8)");
   app.add_flag("--trace", a->trace, "one line per solver iteration on stderr (iteration, seconds, objective, gap)");
-  app.add_option("--tighten-factor", a->tighten_factor,
+  app.add_option("--tighten-factor", a->solver.tighten_factor,
                  "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");
   app.add_option("--admm-mode", a->admm_mode,
                  "KL-ADMM: polish (the default: ADMM, L-BFGS polish, rank escalation, certificate) | "
@@ -106,7 +106,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     auto constraints = a->constraints > 0 ? GenerateAdmmProtocol(data->labels, a->seed, half, half, false)
                                           : MakeConstraints(protocol, data->labels, a->seed);
     if (!constraints.ok()) return Fail(constraints.status());
-    RunParams params;
+    RunParams params = a->solver;
     params.c = c;
     params.b = a->b > 0 ? a->b : (method->family == F::kSimple ? a->n : 0.0);
     params.seed = a->seed;
@@ -120,19 +120,12 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     // 5,000-iteration cap (all stages together).
     const int admm_cap = a->admm_mode == "paper" ? 100 : 5000;
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? admm_cap : 0);
-    params.rank = a->rank;
-    params.block_warm_start = a->block_warm_start;
-    params.tighten_factor = a->tighten_factor;
-    params.adaptive_step = a->adaptive_step;
-    params.accelerated = a->accelerated;
-    params.start_rank = a->start_rank;
     if (a->trace) {
       params.progress = [](const ProgressEvent& e) {
         std::fprintf(stderr, "it %d  t %.2f s  objective %.9g  gap %.3g  step %.3g\n", e.iteration, e.elapsed_seconds,
                      e.objective, e.primal_residual, e.dual_residual);
       };
     }
-    params.escalation = a->escalation;
     FactorDiagnostics bcd;
     if (method->family != F::kSimple) params.factor_diagnostics = &bcd;
     NpklProblem problem{graph->laplacian, *constraints};
