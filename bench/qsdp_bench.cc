@@ -19,6 +19,24 @@
 #include "tests/test_util/sdp_oracle.h"
 
 namespace kls::bench {
+namespace {
+
+// The fields of the subspace / interior-point result the record reads, as a
+// QsdpResult (the first-order solver's, whose polishes and CG iterations stay 0).
+template <typename Result>
+QsdpResult AsQsdpResult(const Result& r) {
+  QsdpResult q;
+  q.y = r.y;
+  q.objective = r.objective;
+  q.lower_bound = r.lower_bound;
+  q.relative_gap = r.relative_gap;
+  q.kkt_residual = r.kkt_residual;
+  q.rank = r.rank;
+  q.stats = r.stats;
+  return q;
+}
+
+}  // namespace
 
 Runner RegisterQsdp(CLI::App& app, bool* json) {
   struct Args {
@@ -95,24 +113,18 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
       so.growth = a->growth;
       auto r = SolveQsdpSubspace(built->problem, so);
       if (!r.ok()) return Fail(r.status());
-      QsdpResult q;
-      q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
-      q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
       out_ipm_iterations = r->ipm_iterations;
       for (const auto& rd : r->rounds)
         rounds.push_back({{"dimension", rd.dimension}, {"ipm_iterations", rd.ipm_iterations}, {"gap", rd.relative_gap}, {"seconds", rd.seconds}});
-      result = q;
+      result = AsQsdpResult(*r);
     }
     if (a->method == "ipm") {
       QsdpIpmOptions io;
       io.gap_tolerance = a->tolerance;
       auto r = SolveQsdpInteriorPoint(built->problem, io);
       if (!r.ok()) return Fail(r.status());
-      QsdpResult q;
-      q.y = r->y; q.objective = r->objective; q.lower_bound = r->lower_bound; q.relative_gap = r->relative_gap;
-      q.kkt_residual = r->kkt_residual; q.rank = r->rank; q.stats = r->stats;
       out_ipm_iterations = r->stats.iterations;
-      result = q;
+      result = AsQsdpResult(*r);
     }
     const double seconds = watch.Seconds();
     if (!result.ok()) return Fail(result.status());
