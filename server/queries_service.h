@@ -7,7 +7,10 @@
 //
 // Each handler: validate the request shape → KernelCache::Get (a shared,
 // immutable LearnedKernel; no lock is held while computing) → check every
-// index against the kernel → the LearnedKernel call → reply.
+// index against the kernel, resolve item keys → the KernelServable call,
+// under the call's deadline and cancellation (CallControl) → reply. The checks
+// and key lookups live in query_requests.h; handlers convert a kls::Status
+// once, with grpc_macros.h (docs/ADDING_A_QUERY.md).
 //
 // Bounds (queries.proto): at most kMaxBatch pairs or rows per request
 // (INVALID_ARGUMENT beyond), k in [1, kMaxK]. Index errors name the field,
@@ -77,22 +80,9 @@ class QueriesService final : public kls::v1::Queries::WithCallbackMethod_Similar
   grpc::Status Recommend(const kls::v1::RecommendRequest* request, kls::v1::TopKResponse* response, bool groups,
                          const SolveControl& control);
 
-  // What ItemSelectors of one request are evaluated against: the data set's
-  // keys and attributes, when they describe the `num_items` items queried.
-  struct Selector {
-    std::shared_ptr<const ItemKeys> keys;               // null: none loaded
-    std::shared_ptr<const ItemAttributes> attributes;   // null: none
-    FilterContext context;                              // points into the two above
-  };
-  StatusOr<Selector> LoadSelector(const KernelCache::Handle& handle, int64_t num_items, bool needs_keys,
-                                  bool needs_attributes);
-  // One proto ItemSelector evaluated (keys resolved); errors prefixed with `field`.
-  static StatusOr<SelectedItems> Select(const Selector& selector, const kls::v1::ItemSelector& select,
-                                        const store::KernelRecord& record, const std::string& field);
   // Similarity on a resolved kernel; the request's shape checked already.
   static grpc::Status SimilarityOn(const KernelCache::Handle& handle, const kls::v1::SimilarityRequest& request,
                                    kls::v1::SimilarityResponse* response);
-  static Status CheckSimilarityShape(const kls::v1::SimilarityRequest& request);
   // Similarity through KernelCache::Get (may block on the store); the shape checked already.
   grpc::Status SimilarityFromStore(const kls::v1::SimilarityRequest& request, kls::v1::SimilarityResponse* response);
 
