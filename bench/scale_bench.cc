@@ -4,6 +4,7 @@
 // `--synthetic two_gaussians --constraints 1000` is KL-ADMM §4.2's scalability
 // protocol instead (Figure 3: 10-D N(±1, I) classes, 1,000 constraints for
 // every n, so the rank r(r+1)/2 <= 1,000 stays 44).
+#include "bench/bench_options.h"
 #include "bench/bench_util.h"
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
@@ -29,7 +30,8 @@ std::string RankHistory(const FactorDiagnostics& d) {
 
 Runner RegisterScale(CLI::App& app, bool* json) {
   struct Args {
-    std::string method = "admm", protocol, admm_mode = "polish", synthetic = "adult_like", graph = "auto";
+    DataFlags source;
+    std::string method = "admm", protocol, admm_mode = "polish", graph = "auto";
     int recall_sample = 10000;
     int n = 2000, k = 50, threads = 0, max_iterations = 0, constraints = 0;
     bool trace = false;
@@ -38,11 +40,12 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     uint64_t seed = 1;
   };
   auto a = std::make_shared<Args>();
+  a->source.synthetic = "adult_like";
   app.add_option("--method", a->method, "admm | bcd-* | simplenpkl-*");
   app.add_option("--n", a->n, "points");
   app.add_option("--protocol", a->protocol, "bcd | admm | simplenpkl (default: the method's paper)");
   app.add_option("--k", a->k, "graph neighbours (adult: 50)");
-  app.add_option("--synthetic", a->synthetic, "adult_like (default) | two_gaussians (KL-ADMM §4.2) | any synthetic set");
+  a->source.AddSynthetic(app, "adult_like (default) | two_gaussians (KL-ADMM §4.2) | any synthetic set");
   app.add_option("--constraints", a->constraints,
                  "exactly this many pairs, half must-link, half cannot-link, no (i, i) pairs, for any method "
                  "(KL-ADMM §4.2 fixes 1,000); 0 = the protocol's own (admm: 0.6n + 0.6n + n)");
@@ -87,7 +90,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
       return Fail(InvalidArgumentError("--constraints = " + std::to_string(a->constraints) +
                                        " must be a positive count (or 0 for the protocol's own)"));
     }
-    auto data = LoadOrGenerate("", a->synthetic, a->n, a->seed);
+    auto data = a->source.Load(a->n, a->seed);
     if (!data.ok()) return Fail(data.status());
     const double c = a->c > 0 ? a->c : DefaultC(*method);
     auto proto = MakeProtocol(protocol, *method, a->k, c);
@@ -151,7 +154,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     Emit({{"benchmark", "scale"},
           {"method", a->method},
           {"n", a->n},
-          {"synthetic", a->synthetic},
+          {"synthetic", a->source.synthetic},
           {"constraints", constraints->size()},
           {"rank", result->kernel.rank()},
           {"iterations", result->stats.iterations},
