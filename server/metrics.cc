@@ -267,6 +267,9 @@ class InstrumentedStore final : public store::Store {
   StatusOr<std::vector<store::JobRecord>> ListExpiredLeases() override {
     return Seen("list_expired_leases", inner_->ListExpiredLeases());
   }
+  Status RegisterReplica(const std::string& replica_id) override {
+    return Seen("register_replica", inner_->RegisterReplica(replica_id));
+  }
   Status PutCheckpoint(const store::CheckpointRecord& checkpoint, const store::JobFence& fence) override {
     return Wrote("checkpoint", static_cast<int64_t>(checkpoint.bytes.size()),
                  Seen("put_checkpoint", inner_->PutCheckpoint(checkpoint, fence)));

@@ -115,7 +115,16 @@ Status JobManager::Start() {
   }
   // An exclusive store has no other owner: whatever is still running was
   // left by an earlier process of this data directory.
-  if (options_.exclusive_store) KLS_RETURN_IF_ERROR(RequeueExpired(/*all_running=*/true));
+  if (options_.exclusive_store) {
+    KLS_RETURN_IF_ERROR(RequeueExpired(/*all_running=*/true));
+  } else {
+    // A shared store: declare this process alive (its jobs are taken over
+    // the moment it dies, Store::RegisterReplica), then take over at once
+    // the jobs of replicas that are already gone — typically this
+    // replica's previous process, killed a moment ago.
+    KeepRegistered();
+    if (Status s = RequeueExpired(false); !s.ok()) spdlog::warn("re-queueing jobs of dead replicas: {}", s.ToString());
+  }
   std::lock_guard<std::mutex> lock(mu_);
   started_ = true;
   int n = options_.workers;
@@ -422,6 +431,7 @@ void JobManager::HeartbeatLoop() {
     heartbeat_now_ = false;
     const bool stopping = stopping_;
     lock.unlock();
+    if (!options_.exclusive_store) KeepRegistered();
     RenewLeases();
     if (!stopping) {
       if (Status s = RequeueExpired(false); !s.ok()) {
@@ -430,6 +440,20 @@ void JobManager::HeartbeatLoop() {
     }
     lock.lock();
   }
+}
+
+void JobManager::KeepRegistered() {
+  // Called from Start and then only from the heartbeat thread.
+  const Status s = store_->RegisterReplica(replica_id_);
+  if (s.ok() && !registered_) {
+    spdlog::info("replica {} registered its liveness: its jobs are taken over as soon as its process is gone",
+                 replica_id_);
+  } else if (!s.ok() && (registered_ || !register_tried_)) {
+    spdlog::warn("replica {} could not register its liveness (if it dies, its jobs wait for their leases): {}",
+                 replica_id_, s.ToString());
+  }
+  registered_ = s.ok();
+  register_tried_ = true;
 }
 
 void JobManager::RenewLeases() {

@@ -236,6 +236,9 @@ class JobManager {
 
   void WorkerLoop();
   void HeartbeatLoop();
+  /// Registers (or confirms) this replica's liveness with a shared store:
+  /// Store::RegisterReplica, each heartbeat.
+  void KeepRegistered();
   /// Renews this replica's leases; marks and stops jobs it no longer owns.
   void RenewLeases();
   /// Records the attempts an earlier process's crash marker names as
@@ -288,6 +291,8 @@ class JobManager {
   std::unique_ptr<CrashMarker> crash_marker_;  ///< set by Start() when crash_marker_path is
   std::vector<std::thread> workers_;
   std::thread heartbeat_;
+  bool registered_ = false;      ///< KeepRegistered's last call succeeded (Start, then the heartbeat thread only)
+  bool register_tried_ = false;  ///< KeepRegistered ran once
 };
 
 /// The back-off (ms) before a job whose process was lost is started again,

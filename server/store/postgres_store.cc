@@ -186,6 +186,19 @@ std::string NewId(const char* prefix) {
   return buf + RandomHex(8);
 }
 
+/// One statement on a connection outside the pool (the liveness session);
+/// UNAVAILABLE or INTERNAL naming `op`.
+StatusOr<Result> ExecOn(PGconn* c, const std::string& sql, const Params& p, const std::string& op = "liveness") {
+  Result r(PQexecParams(c, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 0));
+  const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+  std::string msg = r ? PQresultErrorMessage(r.get()) : "";
+  if (msg.empty()) msg = c ? PQerrorMessage(c) : "out of memory";
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (PQstatus(c) != CONNECTION_OK) return UnavailableError(op + ": PostgreSQL is unavailable: " + msg);
+  return InternalError(op + ": " + msg);
+}
+
 Conn Connect(const std::string& uri) {
   // connect_timeout first: a value in the URI (expanded from dbname) overrides it.
   const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
@@ -259,6 +272,46 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS last_attempt_end text NOT NULL DEFAULT
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS lost_attempts integer NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS not_before_ms bigint NOT NULL DEFAULT 0;
 )sql";
+
+// Version 5: the replicas' liveness locks (RegisterReplica). A table of its
+// own: a replica of the previous release never registers, so its jobs are
+// never taken for a dead owner's — they wait for their lease, as before.
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE IF NOT EXISTS kls_replicas (
+  owner text PRIMARY KEY, lock_key integer NOT NULL, registered_at timestamptz NOT NULL);
+)sql";
+
+/// Class id of the replicas' liveness locks, pg_advisory_lock(class, key):
+/// a replica holds its key on a session of its own for as long as it lives.
+constexpr int kLivenessLockClass = 0x6b6c72;
+
+/// SQL condition: a session of this database holds the liveness lock whose
+/// key is the SQL expression `key`.
+std::string LivenessHeldSql(const std::string& key) {
+  return "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM "
+         "pg_database WHERE datname = current_database()) AND l.classid = " +
+         std::to_string(kLivenessLockClass) + " AND l.objid = " + key + "::oid AND l.objsubid = 2 AND l.granted)";
+}
+/// SQL condition on a row of `jobs`: its owner is provably gone. The owner
+/// registered a liveness lock (kls_replicas) during this database server's
+/// life and no session holds it any more: PostgreSQL ends the session of a
+/// client that died (kill -9, OOM kill, crash) and drops its locks at once.
+/// An owner that never registered (a replica of an earlier release) or that
+/// registered before the server restarted (every lock was dropped then, and
+/// the owner takes a new one at its next heartbeat) is never taken for gone:
+/// its jobs wait for their lease to run out, as before.
+const std::string& OwnerGoneSql() {
+  static const std::string sql =
+      "EXISTS (SELECT 1 FROM kls_replicas r WHERE r.owner = jobs.owner AND r.registered_at > "
+      "pg_postmaster_start_time() AND NOT " + LivenessHeldSql("r.lock_key") + ")";
+  return sql;
+}
+
+/// The job's attempt may be taken over: its lease ran out or its owner is gone.
+const std::string& LeaseEndedSql() {
+  static const std::string sql = "(lease_expires IS NULL OR lease_expires < clock_timestamp() OR " + OwnerGoneSql() + ")";
+  return sql;
+}
 
 /// Milliseconds since the epoch on the database clock, as SQL.
 constexpr const char* kDbNowMs = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -354,7 +407,7 @@ void AppendFence(const JobFence& fence, std::string* sql, Params* p) {
     *sql += " AND owner = $" + std::to_string(p->size() + 1);
     p->Text(fence.owner);
   }
-  if (fence.lease_expired) *sql += " AND lease_expires < clock_timestamp()";
+  if (fence.lease_expired) *sql += " AND " + LeaseEndedSql();
 }
 
 char KindChar(StoreEvent::Kind k) {
@@ -457,6 +510,12 @@ class Transaction {
  private:
   PooledConn& c_;
   bool open_ = false;
+};
+
+/// A registered replica's liveness lock (PostgresStore::RegisterReplica).
+struct Liveness {
+  Conn session;  ///< the session holding it
+  int key = -1;  ///< pg_advisory_lock(kLivenessLockClass, key)
 };
 
 class PostgresStore final : public Store {
@@ -791,11 +850,28 @@ class PostgresStore final : public Store {
   StatusOr<std::vector<JobRecord>> ListExpiredLeases() override {
     KLS_ASSIGN_OR_RETURN(auto c, Acquire("ListExpiredLeases"));
     KLS_ASSIGN_OR_RETURN(Result r, c->Exec(std::string("SELECT ") + kJobColumns +
-                                           " FROM jobs WHERE state = 'running' AND (lease_expires IS NULL OR "
-                                           "lease_expires < clock_timestamp()) ORDER BY seq"));
+                                           " FROM jobs WHERE state = 'running' AND " + LeaseEndedSql() +
+                                           " ORDER BY seq"));
     std::vector<JobRecord> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(ReadJob(r.get(), i));
     return out;
+  }
+
+  Status RegisterReplica(const std::string& replica_id) override {
+    if (replica_id.empty()) return InvalidArgumentError("replica_id is empty");
+    std::lock_guard<std::mutex> lock(liveness_mu_);
+    Liveness& l = liveness_[replica_id];
+    if (l.session) {
+      // Confirmed each heartbeat: the session is up and still holds the key.
+      StatusOr<Result> held = ExecOn(l.session.get(),
+                                     "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = "
+                                     "'advisory' AND classid = $1::int::oid AND objid = $2::int::oid AND objsubid = 2 "
+                                     "AND granted)",
+                                     Params().Int(kLivenessLockClass).Int(l.key));
+      if (held.ok() && GetText(held->get(), 0, 0) == "t") return OkStatus();
+    }
+    l.session.reset();
+    return TakeLivenessLock(replica_id, &l);
   }
 
   // ---- checkpoints ---------------------------------------------------------------
@@ -1092,6 +1168,7 @@ class PostgresStore final : public Store {
     if (version < 2) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV2));
     if (version < 3) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV3));
     if (version < 4) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV4));
+    if (version < 5) KLS_RETURN_IF_ERROR(c->RunScript(kSchemaV5));
     if (version == 0) {
       KLS_RETURN_IF_ERROR(c->Run("INSERT INTO kls_schema (version) VALUES ($1)", Params().Int(kSchemaVersion)));
     } else if (version < kSchemaVersion) {
@@ -1099,6 +1176,42 @@ class PostgresStore final : public Store {
     }
     KLS_RETURN_IF_ERROR(tx.Commit());
     if (options_.schema_versions != nullptr) *options_.schema_versions = {version, kSchemaVersion};
+    return OkStatus();
+  }
+
+  // ---- replica liveness ---------------------------------------------------------------
+  /// On a session of its own: a fresh liveness key for `owner`, held until
+  /// the process (or the session) ends, and recorded in kls_replicas; then
+  /// the records of owners that are gone and own no running job are dropped.
+  /// Called with liveness_mu_ held.
+  Status TakeLivenessLock(const std::string& owner, Liveness* l) {
+    const std::string op = "registering replica " + owner;
+    Conn c = Connect(options_.uri);
+    if (PQstatus(c.get()) != CONNECTION_OK) {
+      return UnavailableError(op + ": PostgreSQL is unavailable: " + ConnError(c.get()));
+    }
+    std::mt19937 rng(std::random_device{}());
+    int key = -1;
+    for (int tries = 0; tries < 16 && key < 0; ++tries) {
+      const int candidate = static_cast<int>(rng() & 0x7fffffff);
+      KLS_ASSIGN_OR_RETURN(Result r, ExecOn(c.get(), "SELECT pg_try_advisory_lock($1::int, $2::int)",
+                                            Params().Int(kLivenessLockClass).Int(candidate), op));
+      if (GetText(r.get(), 0, 0) == "t") key = candidate;
+    }
+    if (key < 0) return InternalError(op + ": no free liveness key after 16 tries");
+    KLS_RETURN_IF_ERROR(ExecOn(c.get(),
+                               "INSERT INTO kls_replicas (owner, lock_key, registered_at) VALUES ($1, $2::int, "
+                               "clock_timestamp()) ON CONFLICT (owner) DO UPDATE SET lock_key = EXCLUDED.lock_key, "
+                               "registered_at = EXCLUDED.registered_at",
+                               Params().Text(owner).Int(key), op)
+                            .status());
+    KLS_RETURN_IF_ERROR(ExecOn(c.get(),
+                               "DELETE FROM kls_replicas d WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE state = "
+                               "'running' AND owner = d.owner) AND NOT " + LivenessHeldSql("d.lock_key"),
+                               Params(), op)
+                            .status());
+    l->session = std::move(c);
+    l->key = key;
     return OkStatus();
   }
 
@@ -1257,8 +1370,8 @@ class PostgresStore final : public Store {
   /// After a fenced write matched no row: NOT_FOUND for an unknown job,
   /// ABORTED saying which condition failed (the SQLite store's messages).
   Status FenceError(PooledConn& c, const std::string& id, const JobFence& fence) {
-    KLS_ASSIGN_OR_RETURN(Result r, c.Exec("SELECT state, attempts, owner, COALESCE(lease_expires < "
-                                          "clock_timestamp(), true) FROM jobs WHERE id = $1",
+    KLS_ASSIGN_OR_RETURN(Result r, c.Exec("SELECT state, attempts, owner, " + LeaseEndedSql() +
+                                              " FROM jobs WHERE id = $1",
                                           Params().Text(id)));
     if (PQntuples(r.get()) == 0) return NotFoundError("job \"" + id + "\" does not exist");
     const std::string state = GetText(r.get(), 0, 0);
@@ -1500,6 +1613,9 @@ class PostgresStore final : public Store {
   std::vector<int> free_;
 
   ListenerSlot listener_;
+
+  std::mutex liveness_mu_;                    ///< guards liveness_
+  std::map<std::string, Liveness> liveness_;  ///< by replica id (one per process, several in tests)
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -102,7 +102,8 @@ struct JobFence {
   JobState state = JobState::kRunning;  ///< the stored job is in this state ...
   int attempt = 0;                      ///< ... with attempts == attempt
   std::string owner;                    ///< non-empty: the stored owner equals it
-  bool lease_expired = false;           ///< the stored lease has run out by the store's clock (re-queue of a dead owner)
+  bool lease_expired = false;           ///< the stored lease has run out by the store's clock, or its owner is
+                                        ///< provably gone (ListExpiredLeases): the re-queue of a dead owner's job
 };
 
 /// A solver's resumable state for a job (core's Checkpoint, stored opaquely).
@@ -229,10 +230,21 @@ class Store {
   virtual StatusOr<KernelRecord> CommitJobKernel(JobRecord job, const JobFence& fence, KernelRecord record,
                                                  const LearnedKernel& kernel,
                                                  const std::vector<Attachment>& attachments = {}) = 0;
-  /// Running jobs whose lease has run out. Lease times are taken from the
-  /// store's clock (the database server's for a shared store), so replicas'
-  /// clocks need not agree.
+  /// Running jobs whose lease has run out, or (a shared store) whose owner
+  /// registered with RegisterReplica and is provably gone. Lease times are
+  /// taken from the store's clock (the database server's for a shared store),
+  /// so replicas' clocks need not agree.
   virtual StatusOr<std::vector<JobRecord>> ListExpiredLeases() = 0;
+  /// Declares that `replica_id` (the owner name this process claims jobs
+  /// under) lives as long as this store instance: a shared store can then
+  /// tell other replicas at once when the process is gone, so its jobs are
+  /// taken over without waiting for their leases. Kept up by RenewLeases
+  /// (re-registered after a lost connection). A no-op for a store that has
+  /// only one process.
+  virtual Status RegisterReplica(const std::string& replica_id) {
+    (void)replica_id;
+    return OkStatus();
+  }
 
   // Checkpoints: one per job, replaced by each write.
   /// Replaces the job's checkpoint, only when `fence` holds (ABORTED otherwise).
@@ -325,7 +337,7 @@ struct PostgresStoreOptions {
 };
 
 /// Schema version of the PostgreSQL store this build writes.
-inline constexpr int kPostgresSchemaVersion = 4;
+inline constexpr int kPostgresSchemaVersion = 5;
 
 /// Opens the PostgreSQL store: connects, creates or migrates the schema (a
 /// schema version row; a schema one version newer than this build — the next

@@ -1,11 +1,11 @@
 // kls-server --migrate-only (issue 38, item 4) on the real binary:
 //   * PostgreSQL: a new database gets the schema; a database at the previous
-//     schema version (4's columns dropped, version set back to 3) with data
+//     schema version (5's table and 4's columns dropped, version set back to 3) with data
 //     in it is upgraded in place by two migrators started together — one
 //     migrates, the other waits on the advisory lock and finds it current —
 //     and a server on it then answers exactly as before;
 //   * expand/contract: a running replica stays ready, answers and runs a job
-//     while the next release's migration (version 5: new columns on its
+//     while the next release's migration (version 6: new columns on its
 //     tables, a new table, an index, under the schema lock) runs and after
 //     it, a new one starts on it; two
 //     versions newer makes it not-ready; a much newer one is refused;
@@ -52,13 +52,14 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
 
   RunResult r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "create");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("schema created at version 4"));
+  EXPECT_THAT(r.out, HasSubstr("schema created at version 5"));
   r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "again");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("schema already at version 4: nothing to migrate"));
+  EXPECT_THAT(r.out, HasSubstr("schema already at version 5: nothing to migrate"));
 
   // Data written at the current schema, then the database put back to the
-  // previous one (version 3: the jobs table without version 4's columns).
+  // one two versions back (version 3: the jobs table without version 4's
+  // columns, no replica registry of version 5): both steps run.
   std::string before;
   {
     Server s;
@@ -77,7 +78,7 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
   }
   ASSERT_TRUE(pg.Psql("kls",
                       "ALTER TABLE jobs DROP COLUMN last_attempt_end, DROP COLUMN lost_attempts, "
-                      "DROP COLUMN not_before_ms; UPDATE kls_schema SET version = 3;"))
+                      "DROP COLUMN not_before_ms; DROP TABLE kls_replicas; UPDATE kls_schema SET version = 3;"))
       << pg.error();
   ASSERT_FALSE(pg.Psql("kls", "SELECT lost_attempts FROM jobs")) << "the column is gone";
 
@@ -91,9 +92,10 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
   EXPECT_EQ(WaitFor(a, Scaled(60)), 0) << ReadFile(scratch_ / "a.err");
   EXPECT_EQ(WaitFor(b, Scaled(60)), 0) << ReadFile(scratch_ / "b.err");
   const std::string outs = ReadFile(scratch_ / "a.out") + ReadFile(scratch_ / "b.out");
-  EXPECT_THAT(outs, HasSubstr("schema migrated from version 3 to 4"));
-  EXPECT_THAT(outs, HasSubstr("schema already at version 4: nothing to migrate"));
+  EXPECT_THAT(outs, HasSubstr("schema migrated from version 3 to 5"));
+  EXPECT_THAT(outs, HasSubstr("schema already at version 5: nothing to migrate"));
   EXPECT_TRUE(pg.Psql("kls", "SELECT last_attempt_end, lost_attempts, not_before_ms FROM jobs")) << pg.error();
+  EXPECT_TRUE(pg.Psql("kls", "SELECT owner, lock_key, registered_at FROM kls_replicas")) << pg.error();
 
   // A server on the upgraded database answers as before the downgrade.
   Server s;
@@ -102,7 +104,7 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
                                       scratch_, "after"));
   EXPECT_EQ(Everything(*s.client), before);
 
-  // Expand/contract: the next release's migration to version 5 — an expand
+  // Expand/contract: the next release's migration to version 6 — an expand
   // step as the next kls-server would run it: under the schema's advisory
   // lock, in one transaction, new nullable columns on the tables this release
   // reads and writes (jobs, kernels), a new table and an index, holding its
@@ -118,7 +120,7 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
                        "ALTER TABLE jobs ADD COLUMN tenant text; ALTER TABLE kernels ADD COLUMN labels text; "
                        "CREATE TABLE kernel_labels (name text NOT NULL, version bigint NOT NULL, label text NOT NULL, "
                        "PRIMARY KEY (name, version, label)); CREATE INDEX jobs_tenant ON jobs (tenant); "
-                       "UPDATE kls_schema SET version = 5; SELECT pg_sleep(2); COMMIT;");
+                       "UPDATE kls_schema SET version = 6; SELECT pg_sleep(2); COMMIT;");
   });
   const auto migration_started = std::chrono::steady_clock::now();
   int pings = 0, answers = 0;
@@ -163,16 +165,16 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
     Server next;
     ASSERT_NO_FATAL_FAILURE(StartServer(&next, {"--workers", "1", "--store", pg.uri(), "--cache-dir",
                                                 (scratch_ / "cache3").string()},
-                                        scratch_, "on-v5"));
+                                        scratch_, "on-v6"));
     EXPECT_EQ(without_its_job(Everything(*next.client)), before);
     Terminate(&next);
   }
-  r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "v5");
+  r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "v6");
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("schema already at version 5, one newer than this kls-server's 4"));
+  EXPECT_THAT(r.out, HasSubstr("schema already at version 6, one newer than this kls-server's 5"));
   // Two versions newer (the previous release's leftovers may be contracted):
   // the replica goes not-ready, without exiting.
-  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 6")) << pg.error();
+  ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 7")) << pg.error();
   bool not_ready = false;
   const auto deadline = std::chrono::steady_clock::now() + Scaled(10);
   while (!not_ready && std::chrono::steady_clock::now() < deadline) {
@@ -187,8 +189,8 @@ TEST_F(MigrateOnlyTest, PostgresAtThePreviousSchemaIsUpgradedInPlaceOnce) {
   ASSERT_TRUE(pg.Psql("kls", "UPDATE kls_schema SET version = 99")) << pg.error();
   r = RunServerBinary({"--migrate-only", "--store", pg.uri()}, scratch_, "newer");
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("database schema version 99 is newer than this kls-server supports (4, and serves "
-                               "on up to 5)"));
+  EXPECT_THAT(r.err, HasSubstr("database schema version 99 is newer than this kls-server supports (5, and serves "
+                               "on up to 6)"));
 }
 
 TEST_F(MigrateOnlyTest, EmbeddedStoreIsMigratedUnderItsLock) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -513,6 +514,72 @@ TEST_P(PostgresReplicaTest, OutageGivesUnavailableQuicklyAndTheSameStoreRecovers
     heard = log.WaitFor(StoreEvent::Kind::kJobQueued, j.id, std::chrono::milliseconds(500));
   }
   EXPECT_TRUE(heard);
+}
+
+/// Polls the expired-lease listing until it names exactly `ids` (or 5 s pass).
+std::vector<std::string> ExpiredIdsWithin(Store& store, std::vector<std::string> ids) {
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> got;
+  for (auto until = Clock::now() + std::chrono::seconds(5); Clock::now() < until;) {
+    auto expired = store.ListExpiredLeases();
+    got.clear();
+    if (expired.ok()) {
+      for (const JobRecord& j : *expired) got.push_back(j.id);
+    }
+    std::sort(got.begin(), got.end());
+    if (got == ids) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return got;
+}
+
+// A registered replica whose process is gone (its store instance, and so its
+// liveness session, closed) has its job taken over at once, long before the
+// lease runs out; an unregistered owner (a replica of an earlier release)
+// and a live registered one keep theirs until the lease ends.
+TEST_P(PostgresReplicaTest, AGoneReplicasJobIsTakenOverBeforeItsLeaseRunsOut) {
+  auto other = Open("cache-b");
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->RegisterReplica("replica-b").ok());
+  ASSERT_TRUE(store_->RegisterReplica("replica-a").ok());
+  NewJob();
+  NewJob();
+  NewJob();
+  auto gone = (*other)->ClaimJob("replica-b", 60000);
+  ASSERT_TRUE(gone.ok() && gone->has_value()) << gone.status();
+  const JobRecord old_release = Claim("never-registered", 60000);
+  const JobRecord alive = Claim("replica-a", 60000);
+  EXPECT_THAT(ExpiredIdsWithin(*store_, {}), IsEmpty());
+  // Confirming a live registration is cheap and changes nothing.
+  ASSERT_TRUE((*other)->RegisterReplica("replica-b").ok());
+  other->reset();  // the process of replica-b is gone
+  EXPECT_THAT(ExpiredIdsWithin(*store_, {(*gone)->id}), ElementsAre((*gone)->id));
+  JobRecord requeue = **gone;
+  requeue.state = JobState::kQueued;
+  ASSERT_TRUE(store_->UpdateJobFenced(requeue, Fence(requeue.attempts, "", true)).ok());
+  for (JobRecord steal : {old_release, alive}) {
+    steal.state = JobState::kQueued;
+    const Status s = store_->UpdateJobFenced(steal, Fence(steal.attempts, "", true));
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << steal.owner;
+    EXPECT_THAT(s.message(), HasSubstr("has not expired"));
+  }
+  EXPECT_EQ(Claim("replica-a").id, (*gone)->id);
+}
+
+// A replica whose liveness session was cut (server restart, idle kill, a
+// network blip) looks gone until its next heartbeat registers it again.
+TEST_P(PostgresReplicaTest, ALostLivenessSessionIsRegisteredAgainAtTheNextHeartbeat) {
+  ASSERT_TRUE(store_->RegisterReplica("replica-a").ok());
+  NewJob();
+  const JobRecord j = Claim("replica-a", 60000);
+  EXPECT_THAT(ExpiredIdsWithin(*store_, {}), IsEmpty());
+  ASSERT_TRUE(Server()->Psql(database_, "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                                        "AND classid = " + std::to_string(0x6b6c72) + " AND granted AND database = "
+                                        "(SELECT oid FROM pg_database WHERE datname = current_database())"))
+      << Server()->error();
+  EXPECT_THAT(ExpiredIdsWithin(*store_, {j.id}), ElementsAre(j.id));
+  ASSERT_TRUE(store_->RegisterReplica("replica-a").ok());
+  EXPECT_THAT(ExpiredIdsWithin(*store_, {}), IsEmpty());
 }
 
 TEST_P(PostgresReplicaTest, NewerSchemaIsRefused) {
