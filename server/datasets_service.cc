@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/model/item_attributes.h"
+#include "server/grpc_macros.h"
 #include "server/status_mapping.h"
 
 namespace kls::server {
@@ -90,12 +91,12 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
   kls::v1::UploadDatasetRequest message;
   while (reader->Read(&message)) {
     // Returning ends the call: the rest of the client's stream is discarded.
-    if (const Status s = upload.Add(message); !s.ok()) return ToGrpcStatus(s);
+    KLS_GRPC_RETURN_IF_ERROR(upload.Add(message));
   }
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled; nothing was stored");
-  if (const Status s = upload.Finish(); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(upload.Finish());
   kls::v1::GeneratedConstraints generated;
-  if (const Status s = upload.GenerateProtocolPairs(&generated); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(upload.GenerateProtocolPairs(&generated));
 
   const store::StoredDataset* data = &upload.data();
   StatusOr<store::StoredDataset> merged = InvalidArgumentError("unset");
@@ -108,34 +109,34 @@ grpc::Status DatasetsService::Upload(grpc::ServerContext* context,
     PairwiseConstraints appended = upload.data().constraints;
     if (upload.header().has_protocol()) {
       StatusOr<PairwiseConstraints> drawn = AppendProtocolPairs(upload.header(), *loaded, &generated);
-      if (!drawn.ok()) return ToGrpcStatus(drawn.status());
+      KLS_GRPC_RETURN_IF_ERROR(drawn.status());
       appended = std::move(drawn).value();
     }
     merged = MergeAppend(upload.header(), *std::move(loaded), appended);
-    if (!merged.ok()) return ToGrpcStatus(merged.status());
+    KLS_GRPC_RETURN_IF_ERROR(merged.status());
     data = &*merged;
   }
   // Attributes: parsed before anything is stored, so a bad table stores nothing.
   std::string attributes_bytes, attributes_summary;
   if (!upload.attributes_csv().empty()) {
     StatusOr<ItemAttributes> attributes = ParseAttributes(upload.attributes_csv(), data->data);
-    if (!attributes.ok()) return ToGrpcStatus(attributes.status());
+    KLS_GRPC_RETURN_IF_ERROR(attributes.status());
     attributes_bytes = attributes->Serialize();
     attributes_summary = attributes->Summary();
   } else if (const std::string& base = upload.header().base_dataset_id(); !base.empty()) {
     // An append upload keeps the base's attributes.
     StatusOr<std::optional<store::StoredAttributes>> inherited = store_->GetDatasetAttributes(base);
-    if (!inherited.ok()) return ToGrpcStatus(inherited.status());
+    KLS_GRPC_RETURN_IF_ERROR(inherited.status());
     if (*inherited) {
       attributes_bytes = std::move((*inherited)->bytes);
       attributes_summary = std::move((*inherited)->summary);
     }
   }
   StatusOr<store::DatasetRecord> stored = store_->PutDataset(upload.header().name(), *data);
-  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  KLS_GRPC_RETURN_IF_ERROR(stored.status());
   if (!attributes_bytes.empty()) {
     const StatusOr<int64_t> version = store_->PutDatasetAttributes(stored->id, attributes_summary, attributes_bytes);
-    if (!version.ok()) return ToGrpcStatus(version.status());
+    KLS_GRPC_RETURN_IF_ERROR(version.status());
     stored->attributes_version = *version;
     stored->attributes_summary = attributes_summary;
   }
@@ -162,22 +163,22 @@ grpc::Status DatasetsService::SetAttributes(grpc::ServerContext* context,
       }
       dataset_ref = message.dataset_id();
     }
-    if (const Status s = AppendAttributesCsv(message.attributes(), &csv); !s.ok()) return ToGrpcStatus(s);
+    KLS_GRPC_RETURN_IF_ERROR(AppendAttributesCsv(message.attributes(), &csv));
   }
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled; nothing was changed");
   const StatusOr<store::DatasetRecord> record = store::ResolveDataset(store_, dataset_ref, "dataset_id");
-  if (!record.ok()) return ToGrpcStatus(record.status());
+  KLS_GRPC_RETURN_IF_ERROR(record.status());
   std::string bytes, summary;
   if (!csv.empty()) {
     StatusOr<store::StoredDataset> data = store_->LoadDataset(record->id);
-    if (!data.ok()) return ToGrpcStatus(data.status());
+    KLS_GRPC_RETURN_IF_ERROR(data.status());
     StatusOr<ItemAttributes> attributes = ParseAttributes(csv, data->data);
-    if (!attributes.ok()) return ToGrpcStatus(attributes.status());
+    KLS_GRPC_RETURN_IF_ERROR(attributes.status());
     bytes = attributes->Serialize();
     summary = attributes->Summary();
   }
   const StatusOr<int64_t> version = store_->PutDatasetAttributes(record->id, summary, bytes);
-  if (!version.ok()) return ToGrpcStatus(version.status());
+  KLS_GRPC_RETURN_IF_ERROR(version.status());
   spdlog::info("data set {}: attributes version {} ({})", record->id, *version, summary.empty() ? "none" : summary);
   store::DatasetRecord out = *record;
   out.attributes_version = *version;
@@ -191,7 +192,7 @@ grpc::Status DatasetsService::Get(grpc::ServerContext*, const kls::v1::GetDatase
   if (request->id().empty()) return ToGrpcStatus(InvalidArgumentError("id must not be empty"));
   // An id, or a name (the newest data set of that name).
   const StatusOr<store::DatasetRecord> record = store::ResolveDataset(store_, request->id(), "id");
-  if (!record.ok()) return ToGrpcStatus(record.status());
+  KLS_GRPC_RETURN_IF_ERROR(record.status());
   ToProto(*record, response);
   const StatusOr<std::shared_ptr<const DatasetCounts>> counts = Counts(record->id);
   if (counts.ok()) {
@@ -209,7 +210,7 @@ grpc::Status DatasetsService::Get(grpc::ServerContext*, const kls::v1::GetDatase
 grpc::Status DatasetsService::List(grpc::ServerContext*, const kls::v1::ListDatasetsRequest*,
                                    kls::v1::ListDatasetsResponse* response) {
   const StatusOr<std::vector<store::DatasetRecord>> records = store_->ListDatasets();
-  if (!records.ok()) return ToGrpcStatus(records.status());
+  KLS_GRPC_RETURN_IF_ERROR(records.status());
   for (const store::DatasetRecord& r : *records) ToProto(r, response->add_datasets());
   return grpc::Status::OK;
 }

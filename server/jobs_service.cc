@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "server/grpc_macros.h"
 #include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
 
@@ -39,9 +40,9 @@ Status RejectUnknownFields(const google::protobuf::Message& message, const std::
 
 grpc::Status JobsService::Submit(grpc::ServerContext* /*context*/, const kls::v1::SubmitJobRequest* request,
                                  kls::v1::Job* response) {
-  if (const Status s = RejectUnknownFields(*request, ""); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(RejectUnknownFields(*request, ""));
   StatusOr<store::JobRecord> record = JobRecordFromSubmit(*request);  // the request's own checks first
-  if (!record.ok()) return ToGrpcStatus(record.status());
+  KLS_GRPC_RETURN_IF_ERROR(record.status());
   // dataset_id: an id or a name (the newest data set of that name), as everywhere.
   if (!request->dataset_id().empty()) {
     const StatusOr<store::DatasetRecord> dataset = store::ResolveDataset(store_, request->dataset_id(), "dataset_id");
@@ -49,7 +50,7 @@ grpc::Status JobsService::Submit(grpc::ServerContext* /*context*/, const kls::v1
     if (dataset.ok()) record->dataset_id = dataset->id;  // NOT_FOUND: the manager says so, as before
   }
   StatusOr<store::JobRecord> queued = manager_->Submit(std::move(record).value());
-  if (!queued.ok()) return ToGrpcStatus(queued.status());
+  KLS_GRPC_RETURN_IF_ERROR(queued.status());
   *response = ToProtoJob(*queued);
   return grpc::Status::OK;
 }
@@ -58,7 +59,7 @@ grpc::Status JobsService::Get(grpc::ServerContext* /*context*/, const kls::v1::G
                               kls::v1::Job* response) {
   if (request->id().empty()) return MissingId();
   StatusOr<store::JobRecord> job = manager_->Get(request->id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
+  KLS_GRPC_RETURN_IF_ERROR(job.status());
   *response = ToProtoJob(*job);
   return grpc::Status::OK;
 }
@@ -67,7 +68,7 @@ grpc::Status JobsService::History(grpc::ServerContext* /*context*/, const kls::v
                                   kls::v1::JobHistory* response) {
   if (request->id().empty()) return MissingId();
   StatusOr<JobConvergence> history = manager_->History(request->id());
-  if (!history.ok()) return ToGrpcStatus(history.status());
+  KLS_GRPC_RETURN_IF_ERROR(history.status());
   response->set_id(request->id());
   for (const ProgressEvent& e : history->points) ToProto(e, response->add_points());
   response->set_complete(history->complete);
@@ -77,10 +78,10 @@ grpc::Status JobsService::History(grpc::ServerContext* /*context*/, const kls::v
 grpc::Status JobsService::List(grpc::ServerContext* /*context*/, const kls::v1::ListJobsRequest* request,
                                kls::v1::ListJobsResponse* response) {
   StatusOr<store::JobFilter> filter = ToJobFilter(*request);
-  if (!filter.ok()) return ToGrpcStatus(filter.status());
+  KLS_GRPC_RETURN_IF_ERROR(filter.status());
   std::string next;
   StatusOr<std::vector<store::JobRecord>> jobs = store_->ListJobs(*filter, &next);
-  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  KLS_GRPC_RETURN_IF_ERROR(jobs.status());
   for (const store::JobRecord& job : *jobs) *response->add_jobs() = ToProtoJob(job);
   response->set_next_page_token(next);
   return grpc::Status::OK;
@@ -90,7 +91,7 @@ grpc::Status JobsService::Cancel(grpc::ServerContext* /*context*/, const kls::v1
                                  kls::v1::Job* response) {
   if (request->id().empty()) return MissingId();
   StatusOr<store::JobRecord> job = manager_->Cancel(request->id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
+  KLS_GRPC_RETURN_IF_ERROR(job.status());
   *response = ToProtoJob(*job);
   return grpc::Status::OK;
 }
@@ -102,7 +103,7 @@ grpc::Status JobsService::Watch(grpc::ServerContext* context, const kls::v1::Wat
   while (!context->IsCancelled()) {
     const uint64_t seen = version;
     StatusOr<store::JobRecord> job = manager_->WaitForChange(request->id(), &version, kWatchPollInterval);
-    if (!job.ok()) return ToGrpcStatus(job.status());
+    KLS_GRPC_RETURN_IF_ERROR(job.status());
     if (version != seen) {
       kls::v1::JobEvent event;
       *event.mutable_job() = ToProtoJob(*job);

@@ -9,6 +9,7 @@
 #include "core/common/names.h"
 #include "core/common/solve_control.h"
 #include "core/serving/kernel_inspection.h"
+#include "server/grpc_macros.h"
 #include "server/jobs/convergence_history.h"
 #include "server/jobs/proto_convert.h"
 #include "server/status_mapping.h"
@@ -46,9 +47,9 @@ StatusOr<int> CountOrDefault(int32_t value, const char* field, int fallback, int
 grpc::Status KernelsService::Get(grpc::ServerContext*, const kls::v1::GetKernelRequest* request,
                                  kls::v1::KernelInfo* response) {
   const KernelKey key = FromProto(request->kernel());
-  if (const Status s = ValidateKernelKey(key, "kernel"); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(ValidateKernelKey(key, "kernel"));
   const StatusOr<store::KernelRecord> record = store_->GetKernelRecord(key.name, key.version, key.alias);
-  if (!record.ok()) return ToGrpcStatus(record.status());
+  KLS_GRPC_RETURN_IF_ERROR(record.status());
   ToProto(*record, response);
   return grpc::Status::OK;
 }
@@ -56,7 +57,7 @@ grpc::Status KernelsService::Get(grpc::ServerContext*, const kls::v1::GetKernelR
 grpc::Status KernelsService::List(grpc::ServerContext*, const kls::v1::ListKernelsRequest* request,
                                   kls::v1::ListKernelsResponse* response) {
   const StatusOr<std::vector<store::KernelRecord>> records = store_->ListKernels(request->name());
-  if (!records.ok()) return ToGrpcStatus(records.status());
+  KLS_GRPC_RETURN_IF_ERROR(records.status());
   for (const store::KernelRecord& r : *records) ToProto(r, response->add_kernels());
   return grpc::Status::OK;
 }
@@ -83,16 +84,14 @@ grpc::Status KernelsService::SetAlias(grpc::ServerContext*, const kls::v1::SetAl
   if (request->alias().empty()) return ToGrpcStatus(InvalidArgumentError("alias must not be empty"));
   // The alias is a new name (checked); the kernel name refers to a stored
   // kernel, which may predate the naming rule.
-  if (const Status s = ValidateName("alias", request->alias()); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(ValidateName("alias", request->alias()));
   if (request->version() < 1) {
     return ToGrpcStatus(InvalidArgumentError("version = " + std::to_string(request->version()) +
                                              " must be >= 1 (an alias names one version)"));
   }
-  if (const Status s = store_->SetAlias(request->name(), request->alias(), request->version()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
+  KLS_GRPC_RETURN_IF_ERROR(store_->SetAlias(request->name(), request->alias(), request->version()));
   const StatusOr<store::KernelRecord> record = store_->GetKernelRecord(request->name(), 0, request->alias());
-  if (!record.ok()) return ToGrpcStatus(record.status());
+  KLS_GRPC_RETURN_IF_ERROR(record.status());
   ToProto(*record, response);
   return grpc::Status::OK;
 }
@@ -100,7 +99,7 @@ grpc::Status KernelsService::SetAlias(grpc::ServerContext*, const kls::v1::SetAl
 grpc::Status KernelsService::Export(grpc::ServerContext* context, const kls::v1::ExportKernelRequest* request,
                                     grpc::ServerWriter<kls::v1::ExportKernelChunk>* writer) {
   const StatusOr<KernelCache::Handle> handle = cache_->Get(FromProto(request->kernel()));
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  KLS_GRPC_RETURN_IF_ERROR(handle.status());
   const LearnedKernel& kernel = *handle->kernel;
   const int n = kernel.num_points();
   const int r = kernel.rank();
@@ -128,9 +127,9 @@ grpc::Status KernelsService::Import(grpc::ServerContext* context,
   kls::v1::ImportKernelChunk chunk;
   while (reader->Read(&chunk)) {
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "import cancelled");
-    if (const Status s = assembler.Add(chunk); !s.ok()) return ToGrpcStatus(s);
+    KLS_GRPC_RETURN_IF_ERROR(assembler.Add(chunk));
   }
-  if (const Status s = assembler.Finish(); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(assembler.Finish());
 
   const kls::v1::ImportKernelHeader& header = assembler.header();
   const StatusOr<store::KernelRecord> stored = GuardExceptions("import", [&]() -> StatusOr<store::KernelRecord> {
@@ -153,7 +152,7 @@ grpc::Status KernelsService::Import(grpc::ServerContext* context,
     record.summary_json = "{\"source\":\"import\",\"seconds\":" + FormatNumber(watch.Seconds()) + "}";
     return store_->PutKernel(record, kernel);
   });
-  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  KLS_GRPC_RETURN_IF_ERROR(stored.status());
   spdlog::info("kernel {} v{} imported ({} x {}{})", stored->name, stored->version, stored->num_points,
                stored->rank, stored->dataset_id.empty() ? "" : ", keys in data set " + stored->dataset_id);
   ToProto(*stored, response);
@@ -163,13 +162,13 @@ grpc::Status KernelsService::Import(grpc::ServerContext* context,
 grpc::Status KernelsService::Inspect(grpc::ServerContext* context, const kls::v1::InspectKernelRequest* request,
                                      kls::v1::KernelInspection* response) {
   const KernelKey key = FromProto(request->kernel());
-  if (const Status s = ValidateKernelKey(key, "kernel"); !s.ok()) return ToGrpcStatus(s);
+  KLS_GRPC_RETURN_IF_ERROR(ValidateKernelKey(key, "kernel"));
   InspectionOptions options;
   const StatusOr<int> sample = CountOrDefault(request->sample(), "sample", kInspectSampleDefault, kInspectSampleMax);
-  if (!sample.ok()) return ToGrpcStatus(sample.status());
+  KLS_GRPC_RETURN_IF_ERROR(sample.status());
   const StatusOr<int> heatmap =
       CountOrDefault(request->heatmap(), "heatmap", kInspectHeatmapDefault, kInspectHeatmapMax);
-  if (!heatmap.ok()) return ToGrpcStatus(heatmap.status());
+  KLS_GRPC_RETURN_IF_ERROR(heatmap.status());
   if (request->spectrum() < 0) {
     return ToGrpcStatus(InvalidArgumentError("spectrum = " + std::to_string(request->spectrum()) +
                                              " must be >= 0 (0 = " + std::to_string(kInspectSpectrumDefault) + ")"));
@@ -180,7 +179,7 @@ grpc::Status KernelsService::Inspect(grpc::ServerContext* context, const kls::v1
   options.seed = request->seed() == 0 ? 1 : request->seed();
 
   const StatusOr<KernelCache::Handle> handle = cache_->Get(key);
-  if (!handle.ok()) return ToGrpcStatus(handle.status());
+  KLS_GRPC_RETURN_IF_ERROR(handle.status());
   const LearnedKernel& kernel = *handle->kernel;
   // Labels and keys of the data set, when it is still there and its rows are
   // the kernel's items.
@@ -201,7 +200,7 @@ grpc::Status KernelsService::Inspect(grpc::ServerContext* context, const kls::v1
   const StatusOr<KernelInspection> inspected = GuardExceptions("inspect", [&]() -> StatusOr<KernelInspection> {
     return InspectKernel(kernel.embedding(), labels, options, CallControl(context));
   });
-  if (!inspected.ok()) return ToGrpcStatus(inspected.status());
+  KLS_GRPC_RETURN_IF_ERROR(inspected.status());
 
   ToProto(handle->record, response->mutable_info());
   response->mutable_eigenvalues()->Add(inspected->eigenvalues.begin(), inspected->eigenvalues.end());
