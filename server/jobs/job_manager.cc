@@ -425,14 +425,24 @@ StatusOr<store::JobRecord> JobManager::WaitForChange(const std::string& id, uint
 void JobManager::HeartbeatLoop() {
   const double period = options_.heartbeat_seconds > 0 ? options_.heartbeat_seconds : options_.lease_seconds / 4;
   const auto every = std::chrono::milliseconds(std::max<int64_t>(10, Ms(period)));
+  // Dead replicas are looked for at least every second, whatever the lease:
+  // a registered replica's death is known at once (Store::RegisterReplica),
+  // so its jobs need not wait for a heartbeat of a long lease.
+  const auto sweep = std::min(every, std::chrono::milliseconds(1000));
+  auto next_renewal = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!(stopping_ && live_.empty())) {
-    heartbeat_cv_.wait_for(lock, every, [this] { return heartbeat_now_ || (stopping_ && live_.empty()); });
+    heartbeat_cv_.wait_for(lock, sweep, [this] { return heartbeat_now_ || (stopping_ && live_.empty()); });
+    const bool now_asked = heartbeat_now_;
     heartbeat_now_ = false;
     const bool stopping = stopping_;
     lock.unlock();
-    if (!options_.exclusive_store) KeepRegistered();
-    RenewLeases();
+    const auto now = std::chrono::steady_clock::now();
+    if (now_asked || now >= next_renewal) {
+      if (!options_.exclusive_store) KeepRegistered();
+      RenewLeases();
+      next_renewal = now + every;
+    }
     if (!stopping) {
       if (Status s = RequeueExpired(false); !s.ok()) {
         spdlog::warn("re-queueing jobs of dead replicas: {}", s.ToString());
@@ -600,7 +610,7 @@ Status JobManager::RequeueExpired(bool all_running) {
       work_cv_.notify_all();
       spdlog::info("job {}: attempt {} lost (replica {}, {}); re-queued after {:.1f} s ({} lost in a row "
                    "without progress, max {})",
-                   job.id, job.attempts, was_owner, all_running ? "found running at start" : "its lease ran out",
+                   job.id, job.attempts, was_owner, all_running ? "found running at start" : "its lease ran out or its process is gone",
                    backoff_ms / 1000.0, job.lost_attempts, options_.max_lost_attempts);
     }
   }

@@ -199,11 +199,13 @@ class ReplicasTest : public ::testing::Test {
     return text.size() > 6000 ? text.substr(text.size() - 6000) : text;
   }
 
+  virtual double LeaseSeconds() const { return kLeaseSeconds; }
+
   void StartReplica(int i) {
     const fs::path cache = scratch_ / ("cache" + std::to_string(i));
     ASSERT_NO_FATAL_FAILURE(StartProcess(&servers_[i],
                                         {"--store", pg_.uri(), "--cache-dir", cache.string(), "--workers", "1",
-                                         "--lease-seconds", std::to_string(kLeaseSeconds), "--checkpoint-seconds",
+                                         "--lease-seconds", std::to_string(LeaseSeconds()), "--checkpoint-seconds",
                                          "0.3"},
                                         scratch_, "replica" + std::to_string(i)));
   }
@@ -409,6 +411,32 @@ TEST_F(ReplicasTest, KillNineResumesTheJobOnAnotherReplicaFromItsCheckpoint) {
   EXPECT_GE(load.ok(), 100);
   EXPECT_GE(static_cast<double>(load.ok()) / (load.ok() + load.failed()), 0.999)
       << load.failed() << " of " << load.ok() + load.failed() << " queries failed";
+}
+
+// Replicas with 30 s leases: a replica killed with -9 is known to be gone at
+// once (its liveness lock in PostgreSQL went with its sessions), so another
+// replica resumes its job from the checkpoint within a few heartbeats instead
+// of after the lease.
+class LongLeaseReplicasTest : public ReplicasTest {
+ protected:
+  double LeaseSeconds() const override { return 30.0; }
+};
+
+TEST_F(LongLeaseReplicasTest, AKilledReplicasJobIsTakenOverLongBeforeItsLeaseRunsOut) {
+  const double reference = ReferenceObjective("reference", kLongIterations);
+  auto [job, owner] = StartLongJob("handed-over", kLongIterations);
+  ASSERT_GE(owner, 0) << job.owner();
+  ASSERT_EQ(kill(servers_[owner].pid, SIGKILL), 0);
+  const auto killed = Clock::now();
+  WaitFor(servers_[owner].pid, Scaled(5));
+  servers_[owner].pid = -1;
+  auto moved = WaitJob(job.id(), [](const kls::v1::Job& j) { return j.attempts() >= 2 || j.state() != kls::v1::RUNNING; },
+                       Scaled(40), owner);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_GE(moved.attempts(), 2);
+  // The survivors look for dead replicas every second (their lease heartbeat is 7.5 s).
+  EXPECT_LE(seconds, 5.0 * kls::testing::TimeScale()) << "not taken over long before the 30 s lease ran out";
+  ASSERT_NO_FATAL_FAILURE(ExpectResumedResult(job.id(), "handed-over", kLongIterations, reference));
 }
 
 TEST_F(ReplicasTest, APausedReplicaPastItsLeaseCannotCommit) {
