@@ -4,6 +4,7 @@
 #include "core/npkl/reduced_laplacian.h"
 #include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
+#include "core/common/symmetry.h"
 
 
 #include <Eigen/Cholesky>
@@ -52,16 +53,6 @@ std::vector<int> BoundaryIndex(const NpklProblem& problem) {
   return local;
 }
 
-Status CheckSymmetric(const SparseMatrix& l) {
-  const SparseMatrix lt = l.transpose();
-  const double diff = (l - lt).norm();
-  const double scale = l.norm();
-  if (!(diff <= 1e-10 * std::max(scale, 1e-300))) {
-    return InvalidArgumentError("laplacian: must be symmetric, ‖Δ − Δᵀ‖_F = " + FormatNumber(diff) +
-                                " with ‖Δ‖_F = " + FormatNumber(scale));
-  }
-  return OkStatus();
-}
 
 // ---------------------------------------------------------------------------
 // Constraints per boundary column: T(i) of eq. (6) in compressed rows.
@@ -585,7 +576,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& opt
   Stopwatch setup_clock;
   KLS_RETURN_IF_ERROR(problem.Validate());
   KLS_RETURN_IF_ERROR(options.Validate());
-  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian));
+  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian, "laplacian"));
   for (int k = 0; k < problem.constraints.size(); ++k) {
     const Pair& p = problem.constraints.pairs[k];
     if (p.i == p.j) {

@@ -16,6 +16,7 @@
 
 #include "core/common/checkpoint_codec.h"
 #include "core/common/parallel.h"
+#include "core/common/symmetry.h"
 #include "core/npkl/block_spectrum.h"
 #include "core/npkl/blocked_laplacian.h"
 #include "core/npkl/positive_spectrum.h"
@@ -357,15 +358,6 @@ StatusOr<double> LowRankStartScale(const Eigen::SparseMatrix<double>& laplacian,
   return lo > 0.0 ? lo : hi;
 }
 
-Status CheckSymmetric(const Eigen::SparseMatrix<double>& l) {
-  const Eigen::SparseMatrix<double> lt = l.transpose();
-  const double diff = (l - lt).norm();
-  const double scale = std::max(1.0, l.norm());
-  if (!(diff <= 1e-10 * scale)) {
-    return InvalidArgumentError("laplacian: not symmetric (‖L − Lᵀ‖_F = " + FormatNumber(diff) + ")");
-  }
-  return OkStatus();
-}
 
 // ---- Newton steps (options.newton; dense path, p = 2, square / square hinge) --
 //
@@ -713,7 +705,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
   Stopwatch setup_watch;
   KLS_RETURN_IF_ERROR(options.Validate());
   KLS_RETURN_IF_ERROR(problem.Validate());
-  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian));
+  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian, "laplacian"));
   const int n = problem.num_points();
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
   if (options.low_rank > n) {
