@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -326,6 +327,53 @@ TEST(CheckpointResumeTest, KlAdmmAcrossEscalationStages) {
   c.expect_same_solution = ExpectSameNpkl;
   c.positions = {0, 5, 50, 100, 150, 200, -8, -1};  // every stage
   CheckResumable(c);
+}
+
+// A checkpoint keeps the last 4,096 entries of KL-ADMM's objective history,
+// so its size does not grow with the iterations: resumed past that tail, the
+// solve is the uninterrupted one bit for bit but for the history's earlier
+// entries, reported as NaN (not kept).
+TEST(CheckpointResumeTest, KlAdmmCheckpointsKeepABoundedHistoryTail) {
+  const NpklProblem p = IrisNpklProblem(10, EdgeWeight::kGaussian, 0.0, /*admm_protocol=*/true, 5);
+  KlAdmmOptions o;
+  o.gamma = 10.0;
+  o.num_threads = 1;
+  o.polish = KlAdmmOptions::Polish::kNone;
+  o.tolerance = 0.0;
+  o.max_iterations = 6000;
+  auto fresh = SolveKlAdmm(p, o, SolveControl());
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->stats.iterations, 6000);
+  std::optional<Checkpoint> late;
+  size_t early_bytes = 0;
+  SolveControl sink;
+  sink.checkpoint_interval_seconds = 1e-9;
+  sink.checkpoint = [&](const Checkpoint& k) {
+    if (k.iteration == 100) early_bytes = k.bytes.size();
+    if (!late && k.iteration >= 5000) late = k;
+  };
+  ASSERT_TRUE(SolveKlAdmm(p, o, sink).ok());
+  ASSERT_TRUE(late.has_value());
+  ASSERT_GT(early_bytes, 0u);
+  // Iteration 100 carries 100 history entries, iteration 5,000 carries 4,096:
+  // at most 4,096 × 8 bytes apart, not 5,000 × 8 (and never more after).
+  EXPECT_LE(late->bytes.size(), early_bytes + (4096 - 100) * sizeof(double) + 64);
+  auto resumed = SolveKlAdmm(p, o, ResumingFrom(*late));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->stats.iterations, fresh->stats.iterations);
+  EXPECT_EQ(resumed->stats.final_objective, fresh->stats.final_objective);
+  ExpectSameNpkl(*fresh, *resumed, 0.0);
+  const std::vector<double>& a = fresh->stats.objective_history;
+  const std::vector<double>& b = resumed->stats.objective_history;
+  ASSERT_EQ(a.size(), b.size());
+  const size_t dropped = static_cast<size_t>(late->iteration) - 4096;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (k < dropped) {
+      ASSERT_TRUE(std::isnan(b[k])) << k;
+    } else {
+      ASSERT_EQ(a[k], b[k]) << k;
+    }
+  }
 }
 
 TEST(CheckpointResumeTest, KlAdmmWithoutPolish) {
