@@ -9,6 +9,7 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <set>
 #include <random>
 #include <thread>
 #include <utility>
@@ -467,9 +468,13 @@ void JobManager::KeepRegistered() {
 }
 
 void JobManager::RenewLeases() {
+  // Only jobs already live before the store is asked can be missing from its
+  // answer: a claim that commits while the renewal runs is not yet in it.
+  std::set<std::string> asked;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (live_.empty()) return;
+    for (const auto& entry : live_) asked.insert(entry.first);
   }
   StatusOr<std::vector<std::string>> held = store_->RenewLeases(replica_id_, Ms(options_.lease_seconds));
   if (!held.ok()) {
@@ -480,7 +485,7 @@ void JobManager::RenewLeases() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, live] : live_) {
-    if (live->lost || live->finishing || live->cancelling || live->user_cancelled ||
+    if (live->lost || live->finishing || live->cancelling || live->user_cancelled || asked.count(id) == 0 ||
         std::find(held->begin(), held->end(), id) != held->end()) {
       continue;
     }
