@@ -426,24 +426,14 @@ StatusOr<store::JobRecord> JobManager::WaitForChange(const std::string& id, uint
 void JobManager::HeartbeatLoop() {
   const double period = options_.heartbeat_seconds > 0 ? options_.heartbeat_seconds : options_.lease_seconds / 4;
   const auto every = std::chrono::milliseconds(std::max<int64_t>(10, Ms(period)));
-  // Dead replicas are looked for at least every second, whatever the lease:
-  // a registered replica's death is known at once (Store::RegisterReplica),
-  // so its jobs need not wait for a heartbeat of a long lease.
-  const auto sweep = std::min(every, std::chrono::milliseconds(1000));
-  auto next_renewal = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!(stopping_ && live_.empty())) {
-    heartbeat_cv_.wait_for(lock, sweep, [this] { return heartbeat_now_ || (stopping_ && live_.empty()); });
-    const bool now_asked = heartbeat_now_;
+    heartbeat_cv_.wait_for(lock, every, [this] { return heartbeat_now_ || (stopping_ && live_.empty()); });
     heartbeat_now_ = false;
     const bool stopping = stopping_;
     lock.unlock();
-    const auto now = std::chrono::steady_clock::now();
-    if (now_asked || now >= next_renewal) {
-      if (!options_.exclusive_store) KeepRegistered();
-      RenewLeases();
-      next_renewal = now + every;
-    }
+    if (!options_.exclusive_store) KeepRegistered();
+    RenewLeases();
     if (!stopping) {
       if (Status s = RequeueExpired(false); !s.ok()) {
         spdlog::warn("re-queueing jobs of dead replicas: {}", s.ToString());
