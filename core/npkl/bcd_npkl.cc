@@ -3,6 +3,7 @@
 #include "core/npkl/factor_certificate.h"
 #include "core/npkl/reduced_laplacian.h"
 #include "core/common/checkpoint_codec.h"
+#include "core/common/iteration_driver.h"
 #include "core/common/parallel.h"
 #include "core/common/symmetry.h"
 
@@ -571,211 +572,252 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r_max, co
   return OkStatus();
 }
 
-StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control,
-                           BcdNpklDiagnostics* diagnostics) {
-  Stopwatch setup_clock;
-  KLS_RETURN_IF_ERROR(problem.Validate());
-  KLS_RETURN_IF_ERROR(options.Validate());
-  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian, "laplacian"));
-  for (int k = 0; k < problem.constraints.size(); ++k) {
-    const Pair& p = problem.constraints.pairs[k];
+// BCDNPKL's own problem check: the block subproblem eq. (6) needs j ≠ i.
+Status CheckNoSelfPairs(const PairwiseConstraints& constraints) {
+  for (int k = 0; k < constraints.size(); ++k) {
+    const Pair& p = constraints.pairs[k];
     if (p.i == p.j) {
       return InvalidArgumentError("constraints[" + std::to_string(k) + "]: self pair (" + std::to_string(p.i) +
                                   ", " + std::to_string(p.j) +
                                   ") is not supported by BCDNPKL (the block subproblem eq. (6) needs j ≠ i)");
     }
   }
+  return OkStatus();
+}
+
+// One BCDNPKL solve on the iteration driver (core/common/iteration_driver.h):
+// the start (random, resumed or warm), then stages of sweeps (Algorithm 1 at
+// a fixed rank), each followed by the certificate and, with the escalation,
+// more rows or a tighter tolerance.
+class BcdRun {
+ public:
+  BcdRun(const NpklProblem& problem, const BcdNpklOptions& options, ReducedLaplacian& reduced,
+         const ColumnConstraints& cols, const SolveControl& control, const Stopwatch& setup_clock)
+      : options_(options),
+        reduced_(reduced),
+        cols_(cols),
+        r_max_(std::min(reduced.l(), options.rank > 0 ? options.rank : RankBound(problem.constraints.size()))),
+        smooth_(options.loss != NpklLoss::kHinge),
+        escalate_(smooth_ && options.rank == 0 && options.rank_escalation),
+        // Over-relaxation applies to the square loss, whose block problem is an
+        // exact quadratic; the (square) hinge blocks keep ω = 1.
+        omega_(options.loss == NpklLoss::kSquare ? options.over_relaxation : 1.0),
+        setup_clock_(setup_clock),
+        driver_(control, kCheckpointTag, options.max_iterations, setup_clock) {}
+
+  void Start(const NpklProblem& problem);
+  void Iterate();
+  StatusOr<NpklResult> Finish(int n, BcdNpklDiagnostics* diagnostics);
+
+ private:
+  void WarmStart();
+  bool Stage();
+
+  const BcdNpklOptions& options_;
+  ReducedLaplacian& reduced_;
+  const ColumnConstraints& cols_;
+  const int r_max_;
+  const bool smooth_;
+  const bool escalate_;
+  const double omega_;
+  const Stopwatch& setup_clock_;
+  IterationDriver driver_;
+  uint64_t fingerprint_ = 0;
+  int r_ = 0;
+  int iter_ = 0;
+  Eigen::MatrixXd v_, v_old_;
+  BcdNpklDiagnostics diag_;
+  NpklResult result_;
+  ResumeState resume_;     // resume_.stage_iter > 0: the first stage continues a checkpoint's
+  int carried_sweeps_ = 0; // sweeps of the warm start's first sweep that belong to the first stage
+  Stopwatch solve_clock_;
+};
+
+// V⁰ (random, or the warm start's rows), or the checkpoint's state.
+void BcdRun::Start(const NpklProblem& problem) {
+  const int start_rank =
+      options_.initial_factor ? static_cast<int>(options_.initial_factor->cols()) : options_.initial_rank;
+  r_ = escalate_ ? std::min(r_max_, start_rank) : r_max_;
+  v_ = RandomStart(r_, reduced_.l(), options_.seed);
+  if (options_.initial_factor) v_ = WarmStartRows(*options_.initial_factor, reduced_.boundary(), r_, v_);
+  // The fingerprint costs O(nnz(Δ) + m): only computed when checkpoints are used.
+  fingerprint_ = driver_.uses_checkpoints() ? CheckpointFingerprint(problem, options_) : 0;
+  SolveStats& stats = result_.stats;
+  const int num_duals = static_cast<int>(cols_.neighbor.size());
+  if (driver_.Resume([&](const Checkpoint& c) {
+        return DecodeCheckpoint(c, fingerprint_, r_max_, reduced_, num_duals, &resume_);
+      })) {
+    iter_ = driver_.resumed_from_iteration();
+    stats.iterations = iter_;
+    stats.resumed_from_iteration = iter_;
+    stats.objective_history = std::move(resume_.objective_history);
+    result_.primal_residual = resume_.primal_residual;
+    v_ = std::move(resume_.v);
+    r_ = static_cast<int>(v_.rows());
+    diag_ = std::move(resume_.diag);
+  } else {
+    resume_.stage_iter = 0;  // not this run's checkpoint (or none): start afresh
+  }
+  if (options_.initial_factor && escalate_ && stats.resumed_from_iteration == 0) WarmStart();
+}
+
+// Warm start (PrepareWarmFactor): the previous optimum's degenerate
+// directions go; one sweep at the compact rank lets its rows take up what
+// they can of the new pairs (measured: appending before it cost 2–3 sweeps
+// wherever the start needed no new direction); then the new problem's
+// significant negative directions come in at their exact step.
+void BcdRun::WarmStart() {
+  SolveStats& stats = result_.stats;
+  int compact_rank = r_, probe_sweeps = 0;
+  const FactorSettle settle = [&](Eigen::MatrixXd* x) {
+    compact_rank = static_cast<int>(x->rows());
+    if (iter_ >= options_.max_iterations) return;
+    const Eigen::MatrixXd before = *x;
+    ColumnUpdater probe(reduced_, cols_, options_.loss, options_.c, static_cast<int>(x->rows()), omega_);
+    probe.Sweep(x, /*resync=*/true);
+    const double objective = Objective(*x, reduced_.QuadraticAfterSweep(*x), cols_, options_.loss, options_.c);
+    if (!std::isfinite(objective) || !x->allFinite()) {
+      *x = before;  // the stage loop meets the same issue and reports it
+      return;
+    }
+    stats.objective_history.push_back(objective);
+    stats.iterations = ++iter_;
+    probe_sweeps = 1;
+  };
+  const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
+    *f = Objective(x, reduced_.Quadratic(x), cols_, options_.loss, options_.c);
+    return ComputeCertificate(x, *f, reduced_, cols_, options_.loss, options_.c, std::max(1, options_.escalation_step));
+  };
+  v_ = PrepareWarmFactor(v_, certify, Curvature(cols_, options_.c), r_max_, options_.certificate_tolerance, settle);
+  r_ = static_cast<int>(v_.rows());
+  if (r_ != compact_rank && probe_sweeps > 0) {  // the sweep was a stage of its own, at the compact rank
+    diag_.rank_history.push_back(compact_rank);
+    diag_.stage_sweeps.push_back(probe_sweeps);
+  } else {
+    carried_sweeps_ = probe_sweeps;
+  }
+}
+
+void BcdRun::Iterate() {
+  result_.stats.setup_seconds = setup_clock_.Seconds();
+  solve_clock_.Reset();
+  driver_.Start();
+  result_.stats.termination = Termination::kIterationLimit;
+  while (Stage()) {
+  }
+}
+
+// One stage: Algorithm 1 at the current r until the stopping test, then the
+// certificate of Prop. 2. False when the solve ends (stopped by the control,
+// a numerical issue or the iteration cap, or converged for good).
+bool BcdRun::Stage() {
+  SolveStats& stats = result_.stats;
+  ColumnUpdater updater(reduced_, cols_, options_.loss, options_.c, r_, omega_);
+  int stage_iter = 0;
+  if (resume_.stage_iter > 0) {  // the stage a checkpoint was taken in
+    stage_iter = resume_.stage_iter;
+    updater.duals() = std::move(resume_.duals);
+    reduced_.RestoreCarriedProduct(std::move(resume_.z));
+    resume_.stage_iter = 0;
+  } else {
+    diag_.rank_history.push_back(r_);
+    diag_.stage_sweeps.push_back(carried_sweeps_);
+    stage_iter = carried_sweeps_;
+    carried_sweeps_ = 0;
+  }
+  // A stage at the previous stage's rank is a tightening (below): ×0.1 each.
+  int tightenings = 0;
+  for (size_t k = 1; k < diag_.rank_history.size(); ++k) tightenings += diag_.rank_history[k] == diag_.rank_history[k - 1];
+  const double stage_tolerance = options_.tolerance * std::pow(0.1, tightenings);
+  stats.termination = driver_.Run(iter_ + 1, [&](int it) {
+    v_old_ = v_;
+    ++stage_iter;
+    updater.Sweep(&v_, /*resync=*/stage_iter % kResyncSweeps == 1);
+    const double objective = Objective(v_, reduced_.QuadraticAfterSweep(v_), cols_, options_.loss, options_.c);
+    if (!std::isfinite(objective) || !v_.allFinite()) {
+      v_ = v_old_;
+      return driver_.Stop(Termination::kNumericalIssue);
+    }
+    const double change = (v_ - v_old_).norm();
+    stats.iterations = iter_ = it;
+    ++diag_.stage_sweeps.back();
+    stats.objective_history.push_back(objective);
+    result_.primal_residual = change;
+    IterationRow row;
+    row.iteration = it;
+    row.objective = objective;
+    row.primal_residual = change;
+    row.step = change;
+    driver_.Report(row);
+    // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
+    if (change <= stage_tolerance * v_.norm()) return driver_.Stop(Termination::kConverged);
+    driver_.MaybeCheckpoint(it, [&] {
+      return EncodeCheckpoint(fingerprint_, it, result_, stage_iter, v_, updater.duals(), reduced_.CarriedProduct(),
+                              diag_);
+    });
+    return StepOutcome::kContinue;
+  });
+  if (stats.termination != Termination::kConverged || !smooth_) return false;
+  // The certificate of Prop. 2 at the converged V.
+  Stopwatch cert_clock;
+  const double f = stats.objective_history.back();
+  const int nev = escalate_ ? std::max(1, options_.escalation_step) : 1;
+  const FactorCertificate cert = ComputeCertificate(v_, f, reduced_, cols_, options_.loss, options_.c, nev);
+  diag_.Record(cert, cert_clock.Seconds(), options_.certificate_tolerance);
+  if (!escalate_ || diag_.certified) return false;
+  const int added = r_ < r_max_ ? AppendDirections(cert, cols_, options_.c, r_max_ - r_, &v_) : 0;
+  if (added == 0) {
+    // No negative direction to follow: the bound is ⟨S, Z⟩ alone, i.e. the
+    // sweeps stopped short of stationarity. Sweep on at a tenfold tighter
+    // tolerance (a new stage at the same rank), at most kMaxTightenings times.
+    return tightenings < kMaxTightenings && options_.tolerance > 0.0;
+  }
+  r_ += added;
+  // Checkpoint at the stage boundary, so the certificate's Lanczos work is
+  // not lost: the next stage starts with zero duals and recomputes Z.
+  driver_.MaybeCheckpoint(iter_, [&] {
+    return EncodeCheckpoint(fingerprint_, iter_, result_, /*stage_iter=*/0, v_,
+                            Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols_.neighbor.size())),
+                            Eigen::MatrixXd(), diag_);
+  });
+  return true;
+}
+
+StatusOr<NpklResult> BcdRun::Finish(int n, BcdNpklDiagnostics* diagnostics) {
+  SolveStats& stats = result_.stats;
+  diag_.final_rank = static_cast<int>(v_.rows());
+  result_.duality_gap =
+      diag_.certificate_checks > 0 ? diag_.relative_gap_bound : std::numeric_limits<double>::quiet_NaN();
+  if (diagnostics != nullptr) *diagnostics = diag_;
+  stats.final_objective = stats.objective_history.empty()
+                              ? Objective(v_, reduced_.Quadratic(v_), cols_, options_.loss, options_.c)
+                              : stats.objective_history.back();
+  result_.dual_residual = options_.loss == NpklLoss::kHinge
+                              ? std::numeric_limits<double>::quiet_NaN()
+                              : StationarityResidual(v_, reduced_, cols_, options_.loss, options_.c);
+  LearnedKernel::Embedding phi = Extend(reduced_, v_, n);
+  stats.solve_seconds = solve_clock_.Seconds();
+  KLS_ASSIGN_OR_RETURN(result_.kernel, LearnedKernel::FromEmbedding(std::move(phi)));
+  return std::move(result_);
+}
+
+StatusOr<NpklResult> Solve(const NpklProblem& problem, const BcdNpklOptions& options, const SolveControl& control,
+                           BcdNpklDiagnostics* diagnostics) {
+  Stopwatch setup_clock;
+  KLS_RETURN_IF_ERROR(problem.Validate());
+  KLS_RETURN_IF_ERROR(options.Validate());
+  KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian, "laplacian"));
+  KLS_RETURN_IF_ERROR(CheckNoSelfPairs(problem.constraints));
   const int n = problem.num_points();
   const std::vector<int> local = BoundaryIndex(problem);
   KLS_ASSIGN_OR_RETURN(ReducedLaplacian reduced, ReducedLaplacian::Build(problem.laplacian, local));
-  const int l = reduced.l();
-  const ColumnConstraints cols = BuildColumns(problem.constraints, local, l);
-  const int r_max = std::min(l, options.rank > 0 ? options.rank : RankBound(problem.constraints.size()));
-  const bool smooth = options.loss != NpklLoss::kHinge;
-  const bool escalate = smooth && options.rank == 0 && options.rank_escalation;
+  const ColumnConstraints cols = BuildColumns(problem.constraints, local, reduced.l());
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
-  const int start_rank = options.initial_factor ? static_cast<int>(options.initial_factor->cols()) : options.initial_rank;
-  int r = escalate ? std::min(r_max, start_rank) : r_max;
-  // Over-relaxation applies to the square loss, whose block problem is an
-  // exact quadratic; the (square) hinge blocks keep ω = 1.
-  const double omega = options.loss == NpklLoss::kSquare ? options.over_relaxation : 1.0;
   reduced.SetThreads(ResolveThreadCount(options.num_threads));
-
-  Eigen::MatrixXd v = RandomStart(r, l, options.seed);
-  if (options.initial_factor) v = WarmStartRows(*options.initial_factor, reduced.boundary(), r, v);
-  Eigen::MatrixXd v_old;
-  BcdNpklDiagnostics diag;
-
-  NpklResult result;
-  SolveStats& stats = result.stats;
-  int iter = 0;
-  // The fingerprint costs O(nnz(Δ) + m): only computed when checkpoints are used.
-  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
-  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
-  ResumeState resume;  // resume.stage_iter > 0: the first stage continues a checkpoint's
-  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
-    const int num_duals = static_cast<int>(cols.neighbor.size());
-    if (DecodeCheckpoint(*c, fingerprint, r_max, reduced, num_duals, &resume).ok()) {
-      iter = c->iteration;
-      stats.iterations = iter;
-      stats.resumed_from_iteration = iter;
-      stats.objective_history = std::move(resume.objective_history);
-      result.primal_residual = resume.primal_residual;
-      v = std::move(resume.v);
-      r = static_cast<int>(v.rows());
-      diag = std::move(resume.diag);
-    } else {
-      resume.stage_iter = 0;  // not this run's checkpoint: start afresh
-    }
-  }
-  // Sweeps of the warm start's first sweep (below) that belong to the first stage.
-  int carried_sweeps = 0;
-  if (options.initial_factor && escalate && stats.resumed_from_iteration == 0) {
-    // Warm start (PrepareWarmFactor): the previous optimum's degenerate
-    // directions go; one sweep at the compact rank lets its rows take up what
-    // they can of the new pairs (measured: appending before it cost 2–3 sweeps
-    // wherever the start needed no new direction); then the new problem's
-    // significant negative directions come in at their exact step.
-    int compact_rank = r, probe_sweeps = 0;
-    const FactorSettle settle = [&](Eigen::MatrixXd* x) {
-      compact_rank = static_cast<int>(x->rows());
-      if (iter >= options.max_iterations) return;
-      const Eigen::MatrixXd before = *x;
-      ColumnUpdater probe(reduced, cols, options.loss, options.c, static_cast<int>(x->rows()), omega);
-      probe.Sweep(x, /*resync=*/true);
-      const double objective = Objective(*x, reduced.QuadraticAfterSweep(*x), cols, options.loss, options.c);
-      if (!std::isfinite(objective) || !x->allFinite()) {
-        *x = before;  // the stage loop meets the same issue and reports it
-        return;
-      }
-      stats.objective_history.push_back(objective);
-      stats.iterations = ++iter;
-      probe_sweeps = 1;
-    };
-    const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
-      *f = Objective(x, reduced.Quadratic(x), cols, options.loss, options.c);
-      return ComputeCertificate(x, *f, reduced, cols, options.loss, options.c, std::max(1, options.escalation_step));
-    };
-    v = PrepareWarmFactor(v, certify, Curvature(cols, options.c), r_max, options.certificate_tolerance, settle);
-    r = static_cast<int>(v.rows());
-    if (r != compact_rank && probe_sweeps > 0) {  // the sweep was a stage of its own, at the compact rank
-      diag.rank_history.push_back(compact_rank);
-      diag.stage_sweeps.push_back(probe_sweeps);
-    } else {
-      carried_sweeps = probe_sweeps;
-    }
-  }
-  stats.setup_seconds = setup_clock.Seconds();
-  Stopwatch clock;
-  CheckpointTimer checkpoints(control);
-  stats.termination = Termination::kIterationLimit;
-  bool stopped = false;  // by the control, a numerical issue or the iteration cap
-  while (!stopped) {
-    // One stage: Algorithm 1 at the current r until the stopping test.
-    ColumnUpdater updater(reduced, cols, options.loss, options.c, r, omega);
-    int stage_iter = 0;
-    if (resume.stage_iter > 0) {  // the stage a checkpoint was taken in
-      stage_iter = resume.stage_iter;
-      updater.duals() = std::move(resume.duals);
-      reduced.RestoreCarriedProduct(std::move(resume.z));
-      resume.stage_iter = 0;
-    } else {
-      diag.rank_history.push_back(r);
-      diag.stage_sweeps.push_back(carried_sweeps);
-      stage_iter = carried_sweeps;
-      carried_sweeps = 0;
-    }
-    // A stage at the previous stage's rank is a tightening (below): ×0.1 each.
-    int tightenings = 0;
-    for (size_t k = 1; k < diag.rank_history.size(); ++k) tightenings += diag.rank_history[k] == diag.rank_history[k - 1];
-    const double stage_tolerance = options.tolerance * std::pow(0.1, tightenings);
-    bool converged = false;
-    while (true) {
-      if (iter >= options.max_iterations) {
-        stats.termination = Termination::kIterationLimit;
-        stopped = true;
-        break;
-      }
-      Termination why;
-      if (control.ShouldStop(&why)) {
-        stats.termination = why;
-        stopped = true;
-        break;
-      }
-      v_old = v;
-      ++stage_iter;
-      updater.Sweep(&v, /*resync=*/stage_iter % kResyncSweeps == 1);
-      const double objective = Objective(v, reduced.QuadraticAfterSweep(v), cols, options.loss, options.c);
-      if (!std::isfinite(objective) || !v.allFinite()) {
-        v = v_old;
-        stats.termination = Termination::kNumericalIssue;
-        stopped = true;
-        break;
-      }
-      const double change = (v - v_old).norm();
-      stats.iterations = ++iter;
-      ++diag.stage_sweeps.back();
-      stats.objective_history.push_back(objective);
-      result.primal_residual = change;
-
-      ProgressEvent event;
-      event.iteration = iter;
-      event.objective = objective;
-      event.primal_residual = change;
-      event.elapsed_seconds = setup_clock.Seconds();
-      event.max_iterations = options.max_iterations;
-      control.Report(event);
-
-      // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
-      if (change <= stage_tolerance * v.norm()) {
-        converged = true;
-        break;
-      }
-      checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
-        return EncodeCheckpoint(fingerprint, iter, result, stage_iter, v, updater.duals(),
-                                reduced.CarriedProduct(), diag);
-      });
-    }
-    if (!converged) break;
-    stats.termination = Termination::kConverged;
-    if (!smooth) break;
-    // The certificate of Prop. 2 at the converged V.
-    Stopwatch cert_clock;
-    const double f = stats.objective_history.back();
-    const int nev = escalate ? std::max(1, options.escalation_step) : 1;
-    const FactorCertificate cert = ComputeCertificate(v, f, reduced, cols, options.loss, options.c, nev);
-    diag.Record(cert, cert_clock.Seconds(), options.certificate_tolerance);
-    if (!escalate || diag.certified) break;
-    const int added = r < r_max ? AppendDirections(cert, cols, options.c, r_max - r, &v) : 0;
-    if (added == 0) {
-      // No negative direction to follow: the bound is ⟨S, Z⟩ alone, i.e. the
-      // sweeps stopped short of stationarity. Sweep on at a tenfold tighter
-      // tolerance (a new stage at the same rank), at most kMaxTightenings times.
-      if (tightenings >= kMaxTightenings || !(options.tolerance > 0.0)) break;
-      continue;  // the next stage (pushed at the top of the loop) has the same r
-    }
-    r += added;
-    // Checkpoint at the stage boundary, so the certificate's Lanczos work is
-    // not lost: the next stage starts with zero duals and recomputes Z.
-    checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
-      return EncodeCheckpoint(fingerprint, iter, result, /*stage_iter=*/0, v,
-                              Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols.neighbor.size())),
-                              Eigen::MatrixXd(), diag);
-    });
-  }
-  diag.final_rank = static_cast<int>(v.rows());
-  result.duality_gap = diag.certificate_checks > 0 ? diag.relative_gap_bound : std::numeric_limits<double>::quiet_NaN();
-  if (diagnostics != nullptr) *diagnostics = diag;
-  stats.final_objective = stats.objective_history.empty()
-                              ? Objective(v, reduced.Quadratic(v), cols, options.loss, options.c)
-                              : stats.objective_history.back();
-  result.dual_residual = options.loss == NpklLoss::kHinge
-                             ? std::numeric_limits<double>::quiet_NaN()
-                             : StationarityResidual(v, reduced, cols, options.loss, options.c);
-  LearnedKernel::Embedding phi = Extend(reduced, v, n);
-  stats.solve_seconds = clock.Seconds();
-  KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(phi)));
-  return result;
+  BcdRun run(problem, options, reduced, cols, control, setup_clock);
+  run.Start(problem);
+  run.Iterate();
+  return run.Finish(n, diagnostics);
 }
 
 }  // namespace
