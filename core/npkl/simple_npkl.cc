@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/common/checkpoint_codec.h"
+#include "core/common/iteration_driver.h"
 #include "core/common/parallel.h"
 #include "core/common/symmetry.h"
 #include "core/npkl/block_spectrum.h"
@@ -700,6 +701,408 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int n, int m,
   return OkStatus();
 }
 
+// The constraint terms the solver works on: all pairs, or (options.active_set,
+// §3.3.3) those with the smallest margins under K(α_0), the linear-loss kernel.
+// α_0 = C·1: see the header (A(α_0) is the linear-loss matrix C Σ T_ij S_ij − L).
+StatusOr<Terms> SolverTerms(const NpklProblem& problem, const SimpleNpklOptions& options) {
+  Terms terms = MakeTerms(problem.constraints, nullptr);
+  if (!options.active_set) return terms;
+  const int n = problem.num_points();
+  Evaluator full(problem, options, terms, Eigen::MatrixXd());
+  Iterate x0;
+  KLS_RETURN_IF_ERROR(full.Evaluate(Eigen::VectorXd::Constant(terms.size(), options.c), &x0));
+  Eigen::MatrixXd v0 = x0.rank > 0 ? x0.v : Eigen::MatrixXd::Zero(n, 1);
+  KLS_ASSIGN_OR_RETURN(LearnedKernel k0, LearnedKernel::FromEmbedding(LearnedKernel::Embedding(v0)));
+  std::vector<char> constrained(n, 0);
+  for (const Pair& p : problem.constraints.pairs) constrained[p.i] = constrained[p.j] = 1;
+  const int num_constrained = static_cast<int>(std::count(constrained.begin(), constrained.end(), 1));
+  const int keep = std::max(1, static_cast<int>(std::ceil(options.active_point_fraction * num_constrained)));
+  KLS_ASSIGN_OR_RETURN(std::vector<int> active, SelectActiveConstraints(problem.constraints, k0, keep));
+  return MakeTerms(problem.constraints, &active);
+}
+
+// §3.3.4 (options.low_rank > 0): V = leading eigenvectors of A(α_0); empty otherwise.
+StatusOr<Eigen::MatrixXd> LowRankBasis(const NpklProblem& problem, const Terms& terms,
+                                       const SimpleNpklOptions& options) {
+  if (options.low_rank == 0) return Eigen::MatrixXd();
+  DualMatrix a0(problem.laplacian, terms.row, terms.col);
+  a0.set_weights(options.c * terms.t);
+  SpectrumOptions so;
+  so.dense_threshold = options.dense_threshold;
+  so.lanczos_tolerance = options.lanczos_tolerance;
+  return TopEigenvectors(a0, options.low_rank, so);
+}
+
+// α⁰ = C·1, or for a warm start Π(C (1 − T_ij K_ij)).
+Eigen::VectorXd StartingDual(const Terms& terms, const SimpleNpklOptions& options) {
+  const int m = terms.size();
+  Eigen::VectorXd alpha0 = Eigen::VectorXd::Constant(m, options.c);
+  if (options.initial_factor && options.loss != NpklLoss::kLinear) {
+    const Eigen::MatrixXd& f = *options.initial_factor;
+    for (int k = 0; k < m; ++k) {
+      const double z = terms.t[k] * f.row(terms.row[k]).dot(f.row(terms.col[k]));
+      alpha0[k] = options.loss == NpklLoss::kHinge ? (z < 1.0 ? options.c : 0.0) : options.c * (1.0 - z);
+    }
+    alpha0 = ProjectDual(alpha0, options);
+  }
+  return alpha0;
+}
+
+// One SimpleNPKL solve on the iteration driver (core/common/iteration_driver.h):
+// the start (α⁰, or a checkpoint's state), projected gradient (or Newton)
+// ascent steps on J(α), and the certified gap at the end.
+class SimpleRun {
+ public:
+  SimpleRun(const NpklProblem& problem, const SimpleNpklOptions& options, const SolveControl& control,
+            const Stopwatch& setup_watch, Terms terms, Eigen::MatrixXd basis);
+  Status Start(Eigen::VectorXd alpha0);
+  Status Ascend();
+  StatusOr<NpklResult> Finish();
+
+ private:
+  double RelativeGap(const Iterate& x) const { return RelativeGapFrom(x, p0_); }
+  Status Tighten();
+  double GuaranteedEta(const Iterate& x, double fallback) const;
+  Status Step(int it, StepOutcome* outcome);
+  Status NewtonStep(Iterate* next, Eigen::VectorXd* delta, bool* taken);
+  Status GradientStep(bool check, Iterate* next, Eigen::VectorXd* delta, Eigen::VectorXd* x_new, bool* ok);
+  void Save(int it);
+
+  const NpklProblem& problem_;
+  const SimpleNpklOptions& options_;
+  const int n_;
+  const bool linear_;
+  const int m_;
+  const double p0_;
+  Evaluator eval_;
+  // M(α) = Σ_k α_k T_k S_k − L for the Newton steps, formed densely each iteration (DualMatrix::ToDense).
+  DualMatrix newton_matrix_;
+  // Accelerated method (options.accelerated with the guaranteed step): the
+  // previous gradient point x_{k−1} and FISTA's t_k.
+  const bool accelerated_;
+  // Projected Newton steps (options.newton): dense path, p = 2, the losses whose dual is strongly concave.
+  const bool use_newton_;
+  const Stopwatch& setup_watch_;
+  IterationDriver driver_;
+  // Early iterations may use a looser Lanczos tolerance (issue 3); `tight_`
+  // records whether the evaluator is at options.lanczos_tolerance.
+  bool tight_ = true;
+  Iterate cur_;
+  NpklResult result_;
+  double eta_ = 0.0;
+  bool backtracked_ = true;
+  Eigen::VectorXd x_prev_;
+  double momentum_ = 1.0;
+  uint64_t fingerprint_ = 0;
+  double d_norm_sq_ = 0.0;  // η bound of Lemma 3.4 (see the header)
+  double quad_term_ = 0.0;
+  Termination termination_ = Termination::kIterationLimit;
+  Stopwatch solve_watch_;
+};
+
+SimpleRun::SimpleRun(const NpklProblem& problem, const SimpleNpklOptions& options, const SolveControl& control,
+                     const Stopwatch& setup_watch, Terms terms, Eigen::MatrixXd basis)
+    : problem_(problem),
+      options_(options),
+      n_(problem.num_points()),
+      linear_(options.loss == NpklLoss::kLinear),
+      m_(terms.size()),
+      p0_(ObjectiveAtZero(options, m_)),
+      eval_(problem, options, std::move(terms), std::move(basis)),
+      newton_matrix_(problem.laplacian, eval_.terms().row, eval_.terms().col),
+      accelerated_(options.accelerated && options.step == 0.0 && !options.adaptive_step),
+      use_newton_(options.newton && options.step == 0.0 && !options.adaptive_step && options.p == 2.0 &&
+                  options.low_rank == 0 && n_ <= options.dense_threshold &&
+                  (options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare)),
+      setup_watch_(setup_watch),
+      driver_(control, kCheckpointTag, linear_ ? 0 : options.max_iterations, setup_watch) {
+  // Only the sparse full-K path uses Lanczos, so only it is ever loose.
+  const bool may_loosen = options.low_rank == 0 && n_ > options.dense_threshold && !linear_ &&
+                          options.early_lanczos_tolerance > options.lanczos_tolerance;
+  tight_ = !may_loosen;
+  if (!tight_) eval_.set_lanczos_tolerance(options.early_lanczos_tolerance);
+  bool has_diagonal_pair = false;
+  for (int k = 0; k < m_ && !has_diagonal_pair; ++k) has_diagonal_pair = eval_.terms().row[k] == eval_.terms().col[k];
+  d_norm_sq_ =
+      options.lipschitz_bound == SimpleNpklOptions::LipschitzBound::kThesis ? m_ : (has_diagonal_pair ? 1.0 : 0.5);
+  const bool quadratic_dual = options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare;
+  quad_term_ = quadratic_dual ? 1.0 / options.c : 0.0;
+}
+
+// The checkpoint's state, or α⁰ evaluated (scaled down first by the low-rank
+// start on the sparse cold path).
+Status SimpleRun::Start(Eigen::VectorXd alpha0) {
+  SolveStats& stats = result_.stats;
+  // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
+  fingerprint_ = !linear_ && driver_.uses_checkpoints() ? CheckpointFingerprint(problem_, options_) : 0;
+  ResumeState state;
+  if (!linear_ && driver_.Resume([&](const Checkpoint& c) { return DecodeCheckpoint(c, fingerprint_, n_, m_, &state); })) {
+    stats.iterations = driver_.resumed_from_iteration();
+    stats.resumed_from_iteration = driver_.resumed_from_iteration();
+    stats.objective_history = std::move(state.objective_history);
+    eta_ = state.eta;
+    backtracked_ = state.backtracked;
+    x_prev_ = std::move(state.x_prev);
+    momentum_ = state.momentum;
+    tight_ = state.tight;
+    eval_.set_lanczos_tolerance(tight_ ? options_.lanczos_tolerance : options_.early_lanczos_tolerance);
+    eval_.RestoreWarmState(std::move(state.warm));
+    cur_ = std::move(state.cur);
+  }  // otherwise not this run's checkpoint (or none): start afresh
+  const bool resumed = stats.resumed_from_iteration > 0;
+  // Cold start on the sparse path: α⁰ = s·C·1 with s from the low-rank start (options.start_rank).
+  const bool low_rank_start = !options_.initial_factor && !linear_ && options_.low_rank == 0 &&
+                              n_ > options_.dense_threshold && options_.start_rank > 0;
+  if (!resumed && low_rank_start) {
+    KLS_ASSIGN_OR_RETURN(const double scale, LowRankStartScale(problem_.laplacian, eval_.terms(), options_));
+    if (scale < 1.0) {
+      alpha0 *= scale;
+      eval_.set_rank_hint(options_.start_rank + std::max(4, options_.start_rank / 8));
+    }
+  }
+  if (!resumed) {
+    KLS_RETURN_IF_ERROR(eval_.Evaluate(alpha0, &cur_));
+    KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem_, eval_.terms(), options_, &cur_).status());
+  }
+  if (!resumed && !tight_ && cur_.Finite() && RelativeGap(cur_) <= options_.tighten_factor * options_.tolerance) {
+    KLS_RETURN_IF_ERROR(Tighten());
+  }
+  stats.setup_seconds = setup_watch_.Seconds();
+  solve_watch_.Reset();
+  driver_.Start();
+  if (!resumed) stats.objective_history.push_back(cur_.primal);
+  return OkStatus();
+}
+
+// Switches to the tight tolerance for good and re-evaluates the current
+// iterate there, so that its gap is certified to lanczos_tolerance.
+// Also re-evaluates an iterate whose A₊ came from the block solver, with
+// Lanczos: every convergence claim and the returned gap rest on Lanczos.
+Status SimpleRun::Tighten() {
+  if (tight_ && !cur_.from_block) return OkStatus();
+  tight_ = true;
+  eval_.set_lanczos_tolerance(options_.lanczos_tolerance);
+  Iterate exact;
+  KLS_RETURN_IF_ERROR(eval_.Evaluate(cur_.alpha, &exact, /*exact=*/true));
+  cur_ = std::move(exact);
+  KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem_, eval_.terms(), options_, &cur_).status());
+  return OkStatus();
+}
+
+// η bound of Lemma 3.4 at the iterate (see the header).
+double SimpleRun::GuaranteedEta(const Iterate& x, double fallback) const {
+  if (x.g_eff > 0.0) return d_norm_sq_ / x.g_eff + quad_term_;
+  // A₊ = 0 (constraint form): K(α) = 0 and no local curvature estimate;
+  // reuse the last η (the ascent check below still guards the step).
+  return fallback > 0.0 ? fallback : std::max(quad_term_, 1.0);
+}
+
+void SimpleRun::Save(int it) {
+  driver_.MaybeCheckpoint(it, [&] {
+    return EncodeCheckpoint(fingerprint_, it, result_.stats, eta_, backtracked_, tight_, x_prev_, momentum_, cur_,
+                            eval_.SaveWarmState());
+  });
+}
+
+Status SimpleRun::Ascend() {
+  if (!cur_.Finite()) {
+    termination_ = Termination::kNumericalIssue;
+  } else if (linear_ || RelativeGap(cur_) <= options_.tolerance) {
+    termination_ = Termination::kConverged;
+  } else {
+    Status error;
+    termination_ = driver_.Run(result_.stats.iterations + 1, [&](int it) {
+      StepOutcome outcome = StepOutcome::kStop;
+      error = Step(it, &outcome);
+      return error.ok() ? outcome : StepOutcome::kStop;
+    });
+    KLS_RETURN_IF_ERROR(error);
+  }
+  return OkStatus();
+}
+
+// Projected Newton (see NewtonOperator): `taken` false if the direction fails
+// or no step length passes the Armijo test (the gradient step follows then).
+Status SimpleRun::NewtonStep(Iterate* next, Eigen::VectorXd* delta, bool* taken) {
+  newton_matrix_.set_weights(eval_.Weights(cur_.alpha));
+  const NewtonOperator h(newton_matrix_.ToDense(), eval_.terms(), options_);
+  Eigen::VectorXd d;
+  if (!h.ok() || !NewtonDirection(h, cur_, options_, &d)) return OkStatus();
+  double length = 1.0;
+  for (int ls = 0; ls < kNewtonLineSearches; ++ls, length *= 0.5) {
+    Eigen::VectorXd candidate = ProjectDual(cur_.alpha + length * d, options_);
+    const Eigen::VectorXd step = candidate - cur_.alpha;
+    const double slope = cur_.grad.dot(step);
+    if (!(slope > 0.0)) break;
+    Iterate trial;
+    KLS_RETURN_IF_ERROR(eval_.Evaluate(candidate, &trial, /*exact=*/true));
+    if (!trial.Finite()) break;
+    if (trial.dual >= cur_.dual + 1e-4 * slope) {
+      *next = std::move(trial);
+      *delta = step;
+      *taken = true;
+      break;
+    }
+  }
+  return OkStatus();
+}
+
+// The projected gradient step (accelerated, with restarts, when
+// options.accelerated), shortened (η doubled) until the ascent inequality
+// holds when `check`; `ok` false when no finite step was found.
+Status SimpleRun::GradientStep(bool check, Iterate* next, Eigen::VectorXd* delta, Eigen::VectorXd* x_new, bool* ok) {
+  bool use_momentum = accelerated_ && x_prev_.size() == m_;
+  bool exact_step = false;  // evaluate the candidate with Lanczos, not the block solver
+  for (int bt = 0; bt < options_.max_backtracks; ++bt) {
+    *x_new = ProjectDual(cur_.alpha + cur_.grad / eta_, options_);
+    Eigen::VectorXd alpha_new = *x_new;
+    double beta = 0.0;
+    if (use_momentum) {
+      // Gradient restart: the momentum x_k − x_{k−1} points against the
+      // ascent step x_k − y_k.
+      if ((*x_new - cur_.alpha).dot(*x_new - x_prev_) < 0.0) momentum_ = 1.0;
+      beta = (momentum_ - 1.0) / NextMomentum(momentum_);
+      // y_{k+1} = Π(x_k + β (x_k − x_{k−1})): projected, so that J(y) is a dual bound.
+      if (beta > 0.0) alpha_new = ProjectDual(*x_new + beta * (*x_new - x_prev_), options_);
+    }
+    *delta = alpha_new - cur_.alpha;
+    KLS_RETURN_IF_ERROR(eval_.Evaluate(alpha_new, next, exact_step));
+    if (!next->Finite()) break;
+    if (!check) {
+      *ok = true;
+      break;
+    }
+    if (beta > 0.0) {
+      // Function restart: keep the extrapolated point only if J did not
+      // fall; otherwise retry this iteration as the plain step (whose
+      // ascent inequality is checked below), so J(α_t) stays monotone.
+      if (next->dual >= cur_.dual - 1e-12 * (1.0 + std::abs(cur_.dual))) {
+        *ok = true;
+        break;
+      }
+      momentum_ = 1.0;
+      use_momentum = false;
+      continue;
+    }
+    // Ascent inequality behind Prop. 3.28 ((3.21) with α = α_{t+1}).
+    const double lower = cur_.dual + cur_.grad.dot(*delta) - 0.5 * eta_ * delta->squaredNorm();
+    if (next->dual >= lower - 1e-12 * (1.0 + std::abs(cur_.dual))) {
+      *ok = true;
+      break;
+    }
+    if (!exact_step && (cur_.from_block || next->from_block)) {
+      // The block solver's loose eigenpairs make J inexact (measured:
+      // ~2e-7 relative at n = 6,414), which can fail the inequality at any
+      // η. Re-check once with Lanczos (at the current tolerance) for both
+      // points before shortening the step.
+      if (cur_.from_block) {
+        Iterate exact;
+        KLS_RETURN_IF_ERROR(eval_.Evaluate(cur_.alpha, &exact, /*exact=*/true));
+        cur_ = std::move(exact);
+      }
+      exact_step = true;
+      continue;
+    }
+    eta_ *= 2.0;
+    backtracked_ = true;
+  }
+  return OkStatus();
+}
+
+// One ascent step α_t → α_{t+1}, its report, the stopping rule and the checkpoint.
+Status SimpleRun::Step(int it, StepOutcome* outcome) {
+  const bool fixed = options_.step > 0.0;
+  const bool check = !fixed || options_.adaptive_step;
+  if (fixed && (!options_.adaptive_step || it == 1)) {
+    eta_ = 1.0 / options_.step;
+  } else if (options_.adaptive_step && it > 1) {
+    if (!backtracked_) eta_ *= 0.5;
+  } else {
+    eta_ = GuaranteedEta(cur_, eta_);
+  }
+  Iterate next;
+  Eigen::VectorXd delta, x_new;
+  backtracked_ = false;
+  bool newton_step = false;
+  if (use_newton_) KLS_RETURN_IF_ERROR(NewtonStep(&next, &delta, &newton_step));
+  bool ok = newton_step;
+  if (!newton_step) KLS_RETURN_IF_ERROR(GradientStep(check, &next, &delta, &x_new, &ok));
+  if (!ok) {
+    *outcome = driver_.Stop(Termination::kNumericalIssue);
+    return OkStatus();
+  }
+  if (newton_step) {
+    x_prev_.resize(0);  // a later gradient step starts without momentum
+    momentum_ = 1.0;
+  } else if (accelerated_) {
+    x_prev_ = std::move(x_new);
+    momentum_ = NextMomentum(momentum_);
+  }
+  const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
+  cur_ = std::move(next);
+  KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem_, eval_.terms(), options_, &cur_).status());
+  if (!tight_ && RelativeGap(cur_) <= options_.tighten_factor * options_.tolerance) {
+    KLS_RETURN_IF_ERROR(Tighten());
+  }
+  SolveStats& stats = result_.stats;
+  stats.iterations = it;
+  stats.objective_history.push_back(cur_.primal);
+  double gap = RelativeGap(cur_);
+  IterationRow row;
+  row.iteration = it;
+  row.objective = cur_.primal;
+  row.primal_residual = gap;
+  row.dual_residual = step_inf;
+  row.gap = gap;
+  row.step = step_inf;
+  driver_.Report(row);
+  if (gap <= options_.tolerance && cur_.from_block) {
+    KLS_RETURN_IF_ERROR(Tighten());  // confirm with Lanczos before claiming convergence
+    gap = RelativeGap(cur_);
+  }
+  *outcome = StepOutcome::kContinue;
+  if (gap <= options_.tolerance) {
+    *outcome = driver_.Stop(Termination::kConverged);
+  } else if (step_inf == 0.0 && (!tight_ || cur_.from_block)) {
+    // The loose eigenpairs may be what stalls the step: tighten and go on.
+    KLS_RETURN_IF_ERROR(Tighten());
+    Save(it);
+  } else if (step_inf == 0.0) {
+    // A fixed point of the projected step is optimal in exact arithmetic;
+    // a gap that stays above the tolerance there means the eigenvalues
+    // are not accurate enough to certify it.
+    *outcome = driver_.Stop(Termination::kNumericalIssue);
+  } else {
+    Save(it);
+  }
+  return OkStatus();
+}
+
+StatusOr<NpklResult> SimpleRun::Finish() {
+  SolveStats& stats = result_.stats;
+  if (linear_) stats.iterations = 1;
+  // Whatever the termination, the returned gap is computed with the tight
+  // tolerance (a no-op when already tight).
+  if (cur_.alpha.size() == m_ && cur_.Finite()) {
+    KLS_RETURN_IF_ERROR(Tighten());
+    if (termination_ == Termination::kConverged && RelativeGap(cur_) > options_.tolerance) {
+      termination_ = Termination::kIterationLimit;  // cannot happen: convergence is only claimed when tight
+    }
+  }
+  stats.termination = termination_;
+  stats.final_objective = cur_.primal;
+  stats.solve_seconds = solve_watch_.Seconds();
+  result_.duality_gap = RelativeGap(cur_);
+  result_.dual_residual = cur_.primal - cur_.dual;
+  result_.primal_residual = linear_ || m_ == 0
+                                ? 0.0
+                                : (cur_.alpha - ProjectDual(cur_.alpha + cur_.grad, options_)).cwiseAbs().maxCoeff();
+  LearnedKernel::Embedding v =
+      cur_.rank > 0 ? LearnedKernel::Embedding(cur_.v) : LearnedKernel::Embedding::Zero(n_, 1);
+  KLS_ASSIGN_OR_RETURN(result_.kernel, LearnedKernel::FromEmbedding(std::move(v)));
+  return std::move(result_);
+}
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& options,
                            const SolveControl& control) {
   Stopwatch setup_watch;
@@ -712,336 +1115,13 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const SimpleNpklOptions& 
     return InvalidArgumentError("options.low_rank = " + std::to_string(options.low_rank) +
                                 " exceeds the number of points " + std::to_string(n));
   }
-  const bool linear = options.loss == NpklLoss::kLinear;
-  const bool quadratic_dual = options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare;
-
-  Terms terms = MakeTerms(problem.constraints, nullptr);
-  // α_0 = C·1: see the header (A(α_0) is the linear-loss matrix C Σ T_ij S_ij − L).
-  auto initial_alpha = [&](int m) { return Eigen::VectorXd::Constant(m, options.c); };
-
-  if (options.active_set) {
-    // §3.3.3: margins under K(α_0), the linear-loss kernel.
-    Evaluator full(problem, options, terms, Eigen::MatrixXd());
-    Iterate x0;
-    KLS_RETURN_IF_ERROR(full.Evaluate(initial_alpha(terms.size()), &x0));
-    Eigen::MatrixXd v0 = x0.rank > 0 ? x0.v : Eigen::MatrixXd::Zero(n, 1);
-    KLS_ASSIGN_OR_RETURN(LearnedKernel k0, LearnedKernel::FromEmbedding(LearnedKernel::Embedding(v0)));
-    std::vector<char> constrained(n, 0);
-    for (const Pair& p : problem.constraints.pairs) constrained[p.i] = constrained[p.j] = 1;
-    const int num_constrained = static_cast<int>(std::count(constrained.begin(), constrained.end(), 1));
-    const int keep = std::max(1, static_cast<int>(std::ceil(options.active_point_fraction * num_constrained)));
-    KLS_ASSIGN_OR_RETURN(std::vector<int> active, SelectActiveConstraints(problem.constraints, k0, keep));
-    terms = MakeTerms(problem.constraints, &active);
-  }
-  const int m = terms.size();
-  const double p0 = ObjectiveAtZero(options, m);
-  auto RelativeGap = [p0](const Iterate& x) { return RelativeGapFrom(x, p0); };
-
-  Eigen::MatrixXd basis;
-  if (options.low_rank > 0) {
-    // §3.3.4: V = leading eigenvectors of A(α_0).
-    DualMatrix a0(problem.laplacian, terms.row, terms.col);
-    a0.set_weights(options.c * terms.t);
-    SpectrumOptions so;
-    so.dense_threshold = options.dense_threshold;
-    so.lanczos_tolerance = options.lanczos_tolerance;
-    KLS_ASSIGN_OR_RETURN(basis, TopEigenvectors(a0, options.low_rank, so));
-  }
-
-  Eigen::VectorXd alpha0 = initial_alpha(m);
-  // Cold start on the sparse path: α⁰ = s·C·1 with s from the low-rank start
-  // (options.start_rank); computed below only when not resuming.
-  const bool low_rank_start = !options.initial_factor && !linear && options.low_rank == 0 &&
-                              n > options.dense_threshold && options.start_rank > 0;
-  if (options.initial_factor && !linear) {  // warm start: α⁰ = Π(C (1 − T_ij K_ij))
-    const Eigen::MatrixXd& f = *options.initial_factor;
-    for (int k = 0; k < m; ++k) {
-      const double z = terms.t[k] * f.row(terms.row[k]).dot(f.row(terms.col[k]));
-      alpha0[k] = options.loss == NpklLoss::kHinge ? (z < 1.0 ? options.c : 0.0) : options.c * (1.0 - z);
-    }
-    alpha0 = ProjectDual(alpha0, options);
-  }
-  Evaluator eval(problem, options, std::move(terms), std::move(basis));
-  // M(α) = Σ_k α_k T_k S_k − L for the Newton steps, formed densely each iteration (DualMatrix::ToDense).
-  DualMatrix newton_matrix(problem.laplacian, eval.terms().row, eval.terms().col);
-  // Early iterations may use a looser Lanczos tolerance (issue 3); `tight`
-  // records whether the evaluator is at options.lanczos_tolerance. Only the
-  // sparse full-K path uses Lanczos, so only it is ever loose.
-  const bool may_loosen = options.low_rank == 0 && n > options.dense_threshold && !linear &&
-                          options.early_lanczos_tolerance > options.lanczos_tolerance;
-  bool tight = !may_loosen;
-  if (!tight) eval.set_lanczos_tolerance(options.early_lanczos_tolerance);
-  Iterate cur;
-  NpklResult result;
-  SolveStats& stats = result.stats;
-  double eta = 0.0;
-  bool backtracked = true;
-  // Accelerated method (options.accelerated with the guaranteed step): the
-  // previous gradient point x_{k−1} and FISTA's t_k.
-  const bool accelerated = options.accelerated && options.step == 0.0 && !options.adaptive_step;
-  // Projected Newton steps (options.newton): dense path, p = 2, the losses whose dual is strongly concave.
-  const bool use_newton = options.newton && options.step == 0.0 && !options.adaptive_step && options.p == 2.0 &&
-                          options.low_rank == 0 && n <= options.dense_threshold &&
-                          (options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare);
-
-  Eigen::VectorXd x_prev;
-  double momentum = 1.0;
-  // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
-  const bool use_checkpoints = !linear && (control.checkpoint || control.ResumeFrom(kCheckpointTag));
-  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options) : 0;
-  if (const Checkpoint* c = linear ? nullptr : control.ResumeFrom(kCheckpointTag)) {
-    ResumeState state;
-    if (DecodeCheckpoint(*c, fingerprint, n, m, &state).ok()) {
-      stats.iterations = c->iteration;
-      stats.resumed_from_iteration = c->iteration;
-      stats.objective_history = std::move(state.objective_history);
-      eta = state.eta;
-      backtracked = state.backtracked;
-      x_prev = std::move(state.x_prev);
-      momentum = state.momentum;
-      tight = state.tight;
-      eval.set_lanczos_tolerance(tight ? options.lanczos_tolerance : options.early_lanczos_tolerance);
-      eval.RestoreWarmState(std::move(state.warm));
-      cur = std::move(state.cur);
-    }  // otherwise not this run's checkpoint: start afresh
-  }
-  const bool resumed = stats.resumed_from_iteration > 0;
-  if (!resumed && low_rank_start) {
-    KLS_ASSIGN_OR_RETURN(const double scale, LowRankStartScale(problem.laplacian, eval.terms(), options));
-    if (scale < 1.0) {
-      alpha0 *= scale;
-      eval.set_rank_hint(options.start_rank + std::max(4, options.start_rank / 8));
-    }
-  }
-  if (!resumed) {
-    KLS_RETURN_IF_ERROR(eval.Evaluate(alpha0, &cur));
-    KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
-  }
-  // Switches to the tight tolerance for good and re-evaluates the current
-  // iterate there, so that its gap is certified to lanczos_tolerance.
-  // Also re-evaluates an iterate whose A₊ came from the block solver, with
-  // Lanczos: every convergence claim and the returned gap rest on Lanczos.
-  auto tighten = [&]() -> Status {
-    if (tight && !cur.from_block) return OkStatus();
-    tight = true;
-    eval.set_lanczos_tolerance(options.lanczos_tolerance);
-    Iterate exact;
-    KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact, /*exact=*/true));
-    cur = std::move(exact);
-    KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
-    return OkStatus();
-  };
-  const double tf = options.tighten_factor;
-  if (!resumed && !tight && cur.Finite() && RelativeGap(cur) <= tf * options.tolerance) {
-    KLS_RETURN_IF_ERROR(tighten());
-  }
-
-  result.stats.setup_seconds = setup_watch.Seconds();
-  Stopwatch solve_watch;
-  CheckpointTimer checkpoints(control);
-  if (!resumed) stats.objective_history.push_back(cur.primal);
-
-  // η bound of Lemma 3.4 at the current iterate (see the header).
-  const bool has_diagonal_pair = [&] {
-    for (int k = 0; k < m; ++k)
-      if (eval.terms().row[k] == eval.terms().col[k]) return true;
-    return false;
-  }();
-  const double d_norm_sq =
-      options.lipschitz_bound == SimpleNpklOptions::LipschitzBound::kThesis ? m : (has_diagonal_pair ? 1.0 : 0.5);
-  const double quad_term = quadratic_dual ? 1.0 / options.c : 0.0;
-  auto guaranteed_eta = [&](const Iterate& x, double fallback) {
-    if (x.g_eff > 0.0) return d_norm_sq / x.g_eff + quad_term;
-    // A₊ = 0 (constraint form): K(α) = 0 and no local curvature estimate;
-    // reuse the last η (the ascent check below still guards the step).
-    return fallback > 0.0 ? fallback : std::max(quad_term, 1.0);
-  };
-
-  Termination termination = Termination::kIterationLimit;
-  const int max_iterations = linear ? 0 : options.max_iterations;
-  if (!cur.Finite()) {
-    termination = Termination::kNumericalIssue;
-  } else if (linear || RelativeGap(cur) <= options.tolerance) {
-    termination = Termination::kConverged;
-  } else {
-    auto save = [&](int it) {
-      checkpoints.MaybeSave(kCheckpointTag, it, [&] {
-        return EncodeCheckpoint(fingerprint, it, stats, eta, backtracked, tight, x_prev, momentum, cur,
-                                eval.SaveWarmState());
-      });
-    };
-    for (int it = stats.iterations + 1; it <= max_iterations; ++it) {
-      Termination why;
-      if (control.ShouldStop(&why)) {
-        termination = why;
-        break;
-      }
-      const bool fixed = options.step > 0.0;
-      const bool check = !fixed || options.adaptive_step;
-      if (fixed && (!options.adaptive_step || it == 1)) {
-        eta = 1.0 / options.step;
-      } else if (options.adaptive_step && it > 1) {
-        if (!backtracked) eta *= 0.5;
-      } else {
-        eta = guaranteed_eta(cur, eta);
-      }
-      Iterate next;
-      Eigen::VectorXd delta, x_new;
-      bool ok = false;
-      bool use_momentum = accelerated && x_prev.size() == m;
-      bool exact_step = false;  // evaluate the candidate with Lanczos, not the block solver
-      backtracked = false;
-      bool newton_step = false;
-      if (use_newton) {
-        // Projected Newton (see NewtonOperator); the gradient step below if
-        // the direction fails or no step length passes the Armijo test.
-        newton_matrix.set_weights(eval.Weights(cur.alpha));
-        const NewtonOperator h(newton_matrix.ToDense(), eval.terms(), options);
-        Eigen::VectorXd d;
-        if (h.ok() && NewtonDirection(h, cur, options, &d)) {
-          double length = 1.0;
-          for (int ls = 0; ls < kNewtonLineSearches; ++ls, length *= 0.5) {
-            Eigen::VectorXd candidate = ProjectDual(cur.alpha + length * d, options);
-            const Eigen::VectorXd step = candidate - cur.alpha;
-            const double slope = cur.grad.dot(step);
-            if (!(slope > 0.0)) break;
-            Iterate trial;
-            KLS_RETURN_IF_ERROR(eval.Evaluate(candidate, &trial, /*exact=*/true));
-            if (!trial.Finite()) break;
-            if (trial.dual >= cur.dual + 1e-4 * slope) {
-              next = std::move(trial);
-              delta = step;
-              newton_step = ok = true;
-              break;
-            }
-          }
-        }
-      }
-      for (int bt = 0; !newton_step && bt < options.max_backtracks; ++bt) {
-        x_new = ProjectDual(cur.alpha + cur.grad / eta, options);
-        Eigen::VectorXd alpha_new = x_new;
-        double beta = 0.0;
-        if (use_momentum) {
-          // Gradient restart: the momentum x_k − x_{k−1} points against the
-          // ascent step x_k − y_k.
-          if ((x_new - cur.alpha).dot(x_new - x_prev) < 0.0) momentum = 1.0;
-          beta = (momentum - 1.0) / NextMomentum(momentum);
-          // y_{k+1} = Π(x_k + β (x_k − x_{k−1})): projected, so that J(y) is a dual bound.
-          if (beta > 0.0) alpha_new = ProjectDual(x_new + beta * (x_new - x_prev), options);
-        }
-        delta = alpha_new - cur.alpha;
-        KLS_RETURN_IF_ERROR(eval.Evaluate(alpha_new, &next, exact_step));
-        if (!next.Finite()) break;
-        if (!check) {
-          ok = true;
-          break;
-        }
-        if (beta > 0.0) {
-          // Function restart: keep the extrapolated point only if J did not
-          // fall; otherwise retry this iteration as the plain step (whose
-          // ascent inequality is checked below), so J(α_t) stays monotone.
-          if (next.dual >= cur.dual - 1e-12 * (1.0 + std::abs(cur.dual))) {
-            ok = true;
-            break;
-          }
-          momentum = 1.0;
-          use_momentum = false;
-          continue;
-        }
-        // Ascent inequality behind Prop. 3.28 ((3.21) with α = α_{t+1}).
-        const double lower = cur.dual + cur.grad.dot(delta) - 0.5 * eta * delta.squaredNorm();
-        if (next.dual >= lower - 1e-12 * (1.0 + std::abs(cur.dual))) {
-          ok = true;
-          break;
-        }
-        if (!exact_step && (cur.from_block || next.from_block)) {
-          // The block solver's loose eigenpairs make J inexact (measured:
-          // ~2e-7 relative at n = 6,414), which can fail the inequality at any
-          // η. Re-check once with Lanczos (at the current tolerance) for both
-          // points before shortening the step.
-          if (cur.from_block) {
-            Iterate exact;
-            KLS_RETURN_IF_ERROR(eval.Evaluate(cur.alpha, &exact, /*exact=*/true));
-            cur = std::move(exact);
-          }
-          exact_step = true;
-          continue;
-        }
-        eta *= 2.0;
-        backtracked = true;
-      }
-      if (!ok) {
-        termination = Termination::kNumericalIssue;
-        break;
-      }
-      if (newton_step) {
-        x_prev.resize(0);  // a later gradient step starts without momentum
-        momentum = 1.0;
-      } else if (accelerated) {
-        x_prev = std::move(x_new);
-        momentum = NextMomentum(momentum);
-      }
-      const double step_inf = delta.size() > 0 ? delta.cwiseAbs().maxCoeff() : 0.0;
-      cur = std::move(next);
-      KLS_RETURN_IF_ERROR(RankZeroFacePrimal(problem, eval.terms(), options, &cur).status());
-      if (!tight && RelativeGap(cur) <= tf * options.tolerance) {
-        KLS_RETURN_IF_ERROR(tighten());
-      }
-      stats.iterations = it;
-      stats.objective_history.push_back(cur.primal);
-      double gap = RelativeGap(cur);
-      ProgressEvent e;
-      e.iteration = it;
-      e.objective = cur.primal;
-      e.primal_residual = gap;
-      e.dual_residual = step_inf;
-      e.elapsed_seconds = setup_watch.Seconds();
-      e.max_iterations = max_iterations;
-      control.Report(e);
-      if (gap <= options.tolerance && cur.from_block) {
-        KLS_RETURN_IF_ERROR(tighten());  // confirm with Lanczos before claiming convergence
-        gap = RelativeGap(cur);
-      }
-      if (gap <= options.tolerance) {
-        termination = Termination::kConverged;
-        break;
-      }
-      if (step_inf == 0.0 && (!tight || cur.from_block)) {
-        // The loose eigenpairs may be what stalls the step: tighten and go on.
-        KLS_RETURN_IF_ERROR(tighten());
-        save(it);
-        continue;
-      }
-      if (step_inf == 0.0) {
-        // A fixed point of the projected step is optimal in exact arithmetic;
-        // a gap that stays above the tolerance there means the eigenvalues
-        // are not accurate enough to certify it.
-        termination = Termination::kNumericalIssue;
-        break;
-      }
-      save(it);
-    }
-  }
-  if (linear) stats.iterations = 1;
-  // Whatever the termination, the returned gap is computed with the tight
-  // tolerance (a no-op when already tight).
-  if (cur.alpha.size() == m && cur.Finite()) {
-    KLS_RETURN_IF_ERROR(tighten());
-    if (termination == Termination::kConverged && RelativeGap(cur) > options.tolerance) {
-      termination = Termination::kIterationLimit;  // cannot happen: convergence is only claimed when tight
-    }
-  }
-
-  stats.termination = termination;
-  stats.final_objective = cur.primal;
-  stats.solve_seconds = solve_watch.Seconds();
-  result.duality_gap = RelativeGap(cur);
-  result.dual_residual = cur.primal - cur.dual;
-  result.primal_residual =
-      linear || m == 0 ? 0.0 : (cur.alpha - ProjectDual(cur.alpha + cur.grad, options)).cwiseAbs().maxCoeff();
-  LearnedKernel::Embedding v = cur.rank > 0 ? LearnedKernel::Embedding(cur.v) : LearnedKernel::Embedding::Zero(n, 1);
-  KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(v)));
-  return result;
+  KLS_ASSIGN_OR_RETURN(Terms terms, SolverTerms(problem, options));
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd basis, LowRankBasis(problem, terms, options));
+  Eigen::VectorXd alpha0 = StartingDual(terms, options);
+  SimpleRun run(problem, options, control, setup_watch, std::move(terms), std::move(basis));
+  KLS_RETURN_IF_ERROR(run.Start(std::move(alpha0)));
+  KLS_RETURN_IF_ERROR(run.Ascend());
+  return run.Finish();
 }
 
 }  // namespace
