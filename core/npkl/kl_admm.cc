@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/common/checkpoint_codec.h"
+#include "core/common/iteration_driver.h"
 #include "core/common/parallel.h"
 #include "core/common/symmetry.h"
 #include "core/npkl/blocked_laplacian.h"
@@ -543,6 +544,413 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int r, int r_
 // ⟨S, K⟩ alone (no negative eigenvalue to escalate along).
 constexpr int kMaxTightenings = 3;
 
+// The first stage's rank: the cap (fixed rank or RankBound(|T|)), or with the
+// escalation the initial rank (or the warm start's) below it.
+int FirstStageRank(const KlAdmmOptions& options, bool escalate, int r_cap) {
+  const int start_rank = options.initial_factor ? static_cast<int>(options.initial_factor->cols()) : options.initial_rank;
+  return escalate ? std::max(1, std::min(r_cap, start_rank)) : r_cap;
+}
+
+// One KL-ADMM solve on the iteration driver (core/common/iteration_driver.h):
+// the start (random, warm or a checkpoint's), Algorithm 1's ADMM iterations
+// until the polish's switch tolerance, then the L-BFGS polish in stages of
+// the rank escalation, each ended by the certificate; then the final
+// certificate and the kernel.
+class AdmmRun {
+ public:
+  AdmmRun(const NpklProblem& problem, const KlAdmmOptions& options, const SolveControl& control,
+          const Stopwatch& setup_clock)
+      : problem_(problem),
+        options_(options),
+        n_(problem.num_points()),
+        rows_(BuildRows(problem.constraints, n_)),
+        // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
+        // exceeds it); with the escalation the first stage starts lower.
+        r_cap_(options.rank > 0 ? options.rank : std::min(n_, RankBound(rows_.num_entries()))),
+        gamma_(options.gamma),
+        l_(problem.laplacian),
+        threads_(ResolveThreadCount(options.num_threads)),
+        polish_(options.polish == KlAdmmOptions::Polish::kLbfgs),
+        escalate_(polish_ && options.certify && options.rank == 0 && options.rank_escalation),
+        setup_clock_(setup_clock),
+        driver_(control, kCheckpointTag, options.max_iterations, setup_clock),
+        r_(FirstStageRank(options, escalate_, r_cap_)),
+        // Cache blocks sized for the current rank (re-cut when the escalation grows
+        // it; the product is bitwise the same for any block size).
+        block_columns_(BlockedLaplacian::CacheBlockColumns(r_, n_)),
+        laplacian_(l_, block_columns_) {}
+
+  void Start();
+  void RunAdmm();
+  void RunPolish();
+  StatusOr<NpklResult> Finish(FactorDiagnostics* diagnostics);
+
+ private:
+  void WarmStart();
+  void Resume();
+  StepOutcome AdmmStep(int iter);
+  bool PolishStage(int* tightenings);
+  bool EndStage(int* tightenings);
+
+  const NpklProblem& problem_;
+  const KlAdmmOptions& options_;
+  const int n_;
+  const ConstraintRows rows_;
+  const int r_cap_;
+  const double gamma_;
+  const Eigen::SparseMatrix<double>& l_;
+  const int threads_;
+  const bool polish_;
+  const bool escalate_;
+  const Stopwatch& setup_clock_;
+  IterationDriver driver_;
+  int r_;
+  int block_columns_;
+  BlockedLaplacian laplacian_;
+  Eigen::MatrixXd v_, u_, lambda_, v_old_, work_;
+  double rho_ = 0.0;
+  bool switched_ = false;  // ADMM handed over to the L-BFGS polish
+  NpklResult result_;
+  LbfgsMemory memory_;
+  FactorDiagnostics diag_;
+  double polish_tolerance_ = 0.0;  // tightened when only ⟨S, K⟩ fails the certificate
+  Eigen::MatrixXd resumed_vl_;     // V·L of a polish-phase checkpoint
+  uint64_t fingerprint_ = 0;
+  std::vector<double> d_;
+  Eigen::MatrixXd g_;
+  std::vector<double> alpha_hist_;  // the two-loop recursion's α_k
+  Eigen::VectorXd l_diag_;
+  bool certificate_current_ = false;  // diag_ holds the certificate of the final V
+  Stopwatch clock_;
+};
+
+// V⁰, U⁰ = V⁰, Λ⁰ = 0 (or a warm start, or a checkpoint's state); the
+// iterations' clock and checkpoint schedule start at the end.
+void AdmmRun::Start() {
+  v_ = RandomStart(r_, n_, options_.seed);
+  if (options_.initial_factor) WarmStart();
+  u_ = v_;
+  lambda_ = Eigen::MatrixXd::Zero(r_, n_);
+  v_old_.resize(r_, n_);
+  work_.resize(r_, n_);
+  rho_ = options_.rho_initial;
+  if (polish_ && options_.initial_factor) {  // a warm start goes straight to the polish
+    switched_ = true;
+    laplacian_.Apply(v_, threads_, &work_);  // `work_` = V·L, as at the hand-over
+  }
+  diag_.rank_history.push_back(r_);
+  diag_.stage_sweeps.push_back(0);
+  polish_tolerance_ = options_.tolerance;
+  // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
+  fingerprint_ = driver_.uses_checkpoints() ? CheckpointFingerprint(problem_, options_, r_) : 0;
+  Resume();
+  result_.stats.setup_seconds = setup_clock_.Seconds();
+  clock_.Reset();
+  driver_.Start();
+}
+
+void AdmmRun::WarmStart() {
+  std::vector<int> all(n_);
+  for (int i = 0; i < n_; ++i) all[i] = i;
+  v_ = WarmStartRows(*options_.initial_factor, all, r_, v_);
+  if (!(polish_ && escalate_)) return;
+  // The previous optimum's degenerate directions go and the new problem's
+  // negative ones come in at their exact step (PrepareWarmFactor).
+  const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
+    const Eigen::MatrixXd xl = x * l_;  // L symmetric: (L xᵀ)ᵀ
+    std::vector<double> dx(rows_.num_entries());
+    Eigen::MatrixXd gx(x.rows(), n_);
+    FactoredGradient(x, xl, gamma_, rows_, threads_, &dx, &gx);
+    *f = FactoredObjective(x, xl, gamma_, dx);
+    return CertifyPcp(l_, gamma_, rows_, dx, x, *f, std::max(1, options_.escalation_step), threads_);
+  };
+  v_ = PrepareWarmFactor(v_, certify, PcpCurvature(gamma_, rows_), r_cap_, options_.certificate_tolerance);
+  r_ = static_cast<int>(v_.rows());
+  block_columns_ = BlockedLaplacian::CacheBlockColumns(r_, n_);
+  laplacian_ = BlockedLaplacian(l_, block_columns_);
+}
+
+void AdmmRun::Resume() {
+  ResumeState state;
+  if (!driver_.Resume([&](const Checkpoint& c) {
+        return DecodeCheckpoint(c, fingerprint_, r_, r_cap_, n_, options_, &state);
+      })) {
+    return;  // not this run's checkpoint (or none): start afresh
+  }
+  SolveStats& stats = result_.stats;
+  stats.iterations = state.iteration;
+  stats.resumed_from_iteration = state.iteration;
+  stats.objective_history = std::move(state.objective_history);
+  result_.primal_residual = state.primal_residual;
+  result_.dual_residual = state.dual_residual;
+  v_ = std::move(state.v);
+  if (state.phase == Phase::kAdmm) {
+    u_ = std::move(state.u);
+    lambda_ = std::move(state.lambda);
+    rho_ = state.rho;
+    diag_.stage_sweeps.back() = state.iteration;
+  } else {
+    switched_ = true;
+    r_ = static_cast<int>(v_.rows());
+    resumed_vl_ = std::move(state.vl);
+    block_columns_ = BlockedLaplacian::CacheBlockColumns(r_, n_);
+    laplacian_ = BlockedLaplacian(l_, block_columns_);
+    memory_ = std::move(state.memory);
+    polish_tolerance_ = state.polish_tolerance;
+    diag_ = std::move(state.diag);
+  }
+}
+
+// The ADMM phase (none after a warm start or a polish checkpoint).
+void AdmmRun::RunAdmm() {
+  SolveStats& stats = result_.stats;
+  stats.termination = Termination::kIterationLimit;
+  if (!switched_) stats.termination = driver_.Run(stats.iterations + 1, [&](int iter) { return AdmmStep(iter); });
+  u_.resize(0, 0);  // the ADMM phase's U and Λ are not needed by the polish
+  lambda_.resize(0, 0);
+  d_.assign(rows_.num_entries(), 0.0);
+  g_.resize(r_, n_);
+}
+
+// One iteration of Algorithm 1: the V- and U-half-steps, the multiplier
+// update, the residuals of eq. (14), the stopping test, the switch to the
+// polish, and the ρ schedule of eq. (15).
+StepOutcome AdmmRun::AdmmStep(int iter) {
+  SolveStats& stats = result_.stats;
+  v_old_ = v_;
+  // V-step, eq. (7): the Laplacian term (U L)_i of every c_i in one product.
+  laplacian_.Apply(u_, threads_, &work_);
+  HalfStep(u_, work_, lambda_, -1.0, rho_, gamma_, rows_, threads_, &v_);
+  // U-step, eq. (8), with the new V.
+  laplacian_.Apply(v_, threads_, &work_);
+  HalfStep(v_, work_, lambda_, +1.0, rho_, gamma_, rows_, threads_, &u_);
+  // work = V^{k+1} L, reused by the objective below.
+  const double objective = Objective(v_, work_, gamma_, rows_);
+  if (!std::isfinite(objective) || !u_.allFinite() || !v_.allFinite()) {
+    v_ = v_old_;  // the last finite iterate; objective_history ends with its value
+    return driver_.Stop(Termination::kNumericalIssue);
+  }
+  lambda_.noalias() += rho_ * (v_ - u_);  // Algorithm 1, line 8
+  // eq. (14)
+  const double primal = (v_ - u_).norm();
+  const double dual = rho_ * (v_ - v_old_).norm();
+  const double size = std::max({v_.norm(), u_.norm(), 1e-300});
+  const double primal_rel = primal / size;
+  const double dual_rel = dual / (options_.rho_min * size);
+
+  stats.iterations = iter;
+  ++diag_.stage_sweeps.back();
+  stats.objective_history.push_back(objective);
+  result_.primal_residual = primal;
+  result_.dual_residual = dual;
+  IterationRow row;
+  row.iteration = iter;
+  row.objective = objective;
+  row.primal_residual = primal;
+  row.dual_residual = dual;
+  driver_.Report(row);
+
+  if (primal_rel <= options_.tolerance && dual_rel <= options_.tolerance) {
+    return driver_.Stop(Termination::kConverged);
+  }
+  if (polish_ && primal_rel <= options_.polish_switch_tolerance && dual_rel <= options_.polish_switch_tolerance) {
+    switched_ = true;  // `work_` = V·L: the polish's starting point
+    driver_.MaybeCheckpoint(iter, [&] {
+      return EncodePolish(fingerprint_, iter, result_, v_, work_, memory_, polish_tolerance_, diag_);
+    });
+    return StepOutcome::kStop;
+  }
+  if (options_.adaptive_rho) {  // eq. (15)
+    if (primal > 10.0 * dual) {
+      rho_ *= 2.0;
+    } else if (dual > 10.0 * primal) {
+      rho_ = std::max(rho_ / 2.0, options_.rho_min);
+    }
+  }
+  driver_.MaybeCheckpoint(iter, [&] { return EncodeAdmm(fingerprint_, iter, result_, rho_, v_, u_, lambda_); });
+  return StepOutcome::kContinue;
+}
+
+// L-BFGS on f(V) from V (= U to polish_switch_tolerance). `work_` holds
+// V·L, kept current by work += α P·L (re-formed at the end).
+void AdmmRun::RunPolish() {
+  if (!switched_) return;
+  if (result_.stats.resumed_from_iteration > 0 && resumed_vl_.size() > 0) work_ = std::move(resumed_vl_);
+  l_diag_ = l_.diagonal();
+  // Tightenings so far (polish_tolerance_, checkpointed, is tolerance·0.1^k).
+  int tightenings = 0;
+  for (double t = options_.tolerance; tightenings < kMaxTightenings && t > polish_tolerance_; t *= 0.1) ++tightenings;
+  // One escalation stage per pass: the polish at rank r to polish_tolerance,
+  // then (escalate) the certificate; a failed one appends rows or tightens
+  // the tolerance and the next pass continues from there.
+  while (PolishStage(&tightenings)) {
+  }
+}
+
+// The polish at the current rank until its stopping test; then, with the
+// escalation, the stage's end (EndStage). True when another stage follows.
+bool AdmmRun::PolishStage(int* tightenings) {
+  SolveStats& stats = result_.stats;
+  Eigen::MatrixXd& vl = work_;
+  const int r = r_, n = n_;
+  Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
+  Eigen::MatrixXd& g = g_;
+  g.resize(r, n);
+  v_old_.resize(r, n);
+  FactoredGradient(v_, vl, gamma_, rows_, threads_, &d_, &g);
+  double f = FactoredObjective(v_, vl, gamma_, d_);
+  std::deque<Eigen::MatrixXd>& s_hist = memory_.s;
+  std::deque<Eigen::MatrixXd>& y_hist = memory_.y;
+  std::deque<double>& sy_hist = memory_.sy;
+  stats.termination = driver_.Run(stats.iterations + 1, [&](int iter) {
+    // Two-loop recursion: p = −H g (Nocedal & Wright, Alg. 7.4), H⁰ = (sᵀy / yᵀy) I.
+    q = g;
+    const int m = static_cast<int>(s_hist.size());
+    alpha_hist_.assign(m, 0.0);
+    for (int k = m - 1; k >= 0; --k) {
+      alpha_hist_[k] = s_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+      q.noalias() -= alpha_hist_[k] * y_hist[k];
+    }
+    if (options_.lbfgs_precondition) {
+      BlockJacobi(v_, l_diag_, gamma_, rows_, d_, threads_, &q);
+    } else if (m > 0) {
+      q *= sy_hist[m - 1] / y_hist[m - 1].squaredNorm();
+    }
+    for (int k = 0; k < m; ++k) {
+      const double beta = y_hist[k].cwiseProduct(q).sum() / sy_hist[k];
+      q.noalias() += (alpha_hist_[k] - beta) * s_hist[k];
+    }
+    p = -q;
+    if (!(p.cwiseProduct(g).sum() < 0.0)) {  // not a descent direction: restart from −g
+      memory_.Clear();
+      p = -g;
+    }
+    laplacian_.Apply(p, threads_, &pl);
+    const Quartic phi = LineQuartic(v_, vl, p, pl, f, gamma_, rows_, d_, threads_, &coef);
+    const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
+    if (!(step > 0.0) && polish_tolerance_ > 0.0) {
+      return driver_.Stop(Termination::kConverged);  // no descent left at double precision
+    }
+    // tolerance = 0 runs to max_iterations (the documented contract): a
+    // stalled iteration is a null step that still counts and reports.
+    v_old_ = v_;
+    v_.noalias() += step * p;
+    vl.noalias() += step * pl;
+    FactoredGradient(v_, vl, gamma_, rows_, threads_, &d_, &g_new);
+    const double f_new = FactoredObjective(v_, vl, gamma_, d_);
+    if (!std::isfinite(f_new) || !v_.allFinite()) {
+      v_ = v_old_;
+      return driver_.Stop(Termination::kNumericalIssue);
+    }
+    p *= step;      // s = V_new − V_old
+    q = g_new - g;  // y
+    const double sy = p.cwiseProduct(q).sum();
+    if (!(step > 0.0)) {
+      memory_.Clear();
+    } else if (sy > 0.0) {
+      s_hist.push_back(p);
+      y_hist.push_back(q);
+      sy_hist.push_back(sy);
+      if (static_cast<int>(s_hist.size()) > options_.lbfgs_memory) {
+        s_hist.pop_front();
+        y_hist.pop_front();
+        sy_hist.pop_front();
+      }
+    }
+    g.swap(g_new);
+    f = f_new;
+    const double grad_norm = g.norm();
+    stats.iterations = iter;
+    ++diag_.stage_sweeps.back();
+    stats.objective_history.push_back(f);
+    result_.primal_residual = 0.0;  // V = U throughout the polish
+    result_.dual_residual = grad_norm;
+    IterationRow row;
+    row.iteration = iter;
+    row.objective = f;
+    row.primal_residual = 0.0;
+    row.dual_residual = grad_norm;
+    row.step = step;
+    driver_.Report(row);
+    if (grad_norm * v_.norm() <= polish_tolerance_ * std::max(std::abs(f), 1.0)) {
+      return driver_.Stop(Termination::kConverged);
+    }
+    driver_.MaybeCheckpoint(iter, [&] {
+      return EncodePolish(fingerprint_, iter, result_, v_, vl, memory_, polish_tolerance_, diag_);
+    });
+    return StepOutcome::kContinue;
+  });
+  if (!escalate_ || stats.termination != Termination::kConverged) return false;
+  return EndStage(tightenings);
+}
+
+// The certificate at the converged V (V·L re-formed: exact d and f); a
+// failed one appends its negative directions (the next stage's rank) or, with
+// none left, tightens the polish tolerance. True when another stage follows.
+bool AdmmRun::EndStage(int* tightenings) {
+  Eigen::MatrixXd& vl = work_;
+  Stopwatch certificate_clock;
+  laplacian_.Apply(v_, threads_, &vl);
+  FactoredGradient(v_, vl, gamma_, rows_, threads_, &d_, &g_);
+  const double f = FactoredObjective(v_, vl, gamma_, d_);
+  const FactorCertificate cert =
+      CertifyPcp(l_, gamma_, rows_, d_, v_, f, std::max(1, options_.escalation_step), threads_);
+  diag_.Record(cert, certificate_clock.Seconds(), options_.certificate_tolerance);
+  result_.duality_gap = cert.relative_gap_bound;
+  certificate_current_ = true;
+  if (diag_.certified || result_.stats.iterations >= options_.max_iterations) return false;
+  const int added = r_ < r_cap_ ? AppendNegativeDirections(cert, PcpCurvature(gamma_, rows_), r_cap_ - r_, &v_) : 0;
+  if (added == 0) {
+    // No negative direction left (or at the cap): the bound is ⟨S, K⟩,
+    // i.e. stationarity; polish further at a tighter tolerance.
+    if (*tightenings >= kMaxTightenings || !(polish_tolerance_ > 0.0)) return false;
+    polish_tolerance_ *= 0.1;
+    ++*tightenings;
+    return true;
+  }
+  r_ += added;
+  memory_.Clear();
+  if (BlockedLaplacian::CacheBlockColumns(r_, n_) != block_columns_) {
+    block_columns_ = BlockedLaplacian::CacheBlockColumns(r_, n_);
+    laplacian_ = BlockedLaplacian(l_, block_columns_);
+  }
+  vl.resize(r_, n_);
+  laplacian_.Apply(v_, threads_, &vl);
+  diag_.rank_history.push_back(r_);
+  diag_.stage_sweeps.push_back(0);
+  certificate_current_ = false;
+  return true;
+}
+
+StatusOr<NpklResult> AdmmRun::Finish(FactorDiagnostics* diagnostics) {
+  SolveStats& stats = result_.stats;
+  stats.solve_seconds = clock_.Seconds();
+  if (polish_ && (stats.termination == Termination::kConverged || stats.termination == Termination::kIterationLimit) &&
+      options_.certify && !certificate_current_) {
+    // Global-optimality certificate of the convex problem (1) at K = VᵀV.
+    Stopwatch certificate_clock;
+    work_.resize(r_, n_);
+    laplacian_.Apply(v_, threads_, &work_);
+    FactoredGradient(v_, work_, gamma_, rows_, threads_, &d_, &g_);
+    const double f = FactoredObjective(v_, work_, gamma_, d_);
+    const FactorCertificate cert = CertifyPcp(l_, gamma_, rows_, d_, v_, f, 1, threads_);
+    diag_.Record(cert, certificate_clock.Seconds(), options_.certificate_tolerance);
+    result_.duality_gap = cert.relative_gap_bound;
+  }
+  diag_.final_rank = static_cast<int>(v_.rows());
+  if (diagnostics != nullptr) *diagnostics = diag_;
+  if (stats.objective_history.empty()) {
+    work_.resize(v_.rows(), n_);
+    laplacian_.Apply(v_, threads_, &work_);
+    stats.final_objective = Objective(v_, work_, gamma_, rows_);
+  } else {
+    stats.final_objective = stats.objective_history.back();
+  }
+  LearnedKernel::Embedding embedding = v_.transpose();  // n × r, row i = v_i
+  KLS_ASSIGN_OR_RETURN(result_.kernel, LearnedKernel::FromEmbedding(std::move(embedding)));
+  return std::move(result_);
+}
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& options,
                            const SolveControl& control, FactorDiagnostics* diagnostics) {
   Stopwatch setup_clock;
@@ -555,333 +963,11 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
                                 " exceeds the number of points " + std::to_string(n));
   }
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
-  const ConstraintRows rows = BuildRows(problem.constraints, n);
-  // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
-  // exceeds it); with the escalation the first stage starts lower.
-  const int r_cap = options.rank > 0 ? options.rank : std::min(n, RankBound(rows.num_entries()));
-  const double gamma = options.gamma;
-  const Eigen::SparseMatrix<double>& l = problem.laplacian;
-  const int threads = ResolveThreadCount(options.num_threads);
-  const bool polish = options.polish == KlAdmmOptions::Polish::kLbfgs;
-  const bool escalate = polish && options.certify && options.rank == 0 && options.rank_escalation;
-  const int start_rank = options.initial_factor ? static_cast<int>(options.initial_factor->cols()) : options.initial_rank;
-  int r = escalate ? std::max(1, std::min(r_cap, start_rank)) : r_cap;
-  // Cache blocks sized for the current rank (re-cut when the escalation grows
-  // it; the product is bitwise the same for any block size).
-  int block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
-  BlockedLaplacian laplacian(l, block_columns);
-
-  Eigen::MatrixXd v = RandomStart(r, n, options.seed);
-  if (options.initial_factor) {
-    std::vector<int> all(n);
-    for (int i = 0; i < n; ++i) all[i] = i;
-    v = WarmStartRows(*options.initial_factor, all, r, v);
-    if (polish && escalate) {
-      // The previous optimum's degenerate directions go and the new problem's
-      // negative ones come in at their exact step (PrepareWarmFactor).
-      const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
-        const Eigen::MatrixXd xl = x * l;  // L symmetric: (L xᵀ)ᵀ
-        std::vector<double> dx(rows.num_entries());
-        Eigen::MatrixXd gx(x.rows(), n);
-        FactoredGradient(x, xl, gamma, rows, threads, &dx, &gx);
-        *f = FactoredObjective(x, xl, gamma, dx);
-        return CertifyPcp(l, gamma, rows, dx, x, *f, std::max(1, options.escalation_step), threads);
-      };
-      v = PrepareWarmFactor(v, certify, PcpCurvature(gamma, rows), r_cap,
-                            options.certificate_tolerance);
-      r = static_cast<int>(v.rows());
-      block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
-      laplacian = BlockedLaplacian(l, block_columns);
-    }
-  }
-  Eigen::MatrixXd u = v;
-  Eigen::MatrixXd lambda = Eigen::MatrixXd::Zero(r, n);
-  Eigen::MatrixXd v_old(r, n), work(r, n);
-  double rho = options.rho_initial;
-  bool switched = false;  // ADMM handed over to the L-BFGS polish
-  if (polish && options.initial_factor) {  // a warm start goes straight to the polish
-    switched = true;
-    laplacian.Apply(v, threads, &work);  // `work` = V·L, as at the hand-over
-  }
-
-  NpklResult result;
-  SolveStats& stats = result.stats;
-  LbfgsMemory memory;
-  FactorDiagnostics diag;
-  diag.rank_history.push_back(r);
-  diag.stage_sweeps.push_back(0);
-  double polish_tolerance = options.tolerance;  // tightened when only ⟨S, K⟩ fails the certificate
-  Eigen::MatrixXd resumed_vl;  // V·L of a polish-phase checkpoint
-  // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
-  const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
-  const uint64_t fingerprint = use_checkpoints ? CheckpointFingerprint(problem, options, r) : 0;
-  if (const Checkpoint* c = control.ResumeFrom(kCheckpointTag)) {
-    ResumeState state;
-    if (DecodeCheckpoint(*c, fingerprint, r, r_cap, n, options, &state).ok()) {
-      stats.iterations = state.iteration;
-      stats.resumed_from_iteration = state.iteration;
-      stats.objective_history = std::move(state.objective_history);
-      result.primal_residual = state.primal_residual;
-      result.dual_residual = state.dual_residual;
-      v = std::move(state.v);
-      if (state.phase == Phase::kAdmm) {
-        u = std::move(state.u);
-        lambda = std::move(state.lambda);
-        rho = state.rho;
-        diag.stage_sweeps.back() = state.iteration;
-      } else {
-        switched = true;
-        r = static_cast<int>(v.rows());
-        resumed_vl = std::move(state.vl);
-        block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
-        laplacian = BlockedLaplacian(l, block_columns);
-        memory = std::move(state.memory);
-        polish_tolerance = state.polish_tolerance;
-        diag = std::move(state.diag);
-      }
-    }  // otherwise not this run's checkpoint: start afresh
-  }
-  stats.setup_seconds = setup_clock.Seconds();
-  Stopwatch clock;
-  CheckpointTimer checkpoints(control);
-  stats.termination = Termination::kIterationLimit;
-  for (int iter = stats.iterations + 1; !switched && iter <= options.max_iterations; ++iter) {
-    Termination why;
-    if (control.ShouldStop(&why)) {
-      stats.termination = why;
-      break;
-    }
-    v_old = v;
-    // V-step, eq. (7): the Laplacian term (U L)_i of every c_i in one product.
-    laplacian.Apply(u, threads, &work);
-    HalfStep(u, work, lambda, -1.0, rho, gamma, rows, threads, &v);
-    // U-step, eq. (8), with the new V.
-    laplacian.Apply(v, threads, &work);
-    HalfStep(v, work, lambda, +1.0, rho, gamma, rows, threads, &u);
-    // work = V^{k+1} L, reused by the objective below.
-    const double objective = Objective(v, work, gamma, rows);
-    if (!std::isfinite(objective) || !u.allFinite() || !v.allFinite()) {
-      v = v_old;  // the last finite iterate; objective_history ends with its value
-      stats.termination = Termination::kNumericalIssue;
-      break;
-    }
-    lambda.noalias() += rho * (v - u);  // Algorithm 1, line 8
-    // eq. (14)
-    const double primal = (v - u).norm();
-    const double dual = rho * (v - v_old).norm();
-    const double size = std::max({v.norm(), u.norm(), 1e-300});
-    const double primal_rel = primal / size;
-    const double dual_rel = dual / (options.rho_min * size);
-
-    stats.iterations = iter;
-    ++diag.stage_sweeps.back();
-    stats.objective_history.push_back(objective);
-    result.primal_residual = primal;
-    result.dual_residual = dual;
-    ProgressEvent event;
-    event.iteration = iter;
-    event.objective = objective;
-    event.primal_residual = primal;
-    event.dual_residual = dual;
-    event.elapsed_seconds = setup_clock.Seconds();
-    event.max_iterations = options.max_iterations;
-    control.Report(event);
-
-    if (primal_rel <= options.tolerance && dual_rel <= options.tolerance) {
-      stats.termination = Termination::kConverged;
-      break;
-    }
-    if (polish && primal_rel <= options.polish_switch_tolerance &&
-        dual_rel <= options.polish_switch_tolerance) {
-      switched = true;  // `work` = V·L: the polish's starting point
-      checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
-        return EncodePolish(fingerprint, iter, result, v, work, memory, polish_tolerance, diag);
-      });
-      break;
-    }
-    if (options.adaptive_rho) {  // eq. (15)
-      if (primal > 10.0 * dual) {
-        rho *= 2.0;
-      } else if (dual > 10.0 * primal) {
-        rho = std::max(rho / 2.0, options.rho_min);
-      }
-    }
-    checkpoints.MaybeSave(kCheckpointTag, iter,
-                          [&] { return EncodeAdmm(fingerprint, iter, result, rho, v, u, lambda); });
-  }
-  u.resize(0, 0);  // the ADMM phase's U and Λ are not needed by the polish
-  lambda.resize(0, 0);
-  std::vector<double> d(rows.num_entries());
-  Eigen::MatrixXd g(r, n);
-  bool certificate_current = false;  // diag holds the certificate of the final V
-  if (switched) {
-    // L-BFGS on f(V) from V (= U to polish_switch_tolerance). `work` holds
-    // V·L, kept current by work += α P·L (re-formed at the end).
-    Eigen::MatrixXd& vl = work;
-    if (stats.resumed_from_iteration > 0 && resumed_vl.size() > 0) vl = std::move(resumed_vl);
-    std::vector<double> alpha_hist;
-    const Eigen::VectorXd l_diag = l.diagonal();
-    // Tightenings so far (polish_tolerance, checkpointed, is tolerance·0.1^k).
-    int tightenings = 0;
-    for (double t = options.tolerance; tightenings < kMaxTightenings && t > polish_tolerance; t *= 0.1) ++tightenings;
-    // One escalation stage per pass: the polish at rank r to polish_tolerance,
-    // then (escalate) the certificate; a failed one appends rows or tightens
-    // the tolerance and the next pass continues from there.
-    while (true) {
-      Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
-      g.resize(r, n);
-      v_old.resize(r, n);
-      FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
-      double f = FactoredObjective(v, vl, gamma, d);
-      std::deque<Eigen::MatrixXd>& s_hist = memory.s;
-      std::deque<Eigen::MatrixXd>& y_hist = memory.y;
-      std::deque<double>& sy_hist = memory.sy;
-      stats.termination = Termination::kIterationLimit;
-      for (int iter = stats.iterations + 1; iter <= options.max_iterations; ++iter) {
-        Termination why;
-        if (control.ShouldStop(&why)) {
-          stats.termination = why;
-          break;
-        }
-        // Two-loop recursion: p = −H g (Nocedal & Wright, Alg. 7.4), H⁰ = (sᵀy / yᵀy) I.
-        q = g;
-        const int m = static_cast<int>(s_hist.size());
-        alpha_hist.assign(m, 0.0);
-        for (int k = m - 1; k >= 0; --k) {
-          alpha_hist[k] = s_hist[k].cwiseProduct(q).sum() / sy_hist[k];
-          q.noalias() -= alpha_hist[k] * y_hist[k];
-        }
-        if (options.lbfgs_precondition) {
-          BlockJacobi(v, l_diag, gamma, rows, d, threads, &q);
-        } else if (m > 0) {
-          q *= sy_hist[m - 1] / y_hist[m - 1].squaredNorm();
-        }
-        for (int k = 0; k < m; ++k) {
-          const double beta = y_hist[k].cwiseProduct(q).sum() / sy_hist[k];
-          q.noalias() += (alpha_hist[k] - beta) * s_hist[k];
-        }
-        p = -q;
-        if (!(p.cwiseProduct(g).sum() < 0.0)) {  // not a descent direction: restart from −g
-          memory.Clear();
-          p = -g;
-        }
-        laplacian.Apply(p, threads, &pl);
-        const Quartic phi = LineQuartic(v, vl, p, pl, f, gamma, rows, d, threads, &coef);
-        const double step = FirstMinimizer(phi);  // exact line search: φ'(step) = 0
-        if (!(step > 0.0) && polish_tolerance > 0.0) {
-          stats.termination = Termination::kConverged;  // no descent left at double precision
-          break;
-        }
-        // tolerance = 0 runs to max_iterations (the documented contract): a
-        // stalled iteration is a null step that still counts and reports.
-        v_old = v;
-        v.noalias() += step * p;
-        vl.noalias() += step * pl;
-        FactoredGradient(v, vl, gamma, rows, threads, &d, &g_new);
-        const double f_new = FactoredObjective(v, vl, gamma, d);
-        if (!std::isfinite(f_new) || !v.allFinite()) {
-          v = v_old;
-          stats.termination = Termination::kNumericalIssue;
-          break;
-        }
-        p *= step;  // s = V_new − V_old
-        q = g_new - g;  // y
-        const double sy = p.cwiseProduct(q).sum();
-        if (!(step > 0.0)) {
-          memory.Clear();
-        } else if (sy > 0.0) {
-          s_hist.push_back(p);
-          y_hist.push_back(q);
-          sy_hist.push_back(sy);
-          if (static_cast<int>(s_hist.size()) > options.lbfgs_memory) {
-            s_hist.pop_front();
-            y_hist.pop_front();
-            sy_hist.pop_front();
-          }
-        }
-        g.swap(g_new);
-        f = f_new;
-        const double grad_norm = g.norm();
-        stats.iterations = iter;
-        ++diag.stage_sweeps.back();
-        stats.objective_history.push_back(f);
-        result.primal_residual = 0.0;  // V = U throughout the polish
-        result.dual_residual = grad_norm;
-        ProgressEvent event;
-        event.iteration = iter;
-        event.objective = f;
-        event.primal_residual = 0.0;
-        event.dual_residual = grad_norm;
-        event.elapsed_seconds = setup_clock.Seconds();
-        event.max_iterations = options.max_iterations;
-        control.Report(event);
-        if (grad_norm * v.norm() <= polish_tolerance * std::max(std::abs(f), 1.0)) {
-          stats.termination = Termination::kConverged;
-          break;
-        }
-        checkpoints.MaybeSave(kCheckpointTag, iter, [&] {
-          return EncodePolish(fingerprint, iter, result, v, vl, memory, polish_tolerance, diag);
-        });
-      }
-      if (!escalate || stats.termination != Termination::kConverged) break;
-      // The certificate at the converged V (V·L re-formed: exact d and f).
-      Stopwatch certificate_clock;
-      laplacian.Apply(v, threads, &vl);
-      FactoredGradient(v, vl, gamma, rows, threads, &d, &g);
-      f = FactoredObjective(v, vl, gamma, d);
-      const FactorCertificate cert =
-          CertifyPcp(l, gamma, rows, d, v, f, std::max(1, options.escalation_step), threads);
-      diag.Record(cert, certificate_clock.Seconds(), options.certificate_tolerance);
-      result.duality_gap = cert.relative_gap_bound;
-      certificate_current = true;
-      if (diag.certified || stats.iterations >= options.max_iterations) break;
-      const int added = r < r_cap ? AppendNegativeDirections(cert, PcpCurvature(gamma, rows), r_cap - r, &v) : 0;
-      if (added == 0) {
-        // No negative direction left (or at the cap): the bound is ⟨S, K⟩,
-        // i.e. stationarity; polish further at a tighter tolerance.
-        if (tightenings >= kMaxTightenings || !(polish_tolerance > 0.0)) break;
-        polish_tolerance *= 0.1;
-        ++tightenings;
-        continue;
-      }
-      r += added;
-      memory.Clear();
-      if (BlockedLaplacian::CacheBlockColumns(r, n) != block_columns) {
-        block_columns = BlockedLaplacian::CacheBlockColumns(r, n);
-        laplacian = BlockedLaplacian(l, block_columns);
-      }
-      vl.resize(r, n);
-      laplacian.Apply(v, threads, &vl);
-      diag.rank_history.push_back(r);
-      diag.stage_sweeps.push_back(0);
-      certificate_current = false;
-    }
-  }
-  stats.solve_seconds = clock.Seconds();
-  if (polish && (stats.termination == Termination::kConverged ||
-                 stats.termination == Termination::kIterationLimit) && options.certify && !certificate_current) {
-    // Global-optimality certificate of the convex problem (1) at K = VᵀV.
-    Stopwatch certificate_clock;
-    work.resize(r, n);
-    laplacian.Apply(v, threads, &work);
-    FactoredGradient(v, work, gamma, rows, threads, &d, &g);
-    const double f = FactoredObjective(v, work, gamma, d);
-    const FactorCertificate cert = CertifyPcp(l, gamma, rows, d, v, f, 1, threads);
-    diag.Record(cert, certificate_clock.Seconds(), options.certificate_tolerance);
-    result.duality_gap = cert.relative_gap_bound;
-  }
-  diag.final_rank = static_cast<int>(v.rows());
-  if (diagnostics != nullptr) *diagnostics = diag;
-  if (stats.objective_history.empty()) {
-    work.resize(v.rows(), n);
-    laplacian.Apply(v, threads, &work);
-    stats.final_objective = Objective(v, work, gamma, rows);
-  } else {
-    stats.final_objective = stats.objective_history.back();
-  }
-  LearnedKernel::Embedding embedding = v.transpose();  // n × r, row i = v_i
-  KLS_ASSIGN_OR_RETURN(result.kernel, LearnedKernel::FromEmbedding(std::move(embedding)));
-  return result;
+  AdmmRun run(problem, options, control, setup_clock);
+  run.Start();
+  run.RunAdmm();
+  run.RunPolish();
+  return run.Finish(diagnostics);
 }
 
 }  // namespace
