@@ -218,7 +218,19 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
   for (const AutoSlot& slot : AutoOrder(static_cast<int>(scaled.size()))) {
     const Scaled& s = scaled[slot.scaling];
     if (slot.plain >= 0) {
-      out.push_back(PlainKernelCandidate(s.x, kAutoPlainKernels[slot.plain], s.name, clusters));
+      const std::string name = kAutoPlainKernels[slot.plain];
+      if (name == "diffusion") {  // on BCDNPKL's graph of the protocol, as the server's auto (δ only scales it)
+        const MethodSpec bcd{"bcd-sl", MethodSpec::Family::kBcd, NpklLoss::kSquare};
+        out.push_back(DiffusionKernelCandidate(
+            [bcd, protocol, k, x = s.x]() -> StatusOr<Eigen::SparseMatrix<double>> {
+              KLS_ASSIGN_OR_RETURN(Protocol p, MakeProtocol(protocol, bcd, k, DefaultC(bcd)));
+              KLS_ASSIGN_OR_RETURN(Graph g, BuildGraph(*x, p.graph));
+              return std::move(g.laplacian);
+            },
+            s.name));
+      } else {
+        out.push_back(PlainKernelCandidate(s.x, name, s.name, clusters));
+      }
       continue;
     }
     KLS_ASSIGN_OR_RETURN(AutoCandidate c, family(kAutoFamilies[slot.family], s));

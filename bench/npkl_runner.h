@@ -104,7 +104,8 @@ StatusOr<NpklResult> RunItmlAuto(const Eigen::MatrixXd& features, const Pairwise
 /// (and on their z-scores when `try_zscore`): each family of kAutoFamilies
 /// over the protocol's graph (`protocol`, `k`; BCDNPKL's δ = C/2 follows the
 /// value) with `params` (threads 1), then the plain kernels (for the score
-/// with `clusters`: PlainKernelCandidate). A candidate's
+/// with `clusters`: PlainKernelCandidate; the diffusion kernel on BCDNPKL's
+/// graph of the protocol: DiffusionKernelCandidate). A candidate's
 /// learn on every pair with its chosen value is the kernel `auto` stores.
 StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& features, bool try_zscore,
                                                     const std::string& protocol, int k, int clusters,

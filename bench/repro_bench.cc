@@ -38,6 +38,13 @@
 namespace kls::bench {
 namespace {
 
+// A leaderboard key "name@scaling" of a plain-kernel candidate (kAutoPlainKernels).
+bool IsPlainKey(const std::string& key) {
+  for (const char* name : kAutoPlainKernels)
+    if (key.rfind(std::string(name) + "@", 0) == 0) return true;
+  return false;
+}
+
 // Scores of one clustering per trial. Points are ordered training first
 // (0..n_train−1), then held out; transductive runs have no held-out point.
 struct Scores {
@@ -485,7 +492,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         std::string best_learned, best_plain;
         for (const auto& [key, m] : oracle) {
           o[key] = m.mean();
-          const bool plain = key.rfind("linear@", 0) == 0 || key.rfind("rbf@", 0) == 0;
+          const bool plain = IsPlainKey(key);
           std::string& slot = plain ? best_plain : best_learned;
           if (slot.empty() || m.mean() > oracle[slot].mean()) slot = key;
         }
@@ -503,7 +510,7 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
             if (m.mean() > best) best = m.mean(), best_value = v;
           }
           fixed[key] = {{"value", best_value}, {"pair_accuracy_mean", best}};
-          const bool plain = key.rfind("linear@", 0) == 0 || key.rfind("rbf@", 0) == 0;
+          const bool plain = IsPlainKey(key);
           if (plain && best > fixed_plain_mean) fixed_plain_mean = best, fixed_plain = key;
           if (!plain && best > fixed_learned_mean) fixed_learned_mean = best, fixed_learned = key;
         }

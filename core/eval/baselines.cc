@@ -13,6 +13,7 @@
 #include "core/eval/metrics.h"
 #include "core/model/learned_kernel.h"
 #include "core/npkl/cross_validation.h"
+#include "core/qsdp/smooth_basis.h"
 
 namespace kls {
 namespace {
@@ -294,6 +295,36 @@ StatusOr<Eigen::MatrixXd> RbfKernelFactor(const Eigen::MatrixXd& features, doubl
   SymmetricFactor(kmm, &basis);
   const Eigen::MatrixXd knm = (-SquaredDistances(features, land) / width).array().exp().matrix();
   return Eigen::MatrixXd(knm * basis);
+}
+
+StatusOr<LaplacianDiffusionBasis> DiffusionBasis(const Eigen::SparseMatrix<double>& laplacian, int rank) {
+  const int n = static_cast<int>(laplacian.rows());
+  if (n < 1 || laplacian.cols() != n) {
+    return InvalidArgumentError("diffusion kernel: the Laplacian is " + std::to_string(laplacian.rows()) + " x " +
+                                std::to_string(laplacian.cols()));
+  }
+  if (rank < 1) return InvalidArgumentError("diffusion kernel: rank = " + std::to_string(rank) + " must be >= 1");
+  KLS_ASSIGN_OR_RETURN(SmoothBasis s, SmoothestEigenvectors(laplacian, std::min(rank, n), 0));
+  LaplacianDiffusionBasis b;
+  b.vectors = std::move(s.vectors);
+  b.eigenvalues = (s.eigenvalues.array() - s.eigenvalues.minCoeff()).cwiseMax(0.0).matrix();
+  b.scale = b.eigenvalues.maxCoeff() > 0.0 ? b.eigenvalues.maxCoeff() : 1.0;
+  return b;
+}
+
+StatusOr<Eigen::MatrixXd> DiffusionKernelFactor(const LaplacianDiffusionBasis& basis, double multiple) {
+  if (!(multiple > 0.0) || !std::isfinite(multiple)) {
+    return InvalidArgumentError("diffusion kernel: multiple = " + std::to_string(multiple) +
+                                " must be positive and finite");
+  }
+  const double beta = multiple / basis.scale;
+  const Eigen::VectorXd w = (-0.5 * beta * basis.eigenvalues.array()).exp().matrix();
+  Eigen::MatrixXd v = basis.vectors * w.asDiagonal();
+  for (Eigen::Index i = 0; i < v.rows(); ++i) {  // unit diagonal (header)
+    const double norm = v.row(i).norm();
+    if (norm > 0.0) v.row(i) /= norm;
+  }
+  return v;
 }
 
 StatusOr<double> MedianSquaredDistance(const Eigen::MatrixXd& features, uint64_t seed) {

@@ -204,6 +204,7 @@ std::string AutoSelectResult::Json() const {
              ",\"grid_means\":" + JsonArray(e.grid_means);
     }
     if (!e.error.empty()) out += ",\"error\":\"" + JsonEscaped(e.error) + "\"";
+    if (e.restored) out += ",\"restored\":true";
     out += ",\"seconds\":" + JsonNumber(e.seconds) + "}";
   }
   return out + "],\"seconds\":" + JsonNumber(seconds) + "}";
@@ -245,6 +246,7 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
     const AutoCandidate& c = candidates[i];
     if (auto it = restored.find(c.Key()); it != restored.end() && it->second.status != "budget") {
       r.entries.push_back(it->second);
+      r.entries.back().restored = true;
     } else if (r.budget_reached) {
       r.entries.push_back(Unscored(c, "budget"));
     } else {
@@ -269,6 +271,7 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
       cv.clusters = options.clusters;
       cv.num_threads = options.num_threads;
       cv.grid = c.grid;
+      if (options.on_start) options.on_start(c.Key());
       const Stopwatch watch;
       StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner);
       if (cvr.ok()) {
@@ -327,6 +330,7 @@ std::vector<AutoSlot> AutoOrder(int scalings) {
   all(1, -1, 0);  // bcd_npkl/square
   all(0, -1, 1);  // kl_admm on the other scalings
   all(-1, 1, 0);  // rbf
+  all(-1, 2, 0);  // diffusion
   for (int f = 2; f < static_cast<int>(std::size(kAutoFamilies)); ++f) all(f, -1, 0);
   return order;
 }
@@ -355,7 +359,10 @@ StatusOr<LearnedKernel> PlainKernel(const Eigen::MatrixXd& features, const std::
     }
     return LearnedKernel::FromEmbedding(std::move(v));
   }
-  return InvalidArgumentError("plain kernel \"" + name + "\" is not one of linear, rbf");
+  if (name == "diffusion") {
+    return InvalidArgumentError("plain kernel \"diffusion\" needs the graph (DiffusionPlainKernel)");
+  }
+  return InvalidArgumentError("plain kernel \"" + name + "\" is not one of linear, rbf, diffusion");
 }
 
 AutoCandidate PlainKernelCandidate(std::shared_ptr<const Eigen::MatrixXd> features, const std::string& name,
@@ -376,6 +383,47 @@ AutoCandidate PlainKernelCandidate(std::shared_ptr<const Eigen::MatrixXd> featur
       KLS_RETURN_IF_ERROR(control.CheckStop("plain kernel"));
       KLS_ASSIGN_OR_RETURN(LearnedKernel k, PlainKernel(*features, name, value, options));
       it = cache->emplace(value, std::make_shared<const LearnedKernel>(std::move(k))).first;
+    }
+    return *it->second;
+  };
+  return c;
+}
+
+StatusOr<LearnedKernel> DiffusionPlainKernel(const Eigen::SparseMatrix<double>& laplacian, double value,
+                                             const PlainKernelOptions& options) {
+  KLS_ASSIGN_OR_RETURN(LaplacianDiffusionBasis basis, DiffusionBasis(laplacian, options.diffusion_rank));
+  KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd v, DiffusionKernelFactor(basis, value));
+  return LearnedKernel::FromEmbedding(std::move(v));
+}
+
+AutoCandidate DiffusionKernelCandidate(LaplacianFn laplacian, const std::string& scaling,
+                                       const PlainKernelOptions& options) {
+  // The basis once (on the first learn), then one factor per value, shared by the folds.
+  struct State {
+    std::mutex mutex;
+    std::shared_ptr<const LaplacianDiffusionBasis> basis;
+    std::map<double, std::shared_ptr<const LearnedKernel>> kernels;
+  };
+  auto state = std::make_shared<State>();
+  AutoCandidate c;
+  c.name = "diffusion";
+  c.scaling = scaling;
+  c.baseline = true;
+  c.grid = options.diffusion_multiples;
+  c.learn = [laplacian = std::move(laplacian), options, state](const PairwiseConstraints&, double value,
+                                                               const SolveControl& control) -> StatusOr<LearnedKernel> {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    if (!state->basis) {
+      KLS_RETURN_IF_ERROR(control.CheckStop("diffusion kernel"));
+      KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> l, laplacian());
+      KLS_ASSIGN_OR_RETURN(LaplacianDiffusionBasis b, DiffusionBasis(l, options.diffusion_rank));
+      state->basis = std::make_shared<const LaplacianDiffusionBasis>(std::move(b));
+    }
+    auto it = state->kernels.find(value);
+    if (it == state->kernels.end()) {
+      KLS_ASSIGN_OR_RETURN(Eigen::MatrixXd v, DiffusionKernelFactor(*state->basis, value));
+      KLS_ASSIGN_OR_RETURN(LearnedKernel k, LearnedKernel::FromEmbedding(std::move(v)));
+      it = state->kernels.emplace(value, std::make_shared<const LearnedKernel>(std::move(k))).first;
     }
     return *it->second;
   };

@@ -55,7 +55,14 @@
 //   - linear: K = X Xᵀ (the factor is X itself);
 //   - rbf: K_ij = exp(−‖x_i − x_j‖² / (m · median)), m from `rbf_multiples`,
 //     median the median squared distance (core/eval/baselines.h); an exact
-//     factor up to `max_exact_points`, Nyström with 500 landmarks above.
+//     factor up to `max_exact_points`, Nyström with 500 landmarks above;
+//   - diffusion (DiffusionKernelCandidate): K = exp(−β Δ) on the k-NN graph
+//     the pairwise families learn on, Δ its normalized Laplacian, through Δ's
+//     `diffusion_rank` smallest eigenpairs (core/eval/baselines.h,
+//     DiffusionBasis: computed once per candidate, on its first learn),
+//     β = m / (the largest kept eigenvalue), m from `diffusion_multiples` —
+//     under both scores (a threshold on exp(−βΔ)_ij is not the same rule at
+//     every β).
 // Their learn ignores the training pairs (the kernel does not depend on
 // them), so each grid value's factor is computed once and shared by the folds.
 //
@@ -64,6 +71,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <Eigen/SparseCore>
 #include <functional>
 #include <memory>
 #include <string>
@@ -95,8 +103,9 @@ inline constexpr AutoFamilyChoice kAutoFamilies[] = {
     {"simple_npkl/square", "simple_npkl", true, NpklLoss::kSquare},
     {"bcd_npkl/hinge", "bcd_npkl", true, NpklLoss::kHinge},
 };
-/// The plain-kernel candidates (PlainKernelCandidate).
-inline constexpr const char* kAutoPlainKernels[] = {"linear", "rbf"};
+/// The plain-kernel candidates (PlainKernelCandidate; "diffusion":
+/// DiffusionKernelCandidate, which needs the graph).
+inline constexpr const char* kAutoPlainKernels[] = {"linear", "rbf", "diffusion"};
 /// The default budget: this × the first candidate's (KL-ADMM's) seconds —
 /// 9, so that with the winner's own learn on all pairs auto stays within 10 ×
 /// a KL-ADMM job with C chosen by cross-validation (its 9 learns and one more;
@@ -114,13 +123,13 @@ struct AutoSlot {
 /// (the first is the one users get by default), by expected accuracy per
 /// second (measured: docs/reproduction/auto.md): the reference (KL-ADMM on
 /// scaling 0), the linear kernel (free), BCDNPKL square (the most accurate
-/// family on most sets), KL-ADMM on the other scalings, the RBF kernel, then
-/// the other families in kAutoFamilies' order — each on every scaling, so a
+/// family on most sets), KL-ADMM on the other scalings, the RBF kernel, the
+/// graph's diffusion kernel, then the other families in kAutoFamilies' order — each on every scaling, so a
 /// budget that stops early has seen both scalings of what it ran.
 std::vector<AutoSlot> AutoOrder(int scalings);
 
 struct AutoCandidate {
-  std::string name;     ///< "kl_admm", "bcd_npkl/hinge", "linear", "rbf"
+  std::string name;     ///< "kl_admm", "bcd_npkl/hinge", "linear", "rbf", "diffusion"
   std::string scaling;  ///< the feature scaling it runs on ("none", "zscore")
   bool baseline = false;  ///< a plain kernel (nothing learned)
   std::vector<double> grid;  ///< loss weights, or width multiples; ascending after CrossValidate
@@ -140,6 +149,9 @@ struct AutoEntry {
   double mean = 0.0, sd = 0.0;      ///< over the folds (sd: sample standard deviation)
   std::vector<double> grid, grid_means;  ///< every grid value and its mean score
   double seconds = 0.0;
+  /// Taken from `done` (an earlier, interrupted run), not evaluated in this one.
+  /// In the JSON as "restored":true (absent when false); not in checkpoints.
+  bool restored = false;
   std::string Key() const { return name + "@" + scaling; }
 };
 
@@ -152,6 +164,9 @@ struct AutoSelectOptions {
   double max_seconds = 0.0;
   /// With max_seconds = 0: budget = this × the first candidate's seconds; 0 = none.
   double reference_multiple = 0.0;
+  /// Called with a candidate's key just before it is evaluated (not for the
+  /// candidates restored from `done`, nor those the budget cut): for logs.
+  std::function<void(const std::string& key)> on_start;
   /// INVALID_ARGUMENT naming "auto.<field> = value".
   Status Validate() const;
 };
@@ -218,10 +233,15 @@ struct PlainKernelOptions {
   /// eigenvalues): the clustering score's k-means costs O(n · rank) per step,
   /// and a full-rank factor made the RBF candidate cost 5–8 learned ones.
   int max_rank = 64;
+  /// Diffusion kernel: β multiples (of 1 / the largest kept eigenvalue), one
+  /// per factor 4, under both scores; and the eigenpairs kept (the factor's rank).
+  std::vector<double> diffusion_multiples = {4.0, 16.0, 64.0, 256.0, 1024.0};
+  int diffusion_rank = 64;
 };
 
 /// The plain kernel `name` ("linear" or "rbf", value = width multiple) on
-/// `features`: its factor. INVALID_ARGUMENT for another name.
+/// `features`: its factor. INVALID_ARGUMENT for another name ("diffusion"
+/// needs the graph: DiffusionPlainKernel).
 StatusOr<LearnedKernel> PlainKernel(const Eigen::MatrixXd& features, const std::string& name, double value,
                                     const PlainKernelOptions& options = {});
 
@@ -232,5 +252,19 @@ StatusOr<LearnedKernel> PlainKernel(const Eigen::MatrixXd& features, const std::
 /// w, so the threshold rule and its score are the same at every width.
 AutoCandidate PlainKernelCandidate(std::shared_ptr<const Eigen::MatrixXd> features, const std::string& name,
                                    const std::string& scaling, int clusters, const PlainKernelOptions& options = {});
+
+/// The graph Laplacian a diffusion candidate is built on, made on first use.
+using LaplacianFn = std::function<StatusOr<Eigen::SparseMatrix<double>>()>;
+
+/// The diffusion kernel of `laplacian` at β multiple `value` (file comment): its factor.
+StatusOr<LearnedKernel> DiffusionPlainKernel(const Eigen::SparseMatrix<double>& laplacian, double value,
+                                             const PlainKernelOptions& options = {});
+
+/// The graph's diffusion kernel as a candidate labelled `scaling` (the
+/// features the graph was built on); grid options.diffusion_multiples under
+/// both scores. `laplacian` is called once, on the first learn (so the
+/// candidate's seconds include the graph and its eigenpairs).
+AutoCandidate DiffusionKernelCandidate(LaplacianFn laplacian, const std::string& scaling,
+                                       const PlainKernelOptions& options = {});
 
 }  // namespace kls

@@ -5,6 +5,12 @@
 //   - rbf: K_ij = exp(−‖x_i − x_j‖² / w), the width w chosen per fold on that
 //     fold's training pairs only, over multiples of the median squared
 //     distance (core/eval/baselines.h, MedianSquaredDistance);
+//   - diffusion, when the caller gives the job's graph Laplacian Δ
+//     (options.laplacian): K = exp(−β Δ) through Δ's smallest eigenpairs
+//     (core/eval/baselines.h, DiffusionBasis / DiffusionKernelFactor), β
+//     chosen per fold on that fold's training pairs over multiples of 1 / the
+//     largest kept eigenvalue — by the threshold rule's accuracy on them, or
+//     by the clustering score on them; ties to the smaller β;
 // scored on the same held-out pairs, with the same score, as the learned
 // kernel (core/npkl/cross_validation.h):
 //   - threshold score (clusters = 0): a plain kernel needs no factor — its
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <Eigen/SparseCore>
 #include <string>
 #include <vector>
 
@@ -49,12 +56,19 @@ struct BaselineGuardOptions {
   /// Smallest mean-score lead a baseline needs to be reported as better;
   /// the lead used is max(margin, 1/√m) (file comment).
   double margin = 0.01;
+  /// The job's graph Laplacian (n × n, symmetric, both triangles; not owned,
+  /// must outlive the call): null = no diffusion candidate.
+  const Eigen::SparseMatrix<double>* laplacian = nullptr;
+  /// Diffusion β multiples (of 1 / the largest kept eigenvalue) and the eigenpairs kept.
+  std::vector<double> diffusion_multiples = {4.0, 16.0, 64.0, 256.0, 1024.0};
+  int diffusion_rank = 64;
   Status Validate() const;
 };
 
 struct GuardCandidate {
-  std::string name;                 ///< "learned", "linear", "rbf"
+  std::string name;                 ///< "learned", "linear", "rbf", "diffusion"
   std::vector<double> widths;       ///< rbf: the width chosen on each fold
+  std::vector<double> betas;        ///< diffusion: the β multiple chosen on each fold ("betas" in the JSON)
   std::vector<double> fold_scores;  ///< held-out score per evaluated fold, in [0, 1]
   double mean = 0.0;
 };
@@ -63,7 +77,7 @@ struct BaselineGuardResult {
   int folds = 0;                        ///< folds of the split
   std::vector<int> evaluated;           ///< the folds scored
   int clusters = 0;                     ///< 0 = threshold score
-  std::vector<GuardCandidate> candidates;  ///< learned first, then the baselines
+  std::vector<GuardCandidate> candidates;  ///< learned first, then linear, rbf (and diffusion with a Laplacian)
   int best_baseline = -1;               ///< index into candidates (>= 1)
   int held_out_pairs = 0;               ///< m: held-out pairs i != j scored, over the evaluated folds
   double margin = 0.0;                  ///< the lead required: max(options.margin, 1/√m)

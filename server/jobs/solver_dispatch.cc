@@ -43,7 +43,8 @@ StatusOr<std::shared_ptr<const Eigen::MatrixXd>> ResolveWarmStart(const JobSpec&
 }
 
 // The baseline guard (core/npkl/baseline_guard.h): the learned kernel's
-// held-out score against the plain linear and RBF kernels'. With
+// held-out score against the plain linear and RBF kernels' and the job
+// graph's diffusion kernel's. With
 // cross-validation, on its folds, from the chosen value's fold scores (free);
 // without, one more learn with the job's options on four fifths of the pairs
 // (stratified, seed 1), scored on the fifth left out — up to
@@ -76,6 +77,7 @@ StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::Store
   inner.deadline = control.deadline;
   inner.stop_requested = control.stop_requested;
   BaselineGuardOptions options;
+  options.laplacian = &problem.laplacian;  // the graph's diffusion kernel on the job's own graph
   std::vector<int> fold, evaluated;
   std::vector<double> learned;
   int folds = kGuardFolds;

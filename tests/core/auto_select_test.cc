@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,6 +15,9 @@
 #include <tuple>
 #include <thread>
 
+#include "core/eval/baselines.h"
+#include "core/data/synthetic.h"
+#include "core/graph/laplacian.h"
 #include "core/npkl/auto_select.h"
 #include "tests/test_util/label_pairs.h"
 
@@ -23,6 +27,12 @@ namespace {
 using ::testing::HasSubstr;
 
 using Labelled = test_util::LabelledPoints;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
 
 // Two Gaussian blobs at (±3, 0) along feature 0, and wide noise in feature 1.
 Labelled Blobs(int n, uint64_t seed) { return test_util::TwoBlobs(n, seed, 3.0); }
@@ -191,6 +201,11 @@ TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
   EXPECT_EQ(resumed->entries[0].seconds, saved[0].seconds);
   EXPECT_EQ(resumed->entries[0].fold_scores, saved[0].fold_scores);
   EXPECT_EQ(resumed->entries[1].status, "scored");
+  // The leaderboard tells the restored entry from the one this run evaluated.
+  EXPECT_TRUE(resumed->entries[0].restored);
+  EXPECT_FALSE(resumed->entries[1].restored);
+  EXPECT_THAT(resumed->Json(), HasSubstr("\"restored\":true"));
+  EXPECT_EQ(Count(resumed->Json(), "\"restored\""), 1);
 }
 
 // A learned candidate whose kernel is best at value `peak`: the label factor
@@ -383,6 +398,98 @@ TEST(AutoSelectTest, PlainKernelsAreTheLinearAndRbfFactors) {
   EXPECT_EQ(low->rank(), 5);
   EXPECT_GT(low->value(4, 4), 0.8);  // most of K_ii = 1 is in the leading directions
   EXPECT_EQ(PlainKernelCandidate(x, "linear", "none", 3).grid, std::vector<double>{1.0});
+  EXPECT_THAT(std::string(PlainKernel(d.x, "diffusion", 1.0).status().message()), HasSubstr("needs the graph"));
+}
+
+// Two moons, noise 0.05 (baseline_guard_test's).
+Labelled TwoMoons(int n, uint64_t seed) {
+  auto moons = MakeTwoMoons(n, 0.05, seed);
+  EXPECT_TRUE(moons.ok()) << moons.status();
+  Labelled d;
+  if (!moons.ok()) return d;
+  d.x = moons->features;
+  d.labels = moons->labels;
+  return d;
+}
+
+StatusOr<Eigen::SparseMatrix<double>> KnnLaplacian(const Eigen::MatrixXd& x, double delta = 0.0) {
+  GraphOptions g;
+  g.k = 5;
+  g.num_threads = 1;
+  g.delta = delta;
+  KLS_ASSIGN_OR_RETURN(Graph graph, BuildGraph(x, g));
+  return std::move(graph.laplacian);
+}
+
+TEST(AutoSelectTest, TheDiffusionKernelIsExpOfMinusBetaLaplacianWithUnitDiagonalAndIgnoresDelta) {
+  const Labelled d = TwoMoons(40, 3);
+  auto l = KnnLaplacian(d.x);
+  ASSERT_TRUE(l.ok()) << l.status();
+  PlainKernelOptions full;
+  full.diffusion_rank = 40;  // every eigenpair: exact
+  auto k = DiffusionPlainKernel(*l, 4.0, full);
+  ASSERT_TRUE(k.ok()) << k.status();
+  auto basis = DiffusionBasis(*l, 40);
+  ASSERT_TRUE(basis.ok()) << basis.status();
+  EXPECT_NEAR(basis->eigenvalues(0), 0.0, 1e-12);
+  const double beta = 4.0 / basis->scale;
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es{Eigen::MatrixXd(*l)};
+  const Eigen::MatrixXd e =
+      es.eigenvectors() * (-beta * es.eigenvalues().array()).exp().matrix().asDiagonal() * es.eigenvectors().transpose();
+  const Eigen::VectorXd inv_sqrt = e.diagonal().cwiseSqrt().cwiseInverse();
+  const Eigen::MatrixXd expected = inv_sqrt.asDiagonal() * e * inv_sqrt.asDiagonal();  // unit diagonal
+  const Eigen::MatrixXd v = k->embedding();
+  EXPECT_LE((v * v.transpose() - expected).cwiseAbs().maxCoeff(), 1e-8);
+  // Δ + δI: the same kernel (the shift is removed).
+  auto shifted = KnnLaplacian(d.x, 0.5);
+  ASSERT_TRUE(shifted.ok());
+  auto same = DiffusionPlainKernel(*shifted, 4.0, full);
+  ASSERT_TRUE(same.ok()) << same.status();
+  const Eigen::MatrixXd w = same->embedding();
+  EXPECT_LE((w * w.transpose() - expected).cwiseAbs().maxCoeff(), 1e-8);
+  // The default keeps 64 eigenpairs (here all 40); a smaller rank is the factor's rank.
+  PlainKernelOptions low;
+  low.diffusion_rank = 8;
+  auto eight = DiffusionPlainKernel(*l, 4.0, low);
+  ASSERT_TRUE(eight.ok());
+  EXPECT_EQ(eight->rank(), 8);
+  EXPECT_FALSE(DiffusionPlainKernel(*l, 0.0).ok());
+}
+
+TEST(AutoSelectTest, OnTwoMoonsAutoPicksTheGraphsDiffusionKernelOverLinearRbfAndAPoorLearnedOne) {
+  const Labelled d = TwoMoons(200, 5);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 400, 6);
+  auto features = std::make_shared<const Eigen::MatrixXd>(d.x);
+  for (int clusters : {0, 2}) {
+    SCOPED_TRACE(clusters);
+    std::atomic<int> graphs{0};
+    std::vector<AutoCandidate> candidates = {Fake("poor", d, 1.0)};
+    for (const char* name : {"linear", "rbf"}) candidates.push_back(PlainKernelCandidate(features, name, "none", clusters));
+    candidates.push_back(DiffusionKernelCandidate(
+        [&] {
+          ++graphs;
+          return KnnLaplacian(d.x);
+        },
+        "none"));
+    EXPECT_EQ(candidates.back().grid, PlainKernelOptions().diffusion_multiples);  // under both scores
+    AutoSelectOptions o;
+    o.clusters = clusters;
+    std::vector<std::string> started;
+    o.on_start = [&](const std::string& key) { started.push_back(key); };
+    auto r = AutoSelect(pairs, candidates, o, SolveControl());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(graphs.load(), 1);  // the graph and its eigenpairs once, for every value and fold
+    EXPECT_EQ(started, (std::vector<std::string>{"poor@none", "linear@none", "rbf@none", "diffusion@none"}));
+    const AutoEntry& diffusion = r->entries[3];
+    EXPECT_EQ(diffusion.name, "diffusion");
+    EXPECT_TRUE(diffusion.baseline);
+    EXPECT_GE(diffusion.mean, 0.95);
+    EXPECT_GT(diffusion.mean, r->entries[1].mean + 0.1);
+    EXPECT_GT(diffusion.mean, r->entries[2].mean + 0.05);
+    EXPECT_EQ(r->entries[r->best].Key(), "diffusion@none");
+    EXPECT_THAT(r->Json(), HasSubstr("\"chosen\":\"diffusion@none\""));
+    EXPECT_THAT(r->Json(), HasSubstr("{\"name\":\"diffusion\",\"scaling\":\"none\",\"kind\":\"plain\",\"status\":\"scored\""));
+  }
 }
 
 }  // namespace

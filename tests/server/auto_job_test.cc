@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/data/feature_scaling.h"
+#include "core/data/synthetic.h"
 #include "kls/v1/families/auto.pb.h"
 #include "server/jobs/proto_convert.h"
 #include "server/jobs/solver_dispatch.h"
@@ -51,13 +52,14 @@ TEST_F(AutoJobTest, EveryCandidateIsScoredAndTheBestIsLearnedAndStored) {
   ASSERT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
   EXPECT_EQ(job.method(), "auto");
   const std::string& s = job.summary_json();
-  // 5 families and 2 plain kernels, each raw and z-scored.
-  EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 14) << s;  // candidates (the refinement has "from")
+  // 5 families and 3 plain kernels (linear, RBF, the graph's diffusion kernel), each raw and z-scored.
+  EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 16) << s;  // candidates (the refinement has "from")
   // The winner's value refined on the same folds (core/npkl/auto_select.h), and the value learned.
   EXPECT_THAT(s, HasSubstr("\"chosen_value\":"));
   EXPECT_THAT(s, HasSubstr("\"refine\":{\"candidate\":"));
-  EXPECT_EQ(Count(s, "\"kind\":\"plain\""), 4);
-  EXPECT_EQ(Count(s, "\"scaling\":\"zscore\",\"kind\""), 7);
+  EXPECT_EQ(Count(s, "\"kind\":\"plain\""), 6);
+  EXPECT_EQ(Count(s, "\"scaling\":\"zscore\",\"kind\""), 8);
+  EXPECT_THAT(s, HasSubstr("{\"name\":\"diffusion\",\"scaling\":\"none\",\"kind\":\"plain\",\"status\":\"scored\""));
   EXPECT_THAT(s, HasSubstr("\"auto\":{\"score\":\"threshold\",\"folds\":3,\"budget_seconds\":0,"));
   EXPECT_THAT(s, HasSubstr("@zscore\""));
   EXPECT_THAT(s, HasSubstr("\"auto_note\":\"auto chose "));
@@ -122,6 +124,32 @@ TEST_F(AutoJobTest, AWinningPlainKernelIsStoredWithExactFeatureQueries) {
   for (int c = 0; c < xs.cols(); ++c) EXPECT_NEAR(row->values(c), xs(40, c), 1e-9);
 }
 
+// On two moons the k-NN graph's diffusion kernel beats the plain linear and
+// RBF kernels on held-out pairs: auto stores it (its factor, n rows).
+TEST_F(AutoJobTest, OnTwoMoonsTheGraphsDiffusionKernelWinsAndIsStored) {
+  auto moons = MakeTwoMoons(300, 0.05, 3);
+  ASSERT_TRUE(moons.ok()) << moons.status();
+  const std::string id = Upload(*moons, test_util::RandomLabelPairs(moons->labels, 400, 36));
+  ASSERT_FALSE(id.empty());
+  kls::v1::AutoOptions o;
+  for (const char* c : {"linear", "rbf", "diffusion"}) o.add_candidates(c);
+  o.set_clusters(2);
+  o.set_max_seconds(0);  // no budget (the default's reference, the linear kernel, takes a millisecond)
+  kls::v1::SubmitJobRequest r = AutoRequest(id, o);
+  r.set_scaling(kls::v1::SubmitJobRequest::NONE);
+  const kls::v1::Job job = Run(r, "moons-diffusion");
+  ASSERT_EQ(job.state(), kls::v1::SUCCEEDED) << job.error();
+  const std::string& s = job.summary_json();
+  EXPECT_EQ(Count(s, "\"status\":\"scored\""), 3) << s;
+  EXPECT_THAT(s, HasSubstr("\"chosen\":\"diffusion@none\""));
+  EXPECT_THAT(s, HasSubstr("auto chose diffusion on raw features (beta "));
+  EXPECT_THAT(s, HasSubstr("the plain kernel is stored"));
+  auto kernel = client_->ExportKernel(Ref("moons-diffusion"));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_EQ(kernel->embedding.rows(), 300);
+  EXPECT_NEAR(kernel->embedding.row(7).norm(), 1.0, 1e-9);  // the normalized kernel: unit diagonal
+}
+
 // The job's checkpoint after each candidate holds the leaderboard so far; a
 // resumed run takes the finished candidates from it instead of scoring them
 // again. The test marks a finished entry (seconds = 123) in the checkpoint:
@@ -179,6 +207,7 @@ TEST(AutoResumeTest, FinishedCandidatesComeFromTheCheckpoint) {
     const std::string& s = resumed->summary_notes;
     EXPECT_THAT(s, HasSubstr("\"name\":\"kl_admm\",\"scaling\":\"zscore\""));
     EXPECT_THAT(s, HasSubstr("\"seconds\":123}"));  // restored, not scored again
+    EXPECT_EQ(Count(s, "\"restored\":true"), 2) << s;  // the two candidates of the checkpoint
     EXPECT_EQ(Count(s, "\"status\":\"scored\",\"value\""), 3) << s;
     EXPECT_GT(resumed->kernel.num_points(), 0);
   }

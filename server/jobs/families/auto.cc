@@ -4,7 +4,9 @@
 // candidate's spec from the job's own request (SpecFromRequest with the
 // candidate's options and scaling), cross-validates them all on the same folds
 // (the families through PairwiseLearner, the plain kernels through
-// PlainKernelCandidates), then runs the winner through RunSolverJob — whose
+// PlainKernelCandidate, the graph's diffusion kernel through
+// DiffusionKernelCandidate on the BCDNPKL candidate's graph — the job's graph
+// options, binary weights unless set), then runs the winner through RunSolverJob — whose
 // output (kernel, attachments, certificate, summary) it returns with the
 // leaderboard added — or stores the winning plain kernel itself.
 //
@@ -23,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
 
@@ -129,6 +132,16 @@ StatusOr<LearnKernelFn> CandidateLearner(const JobSpec& spec, std::shared_ptr<co
     }
     return learn(train, value, c);
   });
+}
+
+// The graph the diffusion candidate runs on: the BCDNPKL candidate's (the
+// job's graph options on these features; its δ only scales exp(−βΔ), which
+// DiffusionBasis removes). `data` is the data set under `scaling`.
+StatusOr<Eigen::SparseMatrix<double>> GraphLaplacian(const Submit& request,
+                                                     const std::shared_ptr<const store::StoredDataset>& data,
+                                                     FeatureScaling scaling) {
+  KLS_ASSIGN_OR_RETURN(JobSpec spec, CandidateSpec(request, kAutoFamilies[1], scaling, std::nullopt));
+  return PairwiseLaplacian(spec, *data, std::nullopt);
 }
 
 // ---- checkpoint ---------------------------------------------------------------
@@ -242,6 +255,7 @@ bool Decode(const std::string& bytes, std::vector<AutoEntry>* entries, std::opti
 std::string Describe(const AutoEntry& e, double value) {
   std::string what = e.name + (e.scaling == "none" ? " on raw features" : " on " + e.scaling + " features");
   if (e.name == "rbf") what += " (width " + Num(value) + " x median)";
+  if (e.name == "diffusion") what += " (beta " + Num(value) + " x 1/lambda)";
   if (!e.baseline) what += std::string(e.name == "kl_admm" ? " (gamma " : " (C ") + Num(value) + ")";
   return what;
 }
@@ -384,8 +398,14 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       const Scaled& s = scaled[slot.scaling];
       const std::string scaling = FeatureScalingName(s.scaling);
       if (slot.plain >= 0) {
-        if (o.Wants(kAutoPlainKernels[slot.plain])) {
-          candidates.push_back(PlainKernelCandidate(s.features, kAutoPlainKernels[slot.plain], scaling, o.select.clusters));
+        const std::string name = kAutoPlainKernels[slot.plain];
+        if (!o.Wants(name)) continue;
+        if (name == "diffusion") {
+          candidates.push_back(DiffusionKernelCandidate(
+              [request, data = s.data, scaling = s.scaling] { return GraphLaplacian(*request, data, scaling); },
+              scaling));
+        } else {
+          candidates.push_back(PlainKernelCandidate(s.features, name, scaling, o.select.clusters));
         }
         continue;
       }
@@ -408,6 +428,10 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       }
     }
     const Stopwatch watch;
+    AutoSelectOptions select = o.select;
+    // One line per candidate evaluated (restored ones are not): a resumed job's
+    // log shows which candidates ran in which attempt (tests/e2e/auto_kill_test.cc).
+    select.on_start = [](const std::string& key) { spdlog::info("auto: candidate {} started", key); };
     auto after_each = [&](const AutoSelectResult& r) {
       ProgressEvent e;
       e.iteration = static_cast<int>(r.entries.size());
@@ -417,7 +441,7 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       control.Report(e);
       if (control.checkpoint) control.checkpoint(Checkpoint{kCheckpointFormat, e.iteration, Encode(r, nullptr)});
     };
-    KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(data.constraints, candidates, o.select, control, done, after_each,
+    KLS_ASSIGN_OR_RETURN(AutoSelectResult r, AutoSelect(data.constraints, candidates, select, control, done, after_each,
                                                         done_refine ? &*done_refine : nullptr));
     const AutoEntry& best = r.entries[r.best];
     const Scaled* s = &scaled.front();
@@ -425,8 +449,13 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
       if (best.scaling == FeatureScalingName(v.scaling)) s = &v;
 
     JobOutput out;
-    if (best.baseline) {
+    if (best.baseline && best.name == "diffusion") {
+      KLS_ASSIGN_OR_RETURN(Eigen::SparseMatrix<double> l, GraphLaplacian(*request, s->data, s->scaling));
+      KLS_ASSIGN_OR_RETURN(out.kernel, DiffusionPlainKernel(l, best.value));
+    } else if (best.baseline) {
       KLS_ASSIGN_OR_RETURN(out.kernel, PlainKernel(*s->features, best.name, best.value));
+    }
+    if (best.baseline) {
       out.stats.termination = Termination::kConverged;
       if (s->scaler) out.attachments.push_back({kFeatureScalingAttachment, s->scaler->Serialize()});
       if (best.name == "linear") {  // K = X Xᵀ: feature queries map rows exactly, x ↦ scale(x) · I
