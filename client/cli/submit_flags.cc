@@ -381,7 +381,8 @@ void SubmitFlags::AddFlags(CLI::App* app) {
       FamiliesWith("warm_start") + ": start from kernel NAME[:VERSION] of a data set with the same features");
   app->add_flag("--no-baseline-guard", common_.no_baseline_guard,
                FamiliesWith("cross_validation") +
-                   ": skip the baseline guard (the learned kernel scored against plain linear and RBF kernels on "
+                   ": skip the baseline guard (the learned kernel scored against plain linear and RBF kernels and the "
+                   "graph's diffusion kernel on "
                    "held-out pairs; without --c/--gamma auto it costs one more learn)");
   app->add_option("--scaling", common_.scaling,
                   "Feature scaling: none (default), zscore or minmax; "

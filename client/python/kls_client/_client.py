@@ -653,11 +653,12 @@ class Client:
         warm_start: kl_admm / bcd_npkl / simple_npkl: start from kernel
                  "NAME" or "NAME:VERSION" (`kls submit --warm-start`).
         baseline_guard: kl_admm / bcd_npkl / simple_npkl: False skips the
-                 comparison with plain linear and RBF kernels on held-out pairs
+                 comparison with plain linear and RBF kernels and the k-NN
+                 graph's diffusion kernel on held-out pairs
                  (`kls submit --no-baseline-guard`); None = on.
         options: fields of the method's options message (jobs.proto, or
                  kls/v1/families/*.proto for itml: gamma, lower, upper, ...; for auto:
-                 candidates=["bcd_npkl/square", "rbf"], max_seconds, folds, clusters,
+                 candidates=["bcd_npkl/square", "rbf", "diffusion"], max_seconds, folds, clusters,
                  grid, seed — the server picks the kernel), e.g.
                  gamma=10, loss="hinge", problem="regpcp"; unset ones take the
                  core default. `algorithm=` names the options' `method` enum
