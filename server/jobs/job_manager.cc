@@ -676,6 +676,15 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
   control.SetTimeLimit(job.deadline_seconds);
   control.checkpoint_interval_seconds = options_.checkpoint_interval_seconds;
   control.checkpoint_requested = live->checkpoint_requested;
+  // Attempts before this one were cut short (the job is not terminal): the
+  // wall time from submission to this claim over their number bounds how
+  // long an attempt of this job lives. A job in a crash loop then saves
+  // closer together (Young's interval, CheckpointTimer); a first attempt
+  // keeps the 5 % rule.
+  if (job.attempts > 1 && job.started_unix_ms > job.created_unix_ms) {
+    control.mean_seconds_between_interruptions =
+        (job.started_unix_ms - job.created_unix_ms) / 1000.0 / (job.attempts - 1);
+  }
 
   auto mark_lost = [&](const Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -713,8 +722,8 @@ void JobManager::RunJob(store::JobRecord job, std::shared_ptr<LiveJob> live) {
     // One line per checkpoint (the schedule spaces them: tens per hour at
     // most); kls-bench crash reads them for its redone_fraction, the e2e
     // kill tests the write's milliseconds (the schedule's 20 x cost rule).
-    spdlog::info("job {}: checkpoint at iteration {} (attempt {}, {:.1f} ms)", job.id, c.iteration, job.attempts,
-                 1000.0 * write_watch.Seconds());
+    spdlog::info("job {}: checkpoint at iteration {} (attempt {}, {:.1f} ms, {} KB)", job.id, c.iteration,
+                 job.attempts, 1000.0 * write_watch.Seconds(), (c.bytes.size() + 1023) / 1024);
     std::lock_guard<std::mutex> lock(mu_);
     ++live->checkpoints_written;
     change_cv_.notify_all();
