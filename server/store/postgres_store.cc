@@ -186,19 +186,6 @@ std::string NewId(const char* prefix) {
   return buf + RandomHex(8);
 }
 
-/// One statement on a connection outside the pool (the liveness session);
-/// UNAVAILABLE or INTERNAL naming `op`.
-StatusOr<Result> ExecOn(PGconn* c, const std::string& sql, const Params& p, const std::string& op = "liveness") {
-  Result r(PQexecParams(c, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(), 0));
-  const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-  std::string msg = r ? PQresultErrorMessage(r.get()) : "";
-  if (msg.empty()) msg = c ? PQerrorMessage(c) : "out of memory";
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  if (PQstatus(c) != CONNECTION_OK) return UnavailableError(op + ": PostgreSQL is unavailable: " + msg);
-  return InternalError(op + ": " + msg);
-}
-
 Conn Connect(const std::string& uri) {
   // connect_timeout first: a value in the URI (expanded from dbname) overrides it.
   const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
@@ -214,6 +201,34 @@ std::string ConnError(PGconn* c) {
   std::string m = c ? PQerrorMessage(c) : "out of memory";
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
   return m;
+}
+
+/// The status of a failed statement on `c`, naming the operation `op`:
+/// UNAVAILABLE when the connection is lost (class 08, 57P0x — the server
+/// shutting down or restarting — or a dead socket), ABORTED for a
+/// serialization failure or deadlock (40001, 40P01), INTERNAL otherwise.
+Status StatementError(PGconn* c, const PGresult* r, const std::string& op) {
+  std::string msg = r ? PQresultErrorMessage(r) : "";
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (msg.empty()) msg = ConnError(c);
+  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string sqlstate = state ? state : "";
+  if (PQstatus(c) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P0", 0) == 0) {
+    return UnavailableError(op + ": PostgreSQL is unavailable: " + msg);
+  }
+  if (sqlstate == "40001" || sqlstate == "40P01") return AbortedError(op + ": " + msg);
+  return InternalError(op + ": PostgreSQL: " + msg);
+}
+
+/// Runs one statement on `c` (a pooled connection or the liveness session);
+/// `binary_result` asks for binary columns (bytea). Errors: StatementError.
+StatusOr<Result> ExecOn(PGconn* c, const std::string& sql, const Params& p, const std::string& op,
+                        bool binary_result = false) {
+  Result r(PQexecParams(c, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(),
+                        binary_result ? 1 : 0));
+  const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+  return StatementError(c, r.get(), op);
 }
 
 // ---- schema -------------------------------------------------------------------
@@ -440,18 +455,14 @@ class PooledConn {
   /// UNAVAILABLE when the connection is lost (the pool reconnects on next
   /// use), INTERNAL for other database errors; both name the operation.
   StatusOr<Result> Exec(const std::string& sql, const Params& p = Params(), bool binary_result = false) {
-    Result r(PQexecParams(conn_, sql.c_str(), p.size(), nullptr, p.values(), p.lengths(), p.formats(),
-                          binary_result ? 1 : 0));
-    const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-    return Error(r.get());
+    return ExecOn(conn_, sql, p, op_, binary_result);
   }
   Status Run(const std::string& sql, const Params& p = Params()) { return Exec(sql, p).status(); }
   /// Several statements without parameters (schema scripts).
   Status RunScript(const char* sql) {
     Result r(PQexec(conn_, sql));
     if (r && PQresultStatus(r.get()) == PGRES_COMMAND_OK) return OkStatus();
-    return Error(r.get());
+    return StatementError(conn_, r.get(), op_);
   }
 
   /// Emits `event` (NOTIFY, sent at commit) and remembers it for local delivery.
@@ -461,20 +472,6 @@ class PooledConn {
   void DeliverEvents();
 
  private:
-  Status Error(const PGresult* r) {
-    std::string msg = r ? PQresultErrorMessage(r) : "";
-    if (msg.empty()) msg = ConnError(conn_);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-    const std::string sqlstate = state ? state : "";
-    // Class 08 (connection exception), 57P0x (server shutting down / restarting), or a dead socket.
-    if (PQstatus(conn_) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P0", 0) == 0) {
-      return UnavailableError(op_ + ": PostgreSQL is unavailable: " + msg);
-    }
-    if (sqlstate == "40001" || sqlstate == "40P01") return AbortedError(op_ + ": " + msg);
-    return InternalError(op_ + ": PostgreSQL: " + msg);
-  }
-
   PostgresStore* store_;
   int slot_;
   PGconn* conn_;
@@ -867,7 +864,7 @@ class PostgresStore final : public Store {
                                      "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = "
                                      "'advisory' AND classid = $1::int::oid AND objid = $2::int::oid AND objsubid = 2 "
                                      "AND granted)",
-                                     Params().Int(kLivenessLockClass).Int(l.key));
+                                     Params().Int(kLivenessLockClass).Int(l.key), "liveness");
       if (held.ok() && GetText(held->get(), 0, 0) == "t") return OkStatus();
     }
     l.session.reset();
