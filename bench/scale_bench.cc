@@ -168,6 +168,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"graph_min_recall", graph->recall.sample > 0 ? graph->recall.min_recall : 1.0},
           {"graph_recall_sample", graph->recall.sample},
           {"graph_recall_seconds", graph->recall.seconds},
+          {"graph_cells", graph->ivf.cells},
+          {"graph_probes", graph->ivf.probes},
           {"objective", result->stats.final_objective},
           {"pair_accuracy", *pair_accuracy},
           {"duality_gap", result->duality_gap},

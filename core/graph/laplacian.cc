@@ -105,7 +105,7 @@ StatusOr<Graph> BuildGraph(const Eigen::MatrixXd& points, const GraphOptions& op
       IvfOptions ivf;
       ivf.k = knn_options.k;
       ivf.num_threads = options.num_threads;
-      KLS_ASSIGN_OR_RETURN(graph.knn, IvfKnn(points, ivf));
+      KLS_ASSIGN_OR_RETURN(graph.knn, IvfKnn(points, ivf, &graph.ivf));
     } else if (graph.knn_method == KnnMethod::kHnsw) {
       HnswOptions hnsw;
       hnsw.k = knn_options.k;

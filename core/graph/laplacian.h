@@ -53,6 +53,7 @@ struct Graph {
   KnnMethod knn_method = KnnMethod::kExact;  ///< the search used (never kAuto)
   KnnRecall recall;                      ///< approximate graphs with recall_sample > 0; sample 0 otherwise
   double knn_seconds = 0.0;              ///< time of the neighbour search (without the recall check)
+  IvfReport ivf;                         ///< IVF searches: the cells and probes used (cells 0 otherwise)
   double sigma = 0.0;                    ///< the width used (0 for binary weights)
   Eigen::SparseMatrix<double> adjacency; ///< S
   Eigen::SparseMatrix<double> laplacian; ///< Δ

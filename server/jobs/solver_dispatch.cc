@@ -134,6 +134,9 @@ StatusOr<Eigen::SparseMatrix<double>> PairwiseLaplacian(const JobSpec& spec, con
       *graph_json += ",\"recall\":" + JsonNumber(graph.recall.recall) + ",\"min_recall\":" +
                      JsonNumber(graph.recall.min_recall) + ",\"recall_sample\":" + std::to_string(graph.recall.sample);
     }
+    if (graph.ivf.cells > 0) {
+      *graph_json += ",\"cells\":" + std::to_string(graph.ivf.cells) + ",\"probes\":" + std::to_string(graph.ivf.probes);
+    }
     *graph_json += "}";
   }
   return std::move(graph.laplacian);

@@ -291,6 +291,10 @@ TEST(BuildGraph, ChoosesTheSearchBySizeAndReportsRecall) {
   EXPECT_EQ(large.knn_method, KnnMethod::kIvf);
   EXPECT_EQ(large.recall.sample, 500);
   EXPECT_GE(large.recall.recall, 0.95);
+  EXPECT_EQ(large.ivf.cells, 3);  // ~1,000 points a cell
+  EXPECT_GE(large.ivf.probes, 1);
+  EXPECT_LE(large.ivf.probes, large.ivf.cells);
+  EXPECT_EQ(small.ivf.cells, 0);  // not an IVF search
   EXPECT_EQ(large.laplacian.rows(), 3000);
   go.knn_method = KnnMethod::kExact;  // forced: exact even above the threshold
   EXPECT_EQ(BuildGraph(x, go).value().knn_method, KnnMethod::kExact);

@@ -264,6 +264,7 @@ TEST_F(JobKnobsTest, GraphSearchIsChosenAndReportedInTheSummary) {
   ASSERT_EQ(std::sscanf(s.c_str() + s.find("\"recall\":"), "\"recall\":%lf", &recall), 1) << s;
   EXPECT_GE(recall, 0.95);  // 400 points: one cell, every pair compared
   EXPECT_THAT(s, HasSubstr("\"recall_sample\":400"));
+  EXPECT_THAT(s, HasSubstr("\"cells\":1,\"probes\":1}"));  // the IVF search's own report
   r.mutable_graph()->set_search(static_cast<kls::v1::GraphSpec::Search>(9));
   auto bad = client_->SubmitJob(r);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
