@@ -5,6 +5,7 @@
 
 #include "core/data/constraint_generators.h"
 #include "core/data/feature_scaling.h"
+#include "core/eval/baselines.h"
 #include "core/graph/laplacian.h"
 #include "core/metric/itml.h"
 #include "core/npkl/bcd_npkl.h"
@@ -220,6 +221,7 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
     if (slot.plain >= 0) {
       const std::string name = kAutoPlainKernels[slot.plain];
       if (name == "diffusion") {  // on BCDNPKL's graph of the protocol, as the server's auto (δ only scales it)
+        if (s.x->rows() > kDiffusionMaxPoints) continue;
         const MethodSpec bcd{"bcd-sl", MethodSpec::Family::kBcd, NpklLoss::kSquare};
         out.push_back(DiffusionKernelCandidate(
             [bcd, protocol, k, x = s.x]() -> StatusOr<Eigen::SparseMatrix<double>> {

@@ -304,6 +304,10 @@ StatusOr<LaplacianDiffusionBasis> DiffusionBasis(const Eigen::SparseMatrix<doubl
                                 std::to_string(laplacian.cols()));
   }
   if (rank < 1) return InvalidArgumentError("diffusion kernel: rank = " + std::to_string(rank) + " must be >= 1");
+  if (n > kDiffusionMaxPoints) {
+    return FailedPreconditionError("diffusion kernel: " + std::to_string(n) + " points > " +
+                                   std::to_string(kDiffusionMaxPoints) + " (the eigenpairs' sparse factorization)");
+  }
   KLS_ASSIGN_OR_RETURN(SmoothBasis s, SmoothestEigenvectors(laplacian, std::min(rank, n), 0));
   LaplacianDiffusionBasis b;
   b.vectors = std::move(s.vectors);

@@ -56,7 +56,8 @@
 //   - rbf: K_ij = exp(−‖x_i − x_j‖² / (m · median)), m from `rbf_multiples`,
 //     median the median squared distance (core/eval/baselines.h); an exact
 //     factor up to `max_exact_points`, Nyström with 500 landmarks above;
-//   - diffusion (DiffusionKernelCandidate): K = exp(−β Δ) on the k-NN graph
+//   - diffusion (DiffusionKernelCandidate; up to kDiffusionMaxPoints points —
+//     above, the server and kls-bench leave it out): K = exp(−β Δ) on the k-NN graph
 //     the pairwise families learn on, Δ its normalized Laplacian, through Δ's
 //     `diffusion_rank` smallest eigenpairs (core/eval/baselines.h,
 //     DiffusionBasis: computed once per candidate, on its first learn),

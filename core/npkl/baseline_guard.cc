@@ -138,7 +138,7 @@ StatusOr<BaselineGuardResult> RunBaselineGuard(const Eigen::MatrixXd& features, 
   }
   // Diffusion: one factor per β multiple (the kernel does not depend on the pairs).
   std::vector<LearnedKernel> diffusion_kernels;
-  if (options.laplacian != nullptr) {
+  if (options.laplacian != nullptr && n <= kDiffusionMaxPoints) {
     KLS_RETURN_IF_ERROR(control.CheckStop("baseline guard"));
     KLS_ASSIGN_OR_RETURN(LaplacianDiffusionBasis basis, DiffusionBasis(*options.laplacian, options.diffusion_rank));
     for (double m : options.diffusion_multiples) {

@@ -6,7 +6,7 @@
 //     fold's training pairs only, over multiples of the median squared
 //     distance (core/eval/baselines.h, MedianSquaredDistance);
 //   - diffusion, when the caller gives the job's graph Laplacian Δ
-//     (options.laplacian): K = exp(−β Δ) through Δ's smallest eigenpairs
+//     (options.laplacian) and n <= kDiffusionMaxPoints: K = exp(−β Δ) through Δ's smallest eigenpairs
 //     (core/eval/baselines.h, DiffusionBasis / DiffusionKernelFactor), β
 //     chosen per fold on that fold's training pairs over multiples of 1 / the
 //     largest kept eigenvalue — by the threshold rule's accuracy on them, or

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/data/feature_scaling.h"
+#include "core/eval/baselines.h"
 #include "core/npkl/auto_select.h"
 #include "core/serving/kernel_servable.h"
 #include "kls/v1/families/auto.pb.h"
@@ -401,6 +402,7 @@ class AutoFamily : public TypedFamily<kls::v1::AutoOptions, AutoJobOptions> {
         const std::string name = kAutoPlainKernels[slot.plain];
         if (!o.Wants(name)) continue;
         if (name == "diffusion") {
+          if (data.data.features.rows() > kDiffusionMaxPoints) continue;  // core/eval/baselines.h
           candidates.push_back(DiffusionKernelCandidate(
               [request, data = s.data, scaling = s.scaling] { return GraphLaplacian(*request, data, scaling); },
               scaling));
