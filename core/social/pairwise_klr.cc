@@ -201,13 +201,14 @@ double PairKernelValue(const Eigen::MatrixXd& k, const PairKernelSpec& spec, con
   return base + spec.bias_weight + spec.link_weight * k(p.a, p.b) * k(q.a, q.b);
 }
 
-Status TrainingPairOptions::Validate() const {
+Status TrainingPairOptions::Validate(std::string_view path) const {
+  const std::string p(path);
   if (positives_per_user < 1)
-    return InvalidArgumentError("options.positives_per_user = " + Str(positives_per_user) + " must be >= 1");
+    return InvalidArgumentError(p + ".positives_per_user = " + Str(positives_per_user) + " must be >= 1");
   if (negatives_per_user < 1)
-    return InvalidArgumentError("options.negatives_per_user = " + Str(negatives_per_user) + " must be >= 1");
+    return InvalidArgumentError(p + ".negatives_per_user = " + Str(negatives_per_user) + " must be >= 1");
   if (!(negative_pool_fraction > 0.0 && negative_pool_fraction <= 1.0))
-    return InvalidArgumentError("options.negative_pool_fraction = " + FormatNumber(negative_pool_fraction) +
+    return InvalidArgumentError(p + ".negative_pool_fraction = " + FormatNumber(negative_pool_fraction) +
                                 " must be in (0, 1]");
   return OkStatus();
 }
@@ -327,20 +328,21 @@ StatusOr<TrainingPairs> SelectTrainingPairs(const std::vector<std::vector<int>>&
   });
 }
 
-Status PairwiseKlrOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
+Status PairwiseKlrOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
   if (max_import_vectors < 1)
-    return InvalidArgumentError("options.max_import_vectors = " + Str(max_import_vectors) + " must be >= 1");
+    return InvalidArgumentError(p + ".max_import_vectors = " + Str(max_import_vectors) + " must be >= 1");
   if (candidates_per_step < 0)
-    return InvalidArgumentError("options.candidates_per_step = " + Str(candidates_per_step) + " must be >= 0");
+    return InvalidArgumentError(p + ".candidates_per_step = " + Str(candidates_per_step) + " must be >= 0");
   if (!(relative_tolerance >= 0.0) || !std::isfinite(relative_tolerance))
-    return InvalidArgumentError("options.relative_tolerance = " + FormatNumber(relative_tolerance) +
+    return InvalidArgumentError(p + ".relative_tolerance = " + FormatNumber(relative_tolerance) +
                                 " must be finite and >= 0");
-  if (stop_window < 1) return InvalidArgumentError("options.stop_window = " + Str(stop_window) + " must be >= 1");
+  if (stop_window < 1) return InvalidArgumentError(p + ".stop_window = " + Str(stop_window) + " must be >= 1");
   if (max_newton_iterations < 1)
-    return InvalidArgumentError("options.max_newton_iterations = " + Str(max_newton_iterations) + " must be >= 1");
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("newton_tolerance", newton_tolerance));
-  KLS_RETURN_IF_ERROR(pair_kernel.Validate("options.pair_kernel"));
+    return InvalidArgumentError(p + ".max_newton_iterations = " + Str(max_newton_iterations) + " must be >= 1");
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("newton_tolerance", newton_tolerance, path));
+  KLS_RETURN_IF_ERROR(pair_kernel.Validate((p + ".pair_kernel").c_str()));
   return OkStatus();
 }
 

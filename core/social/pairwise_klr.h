@@ -54,6 +54,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -114,7 +115,8 @@ struct TrainingPairOptions {
   bool symmetric = true;                ///< treat (u, v) and (v, u) as one example (set for kSymmetricProduct)
   uint64_t seed = 1;                    ///< tie breaking and random negatives
 
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.positives_per_user = 0 must be >= 1" etc.
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct TrainingPairs {
@@ -149,7 +151,9 @@ struct PairwiseKlrOptions {
   double newton_tolerance = 1e-9;  ///< ‖∇J‖∞ target of each re-solve (> 0)
   uint64_t seed = 1;               ///< candidate sampling
 
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.c = 0 must be finite and > 0",
+  /// "<path>.pair_kernel.link_weight = -1 …" etc.
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// What the service stores: the import pairs and their coefficients. The

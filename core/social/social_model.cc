@@ -1,5 +1,9 @@
 #include "core/social/social_model.h"
 
+#include <cmath>
+#include <string>
+#include <utility>
+
 #include "core/common/byte_io.h"
 #include "core/social/kernel_alignment.h"
 #include "core/social/recommendation.h"
@@ -18,16 +22,39 @@ const char* StrengthWeightingName(StrengthWeighting w) {
   return "unknown";
 }
 
-Status SocialStrengthOptions::Validate() const {
+namespace {
+
+// The KLR options the service sets, under the service's flat field names.
+Status ValidateKlrFields(const SocialStrengthOptions& o, const std::string& p) {
+  if (!(o.klr.c > 0.0) || !std::isfinite(o.klr.c))
+    return InvalidArgumentError(p + ".klr_c = " + FormatNumber(o.klr.c) + " must be finite and > 0");
+  for (const auto& [name, value] : {std::pair<const char*, int>{"klr_import_vectors", o.klr.max_import_vectors},
+                                    {"klr_positives", o.klr_pairs.positives_per_user},
+                                    {"klr_negatives", o.klr_pairs.negatives_per_user}}) {
+    if (value < 1) return InvalidArgumentError(p + "." + name + " = " + std::to_string(value) + " must be >= 1");
+  }
+  const double bias = o.klr.pair_kernel.bias_weight, link = o.klr.pair_kernel.link_weight;
+  if (!(bias >= 0.0) || !std::isfinite(bias) || !(link >= 0.0) || !std::isfinite(link)) {
+    return InvalidArgumentError(p + ".klr_bias_weight = " + FormatNumber(bias) + " and klr_link_weight = " +
+                                FormatNumber(link) + " must be finite and >= 0");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status SocialStrengthOptions::Validate(std::string_view path) const {
+  const std::string p(path);
   if (weighting != StrengthWeighting::kKta && weighting != StrengthWeighting::kUniform &&
       weighting != StrengthWeighting::kKlr) {
-    return InvalidArgumentError("weighting = " + std::to_string(static_cast<int>(weighting)) +
+    return InvalidArgumentError(p + ".weighting = " + std::to_string(static_cast<int>(weighting)) +
                                 " is not a StrengthWeighting");
   }
-  KLS_RETURN_IF_ERROR(kernels.Validate());
+  if (weighting == StrengthWeighting::kKlr) KLS_RETURN_IF_ERROR(ValidateKlrFields(*this, p));
+  KLS_RETURN_IF_ERROR(kernels.Validate(path));
   if (weighting == StrengthWeighting::kKlr) {
-    KLS_RETURN_IF_ERROR(klr_pairs.Validate());
-    KLS_RETURN_IF_ERROR(klr.Validate());
+    KLS_RETURN_IF_ERROR(klr_pairs.Validate(p + ".klr_pairs"));
+    KLS_RETURN_IF_ERROR(klr.Validate(p + ".klr"));
   }
   return OkStatus();
 }

@@ -23,6 +23,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -50,7 +51,15 @@ struct SocialStrengthOptions {
   UserKernelOptions kernels;  ///< geo cell size; PSD repair is always on here
   TrainingPairOptions klr_pairs;  ///< kKlr: §7.4.2 pair selection (symmetric follows klr.pair_kernel)
   PairwiseKlrOptions klr;         ///< kKlr: the IVM on (7.3)
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>". The fields the
+  /// service sets are named as kls.v1.SocialStrengthOptions spells them:
+  /// cell_degrees (kernels.cell_degrees), klr_c (klr.c), klr_import_vectors
+  /// (klr.max_import_vectors), klr_positives / klr_negatives
+  /// (klr_pairs.positives_per_user / negatives_per_user), klr_bias_weight and
+  /// klr_link_weight (klr.pair_kernel); the others by their path
+  /// ("<path>.klr.stop_window", "<path>.klr_pairs.negative_pool_fraction").
+  /// klr and klr_pairs are checked only for kKlr.
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct SocialStrengthModel {

@@ -15,10 +15,8 @@ const char* UserKernelName(UserKernel k) {
   return names[static_cast<int>(k)];
 }
 
-Status UserKernelOptions::Validate() const {
-  if (!(cell_degrees > 0.0) || !std::isfinite(cell_degrees))
-    return InvalidArgumentError("options.cell_degrees = " + FormatNumber(cell_degrees) + " must be finite and > 0");
-  return OkStatus();
+Status UserKernelOptions::Validate(std::string_view path) const {
+  return CheckPositiveOption("cell_degrees", cell_degrees, path);
 }
 
 StatusOr<double> SmallestEigenvalue(const Eigen::MatrixXd& k) {

@@ -20,6 +20,7 @@
 #include <Eigen/Core>
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/status.h"
@@ -35,7 +36,8 @@ const char* UserKernelName(UserKernel k);
 struct UserKernelOptions {
   double cell_degrees = 0.5;  ///< geo grid cell size in degrees (> 0)
   bool repair_psd = true;     ///< apply the §7.5.1 normalization and δI shift
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.cell_degrees = 0 must be finite and > 0".
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct UserKernels {

@@ -549,6 +549,20 @@ TEST(TrainingPairs, BadInputIsInvalidArgument) {
   expect_invalid(SelectTrainingPairs(fx.contacts, {&small}, fx.comments, {0}, o), "similarity[0] is not 40 x 40");
 }
 
+TEST(PairwiseKlr, ValidateNamesTheFieldUnderThePath) {
+  PairwiseKlrOptions o;
+  EXPECT_TRUE(o.Validate("job.klr").ok());
+  o.max_import_vectors = 0;
+  EXPECT_EQ(o.Validate("job.klr").message(), "job.klr.max_import_vectors = 0 must be >= 1");
+  o.max_import_vectors = 100;
+  o.pair_kernel.bias_weight = -2;
+  EXPECT_EQ(o.Validate("job.klr").message(), "job.klr.pair_kernel.bias_weight = -2 must be finite and >= 0");
+  TrainingPairOptions t;
+  t.positives_per_user = 0;
+  EXPECT_EQ(t.Validate("job.pairs").message(), "job.pairs.positives_per_user = 0 must be >= 1");
+  EXPECT_EQ(t.Validate().message(), "options.positives_per_user = 0 must be >= 1");
+}
+
 TEST(PairwiseKlr, BadInputIsInvalidArgument) {
   const Problem p = Planted(20, 3, 2, 40, 0.0, 1);
   PairwiseKlrOptions o;

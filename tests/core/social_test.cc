@@ -256,6 +256,34 @@ TEST(Recommendation, HoldoutHidesLinksSymmetrically) {
   EXPECT_FALSE(MakeHoldout(*c, 1.5, 0.5, 1).ok());
 }
 
+TEST(SocialModel, ValidateNamesTheServiceFieldsUnderThePath) {
+  SocialStrengthOptions o;
+  EXPECT_TRUE(o.Validate("social_strength").ok());
+  o.kernels.cell_degrees = 0;
+  EXPECT_EQ(o.Validate("social_strength").message(), "social_strength.cell_degrees = 0 must be finite and > 0");
+  EXPECT_EQ(o.Validate().message(), "options.cell_degrees = 0 must be finite and > 0");
+  // The KLR options are checked (and named as the service's message spells them) only for kKlr.
+  o = SocialStrengthOptions();
+  o.klr.c = -1;
+  EXPECT_TRUE(o.Validate("social_strength").ok());
+  o.weighting = StrengthWeighting::kKlr;
+  EXPECT_EQ(o.Validate("social_strength").message(), "social_strength.klr_c = -1 must be finite and > 0");
+  o.klr.c = 1e-3;
+  o.klr_pairs.negatives_per_user = 0;
+  EXPECT_EQ(o.Validate("job.social").message(), "job.social.klr_negatives = 0 must be >= 1");
+  o.klr_pairs.negatives_per_user = 10;
+  o.klr.pair_kernel.link_weight = NAN;
+  EXPECT_EQ(o.Validate("social_strength").message(),
+            "social_strength.klr_bias_weight = 1 and klr_link_weight = nan must be finite and >= 0");
+  o.klr.pair_kernel.link_weight = 1;
+  o.klr.stop_window = 0;  // not a service field: named by its path in the core struct
+  EXPECT_EQ(o.Validate("social_strength").message(), "social_strength.klr.stop_window = 0 must be >= 1");
+  o.klr.stop_window = 3;
+  o.klr_pairs.negative_pool_fraction = 2;
+  EXPECT_EQ(o.Validate("social_strength").message(),
+            "social_strength.klr_pairs.negative_pool_fraction = 2 must be in (0, 1]");
+}
+
 TEST(SocialModel, KlrWeightingLearnsTheSecondStageOnTheStoredKernel) {
   CommunityOptions o;
   o.num_users = 150;

@@ -1,7 +1,7 @@
 // social_strength: kernel-based social strength (core/social), options
 // kls.v1.SocialStrengthOptions. Learns from a social data set's records, not
 // feature columns; stores the social graph (and the KLR model) attachments.
-#include <cmath>
+#include <string>
 #include <utility>
 
 #include "core/common/names.h"
@@ -53,24 +53,7 @@ class SocialStrengthFamily : public TypedFamily<kls::v1::SocialStrengthOptions, 
     if (p.has_klr_bias_weight()) o.klr.pair_kernel.bias_weight = p.klr_bias_weight();
     if (p.has_klr_link_weight()) o.klr.pair_kernel.link_weight = p.klr_link_weight();
     if (p.has_klr_seed()) o.klr.seed = o.klr_pairs.seed = p.klr_seed();
-    // Name the proto fields (the core validators name their own).
-    const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
-    const auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
-    if (!positive(o.klr.c))
-      return InvalidArgumentError("social_strength.klr_c = " + FormatNumber(o.klr.c) + " must be finite and > 0");
-    for (const auto& [name, value] : {std::pair<const char*, int>{"klr_import_vectors", o.klr.max_import_vectors},
-                                      {"klr_positives", o.klr_pairs.positives_per_user},
-                                      {"klr_negatives", o.klr_pairs.negatives_per_user}}) {
-      if (value < 1)
-        return InvalidArgumentError(std::string("social_strength.") + name + " = " + std::to_string(value) +
-                                    " must be >= 1");
-    }
-    if (!non_negative(o.klr.pair_kernel.bias_weight) || !non_negative(o.klr.pair_kernel.link_weight)) {
-      return InvalidArgumentError("social_strength.klr_bias_weight = " + FormatNumber(o.klr.pair_kernel.bias_weight) +
-                                  " and klr_link_weight = " + FormatNumber(o.klr.pair_kernel.link_weight) +
-                                  " must be finite and >= 0");
-    }
-    KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
+    KLS_RETURN_IF_ERROR(o.Validate(name()));  // names the proto's fields: social_strength.klr_c = …
     return o;
   }
 
