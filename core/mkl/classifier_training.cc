@@ -25,14 +25,15 @@ const char* ClassifierMethodName(ClassifierMethod m) {
   return "unknown";
 }
 
-Status ClassifierTrainingOptions::Validate() const {
-  if (c != 0.0) KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
-  if (folds < 2) return InvalidArgumentError("folds = " + std::to_string(folds) + " must be >= 2");
-  if (sigma_k < 1) return InvalidArgumentError("sigma_k = " + std::to_string(sigma_k) + " must be >= 1");
+Status ClassifierTrainingOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  if (c != 0.0) KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
+  if (folds < 2) return InvalidArgumentError(p + ".folds = " + std::to_string(folds) + " must be >= 2");
+  if (sigma_k < 1) return InvalidArgumentError(p + ".sigma_k = " + std::to_string(sigma_k) + " must be >= 1");
   if (method == ClassifierMethod::kOnk) {
     OnkOptions o = onk;
     o.c = 1.0;  // C is chosen here, not by the caller's onk.c
-    if (Status s = o.Validate(); !s.ok()) return Status(s.code(), "onk." + s.message());
+    KLS_RETURN_IF_ERROR(o.Validate(path));
   }
   return OkStatus();
 }

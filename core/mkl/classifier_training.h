@@ -27,6 +27,7 @@
 
 #include <Eigen/Core>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -50,8 +51,10 @@ struct ClassifierTrainingOptions {
   int sigma_k = 1;               ///< kOnk: k of the σ_k = 4^{k−1}·mean ‖x_i − x_j‖² rule (>= 1)
   OnkOptions onk;                ///< kOnk: ρ, method, tolerance (onk.c is set to C)
   int positive_class = -1;       ///< class predicted for f(x) > 0; −1 = the largest class id
-  /// INVALID_ARGUMENT naming the field ("c", "folds", "sigma_k", "onk.rho", ...).
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>": "<path>.c", "<path>.folds",
+  /// "<path>.sigma_k"; for kOnk the ONK options under the same path, as the
+  /// service's onk family spells them ("<path>.rho", "<path>.tolerance", ...).
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct ClassifierTrainingResult {

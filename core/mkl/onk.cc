@@ -591,20 +591,20 @@ StatusOr<OnkMethod> ParseOnkMethod(const std::string& name) {
   return InvalidArgumentError("onk method = \"" + name + "\": expected gradient, accelerated or level");
 }
 
-Status OnkOptions::Validate() const {
-  if (!(c > 0 && std::isfinite(c))) return InvalidArgumentError("onk c = " + FormatNumber(c) + ": must be finite and > 0");
-  if (!(rho > 0 && std::isfinite(rho)))
-    return InvalidArgumentError("onk rho = " + FormatNumber(rho) + ": must be finite and > 0");
+Status OnkOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("rho", rho, path));
   if (!(tolerance > 0 && tolerance < 1))
-    return InvalidArgumentError("onk tolerance = " + FormatNumber(tolerance) + ": must be in (0, 1)");
+    return InvalidArgumentError(p + ".tolerance = " + FormatNumber(tolerance) + " must be in (0, 1)");
   if (max_iterations < 1)
-    return InvalidArgumentError("onk max_iterations = " + std::to_string(max_iterations) + ": must be >= 1");
+    return InvalidArgumentError(p + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   if (!(level_tau > 0 && level_tau < 1))
-    return InvalidArgumentError("onk level_tau = " + FormatNumber(level_tau) + ": must be in (0, 1)");
+    return InvalidArgumentError(p + ".level_tau = " + FormatNumber(level_tau) + " must be in (0, 1)");
   if (level_projection_iterations < 1)
-    return InvalidArgumentError("onk level_projection_iterations = " + std::to_string(level_projection_iterations) +
-                                ": must be >= 1");
-  if (!(min_gamma > 0)) return InvalidArgumentError("onk min_gamma = " + FormatNumber(min_gamma) + ": must be > 0");
+    return InvalidArgumentError(p + ".level_projection_iterations = " + std::to_string(level_projection_iterations) +
+                                " must be >= 1");
+  if (!(min_gamma > 0)) return InvalidArgumentError(p + ".min_gamma = " + FormatNumber(min_gamma) + " must be > 0");
   return OkStatus();
 }
 

@@ -38,6 +38,8 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/solve_control.h"
@@ -66,7 +68,8 @@ struct OnkOptions {
   /// the projection need not be exact (the bounds are), only inside P.
   int level_projection_iterations = 1000;
   double min_gamma = 1e-12;      ///< floor of the trial γ of (13)
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.rho = -1 must be finite and > 0" etc.
+  Status Validate(std::string_view path = "onk") const;
 };
 
 struct OnkResult {

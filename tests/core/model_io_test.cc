@@ -56,6 +56,25 @@ TEST(ClassifierIoTest, RoundTripPredictsIdentically) {
   EXPECT_EQ(ParseClassifier(bytes + "x").status().code(), StatusCode::kDataLoss);
 }
 
+TEST(ClassifierTrainingTest, ValidateNamesTheFieldUnderThePath) {
+  ClassifierTrainingOptions o;
+  EXPECT_TRUE(o.Validate("mkl").ok());
+  o.folds = 1;
+  EXPECT_EQ(o.Validate("mkl").message(), "mkl.folds = 1 must be >= 2");
+  EXPECT_EQ(o.Validate().message(), "options.folds = 1 must be >= 2");
+  o = {};
+  o.c = -3;
+  EXPECT_EQ(o.Validate("mkl").message(), "mkl.c = -3 must be finite and > 0");
+  // kOnk: the ONK options sit under the same path, as the onk family's message spells them.
+  o = {};
+  o.method = ClassifierMethod::kOnk;
+  o.onk.rho = 0;
+  EXPECT_EQ(o.Validate("onk").message(), "onk.rho = 0 must be finite and > 0");
+  o.onk.rho = 100;
+  o.sigma_k = 0;
+  EXPECT_EQ(o.Validate("onk").message(), "onk.sigma_k = 0 must be >= 1");
+}
+
 TEST(ClassifierTrainingTest, RejectsBadOptionsAndLabels) {
   const Dataset iris = Iris();
   ClassifierTrainingOptions o;

@@ -417,6 +417,20 @@ TEST(Onk, HonoursCancellationAndRejectsBadInput) {
   EXPECT_FALSE(ParseOnkMethod("newton").ok());
 }
 
+TEST(Onk, ValidateNamesTheFieldUnderThePath) {
+  OnkOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.rho = -1;
+  EXPECT_EQ(o.Validate().message(), "onk.rho = -1 must be finite and > 0");
+  EXPECT_EQ(o.Validate("job.onk").message(), "job.onk.rho = -1 must be finite and > 0");
+  o.rho = 100;
+  o.tolerance = 1;
+  EXPECT_EQ(o.Validate("onk").message(), "onk.tolerance = 1 must be in (0, 1)");
+  o.tolerance = 1e-6;
+  o.max_iterations = 0;
+  EXPECT_EQ(o.Validate("onk").message(), "onk.max_iterations = 0 must be >= 1");
+}
+
 TEST(Svm, DualSolutionSatisfiesKkt) {
   const OnkData d = IonosphereKernel(120, 2);
   SvmOptions opt;

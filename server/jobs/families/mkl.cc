@@ -1,8 +1,6 @@
 // mkl: multiple kernel learning — KTA, SVM-MKL, two-layer, infinite and
 // unsupervised MKL (core/mkl), options kls.v1.MklOptions; stores the
 // classifier attachment.
-#include <cmath>
-
 #include "server/jobs/families/classifier_family.h"
 #include "server/jobs/families/family_util.h"
 
@@ -27,7 +25,7 @@ class MklFamily : public families::ClassifierFamily<kls::v1::MklOptions> {
     }
     KLS_RETURN_IF_ERROR(families::CopySharedOptions(p, name(), &o));
     if (p.has_single_features()) o.single_features = p.single_features();
-    KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
+    KLS_RETURN_IF_ERROR(o.Validate(name()));
     return o;
   }
 };

@@ -1,7 +1,5 @@
 // onk: the optimal neighborhood kernel classifier (core/mkl/onk.h), options
 // kls.v1.OnkOptions; stores the classifier attachment.
-#include <cmath>
-
 #include "server/jobs/families/classifier_family.h"
 #include "server/jobs/families/family_util.h"
 
@@ -25,7 +23,7 @@ class OnkFamily : public families::ClassifierFamily<kls::v1::OnkOptions> {
     if (p.has_tolerance()) o.onk.tolerance = p.tolerance();
     if (p.has_max_iterations()) o.onk.max_iterations = p.max_iterations();
     if (p.has_sigma_k()) o.sigma_k = p.sigma_k();
-    KLS_RETURN_IF_ERROR(families::Prefixed(o.Validate(), name()));
+    KLS_RETURN_IF_ERROR(o.Validate(name()));
     return o;
   }
 };
