@@ -14,7 +14,6 @@
 namespace kls {
 namespace {
 
-constexpr int kDefaultSweeps = 1000;
 constexpr int kPercentileSample = 100000;
 // Projections between two cancellation/deadline checks inside a sweep.
 constexpr int kProjectionsPerCheck = 1 << 16;
@@ -54,7 +53,6 @@ StatusOr<Eigen::MatrixXd> PriorMetric(const ItmlOptions& options, int d) {
                                 std::to_string(options.prior.cols()) + "; must be " + std::to_string(d) + " x " +
                                 std::to_string(d) + " (the number of features)");
   }
-  if (!options.prior.allFinite()) return InvalidArgumentError("itml.prior contains NaN or infinite values");
   const double asym = (options.prior - options.prior.transpose()).cwiseAbs().maxCoeff();
   if (asym > 1e-10 * std::max(1.0, options.prior.cwiseAbs().maxCoeff())) {
     return InvalidArgumentError("itml.prior is not symmetric (max |M0 - M0^T| = " + FormatNumber(asym) + ")");
@@ -90,7 +88,9 @@ int UsedPairs(const Eigen::MatrixXd& x, const PairwiseConstraints& constraints, 
 // The bounds left at 0 in the options (paper §5: 5th / 95th percentiles of
 // the distances, over a seeded sample of at most kPercentileSample of them).
 void DefaultBounds(const ItmlOptions& options, const std::vector<double>& d0, double* lower, double* upper) {
-  if ((*lower == 0.0 || *upper == 0.0) && !d0.empty()) {
+  *lower = options.lower.value_or(0.0);
+  *upper = options.upper.value_or(0.0);
+  if ((!options.lower || !options.upper) && !d0.empty()) {
     std::vector<double> sample;
     if (static_cast<int>(d0.size()) <= kPercentileSample) {
       sample = d0;
@@ -100,8 +100,8 @@ void DefaultBounds(const ItmlOptions& options, const std::vector<double>& d0, do
       sample.reserve(kPercentileSample);
       for (int s = 0; s < kPercentileSample; ++s) sample.push_back(d0[pick(rng)]);
     }
-    if (*lower == 0.0) *lower = Quantile(sample, 0.05);
-    if (*upper == 0.0) *upper = Quantile(sample, 0.95);
+    if (!options.lower) *lower = Quantile(sample, 0.05);
+    if (!options.upper) *upper = Quantile(sample, 0.95);
   }
 }
 
@@ -208,7 +208,7 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
   result.skipped_pairs += UsedPairs(x, constraints, m0, &used, &d0);
 
   // The bounds (paper §5: 5th / 95th percentiles of the distances).
-  double lower = options.lower, upper = options.upper;
+  double lower = 0.0, upper = 0.0;
   DefaultBounds(options, d0, &lower, &upper);
   result.lower = lower;
   result.upper = upper;
@@ -221,7 +221,7 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
   Eigen::VectorXd& lambda = result.lambda;
   Eigen::MatrixXd mm = m0;
 
-  const int max_sweeps = options.max_iterations > 0 ? options.max_iterations : kDefaultSweeps;
+  const int max_sweeps = options.max_iterations;
   const double gamma = options.gamma;
   result.stats.setup_seconds = setup_clock.Seconds();
   Stopwatch solve_clock;
@@ -292,17 +292,16 @@ Status ItmlOptions::Validate(std::string_view path) const {
   if (!(gamma > 0.0) || !std::isfinite(gamma)) {
     return InvalidArgumentError(p + ".gamma = " + FormatNumber(gamma) + " must be positive and finite");
   }
-  if (!(lower >= 0.0) || !std::isfinite(lower)) {
-    return InvalidArgumentError(p + ".lower = " + FormatNumber(lower) +
-                                " must be finite and >= 0 (0 = the 5th percentile of the pairs' distances)");
+  if (lower && (!(*lower > 0.0) || !std::isfinite(*lower))) {
+    return InvalidArgumentError(p + ".lower = " + FormatNumber(*lower) +
+                                " must be finite and > 0 (unset = the 5th percentile of the pairs' distances)");
   }
-  if (!(upper >= 0.0) || !std::isfinite(upper)) {
-    return InvalidArgumentError(p + ".upper = " + FormatNumber(upper) +
-                                " must be finite and >= 0 (0 = the 95th percentile of the pairs' distances)");
+  if (upper && (!(*upper > 0.0) || !std::isfinite(*upper))) {
+    return InvalidArgumentError(p + ".upper = " + FormatNumber(*upper) +
+                                " must be finite and > 0 (unset = the 95th percentile of the pairs' distances)");
   }
-  if (max_iterations < 0) {
-    return InvalidArgumentError(p + ".max_iterations = " + std::to_string(max_iterations) +
-                                " must be >= 0 (0 = " + std::to_string(kDefaultSweeps) + ")");
+  if (max_iterations < 1) {
+    return InvalidArgumentError(p + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance > 0.0) || !std::isfinite(tolerance)) {
     return InvalidArgumentError(p + ".tolerance = " + FormatNumber(tolerance) + " must be finite and > 0");
@@ -310,6 +309,12 @@ Status ItmlOptions::Validate(std::string_view path) const {
   if (num_threads < 0 || num_threads > kMaxSolverThreads) {
     return InvalidArgumentError(p + ".num_threads = " + std::to_string(num_threads) + " must be in [0, " +
                                 std::to_string(kMaxSolverThreads) + "] (0 = all hardware threads)");
+  }
+  for (Eigen::Index k = 0; k < prior.size(); ++k) {  // row-major k, as the service's repeated field
+    const double v = prior(k / prior.cols(), k % prior.cols());
+    if (!std::isfinite(v)) {
+      return InvalidArgumentError(p + ".prior[" + std::to_string(k) + "] = " + FormatNumber(v) + " is not finite");
+    }
   }
   return OkStatus();
 }

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,14 +52,15 @@ inline constexpr int kItmlMaxDimension = 2000;
 struct ItmlOptions {
   /// Slack trade-off γ > 0 (paper (4.3), Algorithm 1): large γ = hard constraints.
   double gamma = 1.0;
-  /// Must-link (similar-pair) distance bound, > 0; 0 = the 5th percentile of
-  /// d_{M0}(x_i, x_j) over the constrained pairs (a seeded sample of 100,000
-  /// when there are more; paper §5).
-  double lower = 0.0;
-  /// Cannot-link (dissimilar-pair) distance bound; 0 = the 95th percentile.
-  double upper = 0.0;
-  /// Sweeps over the constraints; 0 = default (1000).
-  int max_iterations = 0;
+  /// Must-link (similar-pair) distance bound, finite and > 0; unset = the 5th
+  /// percentile of d_{M0}(x_i, x_j) over the constrained pairs (a seeded
+  /// sample of 100,000 when there are more; paper §5).
+  std::optional<double> lower;
+  /// Cannot-link (dissimilar-pair) distance bound, finite and > 0; unset = the
+  /// 95th percentile.
+  std::optional<double> upper;
+  /// Sweeps over the constraints, >= 1.
+  int max_iterations = 1000;
   /// Stop when the relative change of λ over a sweep, ‖Δλ‖₁ / ‖λ‖₁, is below it.
   double tolerance = 1e-3;
   /// Seeds the percentile sample (the sweep order is the constraints' order).
@@ -68,7 +70,10 @@ struct ItmlOptions {
   /// M0 (d × d, symmetric positive definite); empty = identity.
   Eigen::MatrixXd prior;
 
-  /// Errors name the field: "<path>.gamma = -1 must be positive and finite".
+  /// Errors name the field: "<path>.gamma = -1 must be positive and finite",
+  /// "<path>.lower = 0 must be finite and > 0 (unset = …)", "<path>.prior[k] =
+  /// nan is not finite" (k row-major). Checks every option on its own; the
+  /// prior's shape is checked against the features by SolveItml.
   Status Validate(std::string_view path = "itml") const;
 };
 

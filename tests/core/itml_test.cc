@@ -301,6 +301,26 @@ TEST(Itml, ValidateNamesTheField) {
   o.num_threads = -3;
   EXPECT_THAT(o.Validate().message(), HasSubstr("itml.num_threads = -3"));
   EXPECT_TRUE(ItmlOptions{}.Validate().ok());
+  // Unset bounds are the percentiles; a set bound must be > 0 (0 is not "unset").
+  o = ItmlOptions{};
+  o.lower = 0;
+  EXPECT_EQ(o.Validate().message(),
+            "itml.lower = 0 must be finite and > 0 (unset = the 5th percentile of the pairs' distances)");
+  o = ItmlOptions{};
+  o.upper = 0;
+  EXPECT_EQ(o.Validate("job.itml").message(),
+            "job.itml.upper = 0 must be finite and > 0 (unset = the 95th percentile of the pairs' distances)");
+  o = ItmlOptions{};
+  o.max_iterations = 0;
+  EXPECT_EQ(o.Validate().message(), "itml.max_iterations = 0 must be >= 1");
+  // The prior's entries by their row-major index, as the service's repeated field.
+  o = ItmlOptions{};
+  o.prior = Eigen::MatrixXd::Identity(2, 2);
+  o.prior(1, 0) = NAN;
+  EXPECT_EQ(o.Validate().message(), "itml.prior[2] = nan is not finite");
+  o.prior = Eigen::RowVectorXd::Ones(4);
+  o.prior(0, 3) = INFINITY;
+  EXPECT_EQ(o.Validate("itml").message(), "itml.prior[3] = inf is not finite");
 
   // Errors from SolveItml itself.
   const Labeled d = TwoClasses(10, 1.0, 0.2, 1, 1.0, 17);

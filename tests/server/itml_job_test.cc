@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -150,6 +151,20 @@ TEST_F(ItmlJobTest, BadOptionsAndDataSetsWithoutPairsAreRejected) {
   job = client_->SubmitJob(r);
   ASSERT_FALSE(job.ok());
   EXPECT_THAT(job.status().message(), HasSubstr("itml.lower = 0 must be finite and > 0"));
+
+  o.Clear();  // the core options' Validate names every field the client wrote
+  o.set_max_iterations(0);
+  r.mutable_family_options()->PackFrom(o);
+  job = client_->SubmitJob(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(), HasSubstr("itml.max_iterations = 0 must be >= 1"));
+  o.Clear();
+  for (double v : {1.0, 0.0, std::nan(""), 1.0}) o.add_prior(v);
+  r.mutable_family_options()->PackFrom(o);
+  job = client_->SubmitJob(r);
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("itml.prior[2] = nan is not finite"));
 
   job = client_->SubmitJob(ItmlRequest(id, 1.0));
   ASSERT_FALSE(job.ok());

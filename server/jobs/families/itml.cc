@@ -4,9 +4,7 @@
 // graph): it reads the data set's (scaled) feature rows and its pairwise
 // constraints directly. The kernel is K = X M Xᵀ stored as V = X L (M = L Lᵀ),
 // with L attached as "linear_map", so feature queries are exact: x ↦ x L.
-#include <cmath>
 #include <string>
-#include <vector>
 
 #include "core/metric/itml.h"
 #include "core/serving/kernel_servable.h"
@@ -19,14 +17,10 @@ namespace {
 
 using families::Num;
 
-/// The core options and the prior as the client sent it (d × d row-major;
-/// its shape is checked against the data set).
-struct ItmlJobOptions {
-  ItmlOptions core;
-  std::vector<double> prior;
-};
-
-class ItmlFamily : public TypedFamily<kls::v1::ItmlOptions, ItmlJobOptions> {
+/// The job's options are the core's, except that `prior` holds the client's
+/// d·d values as one row (the wire's row-major order) until RunTyped knows d
+/// and shapes it d × d; CheckDataset checks the count against the data set.
+class ItmlFamily : public TypedFamily<kls::v1::ItmlOptions, ItmlOptions> {
  public:
   ItmlFamily() : TypedFamily("itml", [] {
     Traits t;
@@ -35,7 +29,7 @@ class ItmlFamily : public TypedFamily<kls::v1::ItmlOptions, ItmlJobOptions> {
   }()) {}
 
   Status CheckDataset(const JobSpec& spec, const store::DatasetRecord& d, store::Store*) const override {
-    const ItmlJobOptions& o = spec.Options<ItmlJobOptions>();
+    const ItmlOptions& o = spec.Options<ItmlOptions>();
     if (d.num_constraints == 0) {
       return FailedPreconditionError("data set \"" + d.id + "\" has no pairwise constraints; itml learns from "
                                      "must-link / cannot-link pairs, upload some first");
@@ -45,7 +39,7 @@ class ItmlFamily : public TypedFamily<kls::v1::ItmlOptions, ItmlJobOptions> {
                                      " features; itml learns a dense d x d metric at O(d^2) per constraint "
                                      "projection and takes at most " + std::to_string(kItmlMaxDimension));
     }
-    if (!o.prior.empty() && static_cast<int64_t>(o.prior.size()) != d.dim * d.dim) {
+    if (o.prior.size() > 0 && static_cast<int64_t>(o.prior.size()) != d.dim * d.dim) {
       return InvalidArgumentError("itml.prior has " + std::to_string(o.prior.size()) + " values; data set \"" + d.id +
                                   "\" has " + std::to_string(d.dim) + " features, so M0 needs " +
                                   std::to_string(d.dim * d.dim) + " (d x d, row-major)");
@@ -54,47 +48,25 @@ class ItmlFamily : public TypedFamily<kls::v1::ItmlOptions, ItmlJobOptions> {
   }
 
  protected:
-  StatusOr<ItmlJobOptions> Convert(const kls::v1::ItmlOptions& p, const JobSpec&) const override {
-    ItmlJobOptions o;
-    if (p.has_gamma()) o.core.gamma = p.gamma();
-    if (p.has_lower()) {
-      if (!(p.lower() > 0) || !std::isfinite(p.lower())) {
-        return InvalidArgumentError("itml.lower = " + Num(p.lower()) +
-                                    " must be finite and > 0 (unset = the 5th percentile of the pairs' distances)");
-      }
-      o.core.lower = p.lower();
-    }
-    if (p.has_upper()) {
-      if (!(p.upper() > 0) || !std::isfinite(p.upper())) {
-        return InvalidArgumentError("itml.upper = " + Num(p.upper()) +
-                                    " must be finite and > 0 (unset = the 95th percentile of the pairs' distances)");
-      }
-      o.core.upper = p.upper();
-    }
-    if (p.has_max_iterations()) {
-      if (p.max_iterations() < 1) {
-        return InvalidArgumentError("itml.max_iterations = " + std::to_string(p.max_iterations()) + " must be >= 1");
-      }
-      o.core.max_iterations = p.max_iterations();
-    }
-    if (p.has_tolerance()) o.core.tolerance = p.tolerance();
-    if (p.has_seed()) o.core.seed = p.seed();
-    o.prior.assign(p.prior().begin(), p.prior().end());
-    for (size_t k = 0; k < o.prior.size(); ++k) {
-      if (!std::isfinite(o.prior[k])) {
-        return InvalidArgumentError("itml.prior[" + std::to_string(k) + "] = " + Num(o.prior[k]) + " is not finite");
-      }
-    }
-    KLS_RETURN_IF_ERROR(o.core.Validate(name()));
+  StatusOr<ItmlOptions> Convert(const kls::v1::ItmlOptions& p, const JobSpec&) const override {
+    ItmlOptions o;
+    if (p.has_gamma()) o.gamma = p.gamma();
+    if (p.has_lower()) o.lower = p.lower();
+    if (p.has_upper()) o.upper = p.upper();
+    if (p.has_max_iterations()) o.max_iterations = p.max_iterations();
+    if (p.has_tolerance()) o.tolerance = p.tolerance();
+    if (p.has_seed()) o.seed = p.seed();
+    if (p.prior_size() > 0) o.prior = Eigen::Map<const Eigen::RowVectorXd>(p.prior().data(), p.prior_size());
+    KLS_RETURN_IF_ERROR(o.Validate(name()));
     return o;
   }
 
-  StatusOr<JobOutput> RunTyped(const ItmlJobOptions& o, const JobSpec&, const store::StoredDataset& data,
+  StatusOr<JobOutput> RunTyped(const ItmlOptions& o, const JobSpec&, const store::StoredDataset& data,
                                store::Store*, const SolveControl& control) const override {
     const Eigen::MatrixXd& x = data.data.features;
     const int d = static_cast<int>(x.cols());
-    ItmlOptions core = o.core;
-    if (!o.prior.empty()) {
+    ItmlOptions core = o;
+    if (o.prior.size() > 0) {  // the client's row, shaped d × d
       if (static_cast<int64_t>(o.prior.size()) != static_cast<int64_t>(d) * d) {
         return InvalidArgumentError("itml.prior has " + std::to_string(o.prior.size()) + " values; the data set has " +
                                     std::to_string(d) + " features, so M0 needs " + std::to_string(d * d));
