@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace kls::server::families {
 
@@ -19,13 +20,9 @@ Status CheckEnum(bool valid, const std::string& field, int value, const char* al
 
 Status Prefixed(const Status& s, const std::string& family) {
   if (s.ok()) return s;
+  const std::string_view prefix = "options.";
   std::string msg = s.message();
-  for (const std::string prefix : {"options.", "onk.onk ", "onk ", "onk."}) {
-    if (msg.compare(0, prefix.size(), prefix) == 0) {
-      msg = msg.substr(prefix.size());
-      break;
-    }
-  }
+  if (msg.compare(0, prefix.size(), prefix) == 0) msg.erase(0, prefix.size());
   return Status(s.code(), family + "." + msg);
 }
 

@@ -26,9 +26,10 @@ Status CheckEnum(bool valid, const std::string& field, int value, const char* al
 
 /// Names a core validator's field the way the client wrote it, for the
 /// validators that do not take a field path yet (qsdp's solver and graph
-/// problems, the embeddings, the classifier, social strength): they say
-/// "options.x = …" (or "onk …"); the client wrote "<family>.x". The NPKL and
-/// NPK ranking options take the path (`Validate(name())`) and need no rewriting.
+/// problems, the embeddings): they say "options.x = …"; the client wrote
+/// "<family>.x". The NPKL, NPK ranking, classifier (onk, mkl), social
+/// strength and ITML options take the path (`Validate(name())`) and need no
+/// rewriting.
 Status Prefixed(const Status& s, const std::string& family);
 
 /// The proto Loss → core; LOSS_UNSPECIFIED (or an unknown value) is `fallback`.
