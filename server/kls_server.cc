@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/queries_service.h"
 #include "server/rpc_observer.h"
+#include "server/service_registry.h"
 
 #ifndef KLS_VERSION
 #define KLS_VERSION "unknown"
@@ -236,6 +237,8 @@ Status KlsServer::StartGrpcServer(const std::shared_ptr<grpc::ServerCredentials>
   if (config_.ServesQueries()) {
     builder.RegisterService(kernels_service_.get());
     builder.RegisterService(queries_service_.get());
+    // Services that files outside server/ register (service_registry.h), over the same cache.
+    ServiceRegistry::Global().AddTo(&builder, ServiceDeps{kernel_cache_.get()});
   }
 
   server_ = builder.BuildAndStart();
