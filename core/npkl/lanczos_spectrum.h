@@ -21,8 +21,10 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <string>
 
+#include "core/common/lanczos_retry.h"
 #include "core/common/status.h"
 #include "core/npkl/positive_spectrum.h"
 
@@ -79,40 +81,32 @@ StatusOr<PositiveSpectrum> LanczosPositiveSpectrum(const Op& a, const SpectrumOp
   SpectraView<Op> view(a);
   while (true) {
     if (2 * nev >= n) return dense(matvecs, runs);
-    bool converged = false;
-    for (int attempt = 0; attempt < 2 && !converged; ++attempt) {
-      const int base_ncv = std::max(2 * nev + 1, nev + 20);
-      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
+    std::optional<PositiveSpectrum> found;
+    const bool converged = LanczosWithRetry(n, nev, /*margin=*/20, [&](int ncv) {
       Spectra::SymEigsSolver<SpectraView<Op>> eigs(view, nev, ncv);
       if (use_warm) {
         eigs.init(warm_start->data());
       } else {
         eigs.init();  // Spectra's fixed-seed start vector: deterministic
       }
-      try {
-        eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
-                     Spectra::SortRule::LargestAlge);
-      } catch (const std::exception&) {
-        ++runs;
-        continue;
-      }
       ++runs;
-      matvecs += eigs.num_operations();
-      if (eigs.info() != Spectra::CompInfo::Successful) continue;
+      if (!ComputeEigenpairs(eigs, nev, Spectra::SortRule::LargestAlge, options.lanczos_max_restarts,
+                             options.lanczos_tolerance, Spectra::SortRule::LargestAlge, &matvecs)) {
+        return false;
+      }
       const Eigen::VectorXd values = eigs.eigenvalues();
-      const Eigen::MatrixXd vectors = eigs.eigenvectors();
-      if (values.size() != nev || !values.allFinite() || !vectors.allFinite()) continue;
-      converged = true;
       const double floor = std::max(options.positive_threshold, relative_floor * std::abs(values.maxCoeff()));
-      if (values.minCoeff() > floor) break;  // every computed eigenvalue is positive: maybe more; grow r
+      if (values.minCoeff() > floor) return true;  // every computed eigenvalue is positive: maybe more; grow r
       PositiveSpectrum out;
-      KeepAbove(values, vectors, options.positive_threshold, &out);
+      KeepAbove(values, eigs.eigenvectors(), options.positive_threshold, &out);
       out.used_dense = false;
       out.lanczos_runs = runs;
       out.final_rank_requested = nev;
       out.matrix_vector_products = matvecs;
-      return out;
-    }
+      found = std::move(out);
+      return true;
+    });
+    if (found) return *std::move(found);
     if (!converged) return dense(matvecs, runs);
     nev *= 2;
   }

@@ -272,17 +272,18 @@ StatusOr<Eigen::MatrixXd> TopEigenvectors(const DualMatrix& a, int r, const Spec
   }
   if (n > options.dense_threshold && 2 * r < n) {
     SpectraView<DualMatrix> view(a);
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const int base_ncv = std::max(2 * r + 1, r + 20);
-      const int ncv = std::min(n, attempt == 0 ? base_ncv : 2 * base_ncv);
+    Eigen::MatrixXd vectors;
+    const bool found = LanczosWithRetry(n, r, /*margin=*/20, [&](int ncv) {
       Spectra::SymEigsSolver<SpectraView<DualMatrix>> eigs(view, r, ncv);
       eigs.init();
-      eigs.compute(Spectra::SortRule::LargestAlge, options.lanczos_max_restarts, options.lanczos_tolerance,
-                   Spectra::SortRule::LargestAlge);
-      if (eigs.info() != Spectra::CompInfo::Successful) continue;
-      Eigen::MatrixXd vectors = eigs.eigenvectors();
-      if (vectors.cols() == r && vectors.allFinite()) return vectors;
-    }
+      if (!ComputeEigenpairs(eigs, r, Spectra::SortRule::LargestAlge, options.lanczos_max_restarts,
+                             options.lanczos_tolerance, Spectra::SortRule::LargestAlge)) {
+        return false;
+      }
+      vectors = eigs.eigenvectors();
+      return true;
+    });
+    if (found) return vectors;
   }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(a.ToDense());
   if (eig.info() != Eigen::Success) return InternalError("dense symmetric eigensolver did not converge");

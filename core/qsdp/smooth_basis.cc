@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common/lanczos_retry.h"
+
 namespace kls {
 
 Status SmoothBasisOptions::Validate() const {
@@ -85,21 +87,16 @@ StatusOr<SmoothBasis> SmoothestEigenvectors(const Eigen::SparseMatrix<double>& l
       const double max_diag = laplacian.diagonal().cwiseAbs().maxCoeff();
       const double sigma = -options.relative_shift * std::max(max_diag, 1e-300);
       Spectra::SparseSymShiftSolve<double> op(laplacian);
-      for (int attempt = 0; attempt < 2 && !done; ++attempt) {
-        const int base = std::max(2 * nev + 1, nev + 20);
-        const int ncv = std::min(n, attempt == 0 ? base : 2 * base);
+      done = LanczosWithRetry(n, nev, /*margin=*/20, [&](int ncv) {
         Spectra::SymEigsShiftSolver<Spectra::SparseSymShiftSolve<double>> eigs(op, nev, ncv, sigma);
         eigs.init();
-        eigs.compute(Spectra::SortRule::LargestMagn, options.max_restarts, options.tolerance,
-                     Spectra::SortRule::SmallestAlge);
-        out.solves += eigs.num_operations();
-        if (eigs.info() != Spectra::CompInfo::Successful) continue;
-        const Eigen::VectorXd values = eigs.eigenvalues();
-        const Eigen::MatrixXd vectors = eigs.eigenvectors();
-        if (values.size() != nev || !values.allFinite() || !vectors.allFinite()) continue;
-        Select(values, vectors, m, skip, &out);
-        done = true;
-      }
+        long long solves = 0;
+        const bool ok = ComputeEigenpairs(eigs, nev, Spectra::SortRule::LargestMagn, options.max_restarts,
+                                          options.tolerance, Spectra::SortRule::SmallestAlge, &solves);
+        out.solves += solves;
+        if (ok) Select(eigs.eigenvalues(), eigs.eigenvectors(), m, skip, &out);
+        return ok;
+      });
     }
     if (!done) {
       Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig{Eigen::MatrixXd(laplacian)};
