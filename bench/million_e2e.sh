@@ -4,7 +4,7 @@
 #
 #   bench/million_e2e.sh [--n N] [--build DIR] [--work DIR] [--checkpoint-seconds S]
 #                        [--graph-search auto|exact|ivf|hnsw] [--kill-after-checkpoints C]
-#                        [--max-iterations I] [--tolerance T] [--no-sparse] [--keep]
+#                        [--max-iterations I] [--tolerance T] [--no-sparse] [--upload-only] [--keep]
 #
 # 1. Generates N rows (default 1,000,000) with bench/million_e2e_data.py: dense
 #    CSV, 32 features, 2 Gaussian classes, with 4 N random pairs (half
@@ -18,6 +18,7 @@
 #    each upload (/proc/PID/clear_refs) and read after it (VmHWM): the
 #    upload's own peak, next to the size of the feature matrix it stores
 #    (N x d doubles).
+#    With --upload-only the script stops here and prints the uploads' JSON.
 # 3. Submits a bcd_npkl square-loss job on the dense set (--graph-search auto:
 #    IVF above 50,000 points), waits for C "checkpoint at iteration" lines
 #    (default 2: the first comes after the first sweep, the next
@@ -45,6 +46,7 @@ kill_after=2
 max_iterations=""
 tolerance=""
 sparse=1
+upload_only=0
 keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --max-iterations) max_iterations=$2; shift 2 ;;
     --tolerance) tolerance=$2; shift 2 ;;
     --no-sparse) sparse=0; shift ;;
+    --upload-only) upload_only=1; shift ;;
     --keep) keep=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $1 (--help)" >&2; exit 2 ;;
@@ -145,6 +148,12 @@ if [ "$sparse" = 1 ]; then
   rm -f "$work/sparse.libsvm"
 fi
 rm -f "$work/dense.csv" "$work/dense.csv.pairs"
+if [ "$upload_only" = 1 ]; then
+  jq -cn --argjson n "$n" --argjson gen "$gen_seconds" \
+    --argjson up "{\"upload_seconds\":$up_s,\"peak_rss_mb\":$up_peak,\"rss_before_mb\":$up_before,\"matrix_mb\":$up_matrix,\"file_mb\":$up_file}" \
+    --argjson sparse "$sp_json" '{n: $n, data_seconds: $gen, upload_dense: $up, upload_sparse: $sparse}'
+  exit 0
+fi
 
 solver=()
 [ -z "$max_iterations" ] || solver+=(--max-iterations "$max_iterations")

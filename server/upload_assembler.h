@@ -17,7 +17,10 @@
 // Any violation is INVALID_ARGUMENT (RESOURCE_EXHAUSTED for the size limits).
 //
 // Memory: feature rows grow with the rows that arrive (capacity doubling), not
-// with the header's promise; allocation failure is RESOURCE_EXHAUSTED.
+// with the header's promise, until a 16th of the promised rows has arrived;
+// then the matrix takes its full size at once (peak 1.125 × the matrix rather
+// than up to 2 × for doubling to the end). Allocation failure is
+// RESOURCE_EXHAUSTED.
 //
 // No gRPC: the handler feeds messages; tests and the fuzz target
 // (tests/fuzz/fuzz_upload.cc) feed arbitrary ones. Not thread-safe: one

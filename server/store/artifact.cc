@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 namespace kls::store {
 namespace {
@@ -22,15 +23,19 @@ constexpr uint64_t kAlign = 64;
 
 uint64_t AlignUp(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-uint32_t Crc32(const uint8_t* data, uint64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+// The CRC-32 `crc` of earlier bytes extended by data[0, n).
+uLong Crc32Update(uLong crc, const uint8_t* data, uint64_t n) {
   while (n > 0) {
     const uInt chunk = static_cast<uInt>(std::min<uint64_t>(n, 1u << 30));
     crc = crc32(crc, data, chunk);
     data += chunk;
     n -= chunk;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
+}
+
+uint32_t Crc32(const uint8_t* data, uint64_t n) {
+  return static_cast<uint32_t>(Crc32Update(crc32(0L, Z_NULL, 0), data, n));
 }
 
 template <typename T>
@@ -106,12 +111,17 @@ Status ParseImage(const uint8_t* p, uint64_t size, const std::string& what,
   return OkStatus();
 }
 
-}  // namespace
-
-StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
-  // Header + table + aligned payloads in one buffer; the CRC covers all but the header.
-  uint64_t offset = AlignUp(kHeaderBytes + kEntryBytes * sections.size());
+// Where each section's payload starts (64-byte aligned, after the header and
+// table) and the file's total size; INVALID_ARGUMENT for a bad name or a size
+// that does not match the shape.
+struct Layout {
   std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+};
+
+StatusOr<Layout> Plan(const std::vector<SectionView>& sections) {
+  Layout layout;
+  uint64_t offset = AlignUp(kHeaderBytes + kEntryBytes * sections.size());
   for (const SectionView& s : sections) {
     if (s.name.empty() || s.name.size() >= kNameBytes) {
       return InvalidArgumentError("artifact section name \"" + s.name + "\" must have 1 to 47 bytes");
@@ -121,15 +131,21 @@ StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
                                   " bytes do not match " + std::to_string(s.rows) + " x " +
                                   std::to_string(s.cols));
     }
-    offsets.push_back(offset);
+    layout.offsets.push_back(offset);
     offset = AlignUp(offset + s.bytes);
   }
-  const uint64_t total = offset;
-  std::string out(total, '\0');
-  uint8_t* buf = reinterpret_cast<uint8_t*>(out.data());
+  layout.total = offset;
+  return layout;
+}
+
+// The header (CRC field 0) and section table, padded to the first payload
+// (to the end of the file when there is none).
+std::string Head(const std::vector<SectionView>& sections, const Layout& layout) {
+  std::string head(layout.offsets.empty() ? layout.total : layout.offsets[0], '\0');
+  uint8_t* buf = reinterpret_cast<uint8_t*>(head.data());
   std::memcpy(buf, kMagic, 8);
   Put<uint32_t>(buf, 8, static_cast<uint32_t>(sections.size()));
-  Put<uint64_t>(buf, 16, total - kHeaderBytes);
+  Put<uint64_t>(buf, 16, layout.total - kHeaderBytes);
   for (size_t k = 0; k < sections.size(); ++k) {
     const SectionView& s = sections[k];
     const uint64_t e = kHeaderBytes + kEntryBytes * k;
@@ -137,21 +153,24 @@ StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
     Put<uint32_t>(buf, e + 48, static_cast<uint32_t>(s.dtype));
     Put<uint64_t>(buf, e + 56, s.rows);
     Put<uint64_t>(buf, e + 64, s.cols);
-    Put<uint64_t>(buf, e + 72, offsets[k]);
+    Put<uint64_t>(buf, e + 72, layout.offsets[k]);
     Put<uint64_t>(buf, e + 80, s.bytes);
-    if (s.bytes) std::memcpy(buf + offsets[k], s.data, s.bytes);
   }
-  Put<uint32_t>(buf, 24, Crc32(buf + kHeaderBytes, total - kHeaderBytes));
-  return out;
+  return head;
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+// Writes a file of `size` bytes atomically: `write(fd, tmp)` fills the
+// temporary file, then fsync, rename into place and fsync of the directory.
+// RESOURCE_EXHAUSTED (DiskFull) before anything is written when the file
+// system has no room for it plus kMetadataHeadroomBytes.
+Status WriteFileAtomicallyWith(const std::string& path, uint64_t size,
+                               const std::function<Status(int fd, const std::string& tmp)>& write) {
   const std::string dir_of = std::filesystem::path(path).parent_path().string();
   struct statvfs fs;
   if (::statvfs(dir_of.empty() ? "." : dir_of.c_str(), &fs) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-    if (free_bytes < bytes.size() + kMetadataHeadroomBytes) {
-      return DiskFull(dir_of, "writing \"" + path + "\": " + std::to_string(bytes.size()) + " bytes would leave less than " +
+    if (free_bytes < size + kMetadataHeadroomBytes) {
+      return DiskFull(dir_of, "writing \"" + path + "\": " + std::to_string(size) + " bytes would leave less than " +
                                   std::to_string(kMetadataHeadroomBytes >> 20) + " MiB free for the metadata (" +
                                   std::to_string(free_bytes) + " bytes free)");
     }
@@ -159,7 +178,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return FileError("creating", tmp, errno);
-  Status st = WriteAll(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), tmp);
+  Status st = write(fd, tmp);
   if (st.ok() && ::fsync(fd) != 0) st = FileError("fsync", tmp, errno);
   ::close(fd);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -179,9 +198,55 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   return OkStatus();
 }
 
+}  // namespace
+
+StatusOr<std::string> EncodeArtifact(const std::vector<SectionView>& sections) {
+  // Header + table + aligned payloads in one buffer; the CRC covers all but the header.
+  KLS_ASSIGN_OR_RETURN(const Layout layout, Plan(sections));
+  std::string out = Head(sections, layout);
+  out.resize(layout.total, '\0');
+  uint8_t* buf = reinterpret_cast<uint8_t*>(out.data());
+  for (size_t k = 0; k < sections.size(); ++k) {
+    if (sections[k].bytes) std::memcpy(buf + layout.offsets[k], sections[k].data, sections[k].bytes);
+  }
+  Put<uint32_t>(buf, 24, Crc32(buf + kHeaderBytes, layout.total - kHeaderBytes));
+  return out;
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  return WriteFileAtomicallyWith(path, bytes.size(), [&](int fd, const std::string& tmp) {
+    return WriteAll(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), tmp);
+  });
+}
+
 Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections) {
-  KLS_ASSIGN_OR_RETURN(std::string bytes, EncodeArtifact(sections));
-  return WriteFileAtomically(path, bytes);
+  // Streamed: the payloads go from the caller's memory to the file, the CRC
+  // computed on the way and the header written last, so no image of the
+  // artifact is held in memory (a million-row data set is not copied).
+  KLS_ASSIGN_OR_RETURN(const Layout layout, Plan(sections));
+  std::string head = Head(sections, layout);
+  return WriteFileAtomicallyWith(path, layout.total, [&](int fd, const std::string& tmp) -> Status {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    auto body = [&](const void* data, uint64_t n) {
+      crc = Crc32Update(crc, static_cast<const uint8_t*>(data), n);
+      return WriteAll(fd, static_cast<const uint8_t*>(data), n, tmp);
+    };
+    KLS_RETURN_IF_ERROR(WriteAll(fd, reinterpret_cast<const uint8_t*>(head.data()), kHeaderBytes, tmp));
+    KLS_RETURN_IF_ERROR(body(head.data() + kHeaderBytes, head.size() - kHeaderBytes));
+    static constexpr uint8_t kZeros[kAlign] = {};
+    uint64_t at = head.size();
+    for (const SectionView& s : sections) {
+      KLS_RETURN_IF_ERROR(body(s.data, s.bytes));
+      at += s.bytes;
+      KLS_RETURN_IF_ERROR(body(kZeros, AlignUp(at) - at));
+      at = AlignUp(at);
+    }
+    Put<uint32_t>(reinterpret_cast<uint8_t*>(head.data()), 24, static_cast<uint32_t>(crc));
+    if (::pwrite(fd, head.data(), kHeaderBytes, 0) != static_cast<ssize_t>(kHeaderBytes)) {
+      return FileError("writing the header of", tmp, errno);
+    }
+    return OkStatus();
+  });
 }
 
 StatusOr<std::shared_ptr<MappedArtifact>> MappedArtifact::Open(const std::string& path) {

@@ -65,7 +65,9 @@ Status DiskFull(const std::string& dir, const std::string& what);
 /// directory) for ENOSPC / EDQUOT, else INTERNAL.
 Status FileError(const std::string& what, const std::string& path, int err);
 
-/// Writes `sections` atomically to `path`: EncodeArtifact + WriteFileAtomically.
+/// Writes `sections` atomically to `path`: the bytes of EncodeArtifact,
+/// streamed from the sections' memory to the file (the CRC computed on the
+/// way, the header written last), so no image is held in memory.
 Status WriteArtifact(const std::string& path, const std::vector<SectionView>& sections);
 
 /// A read-only, checksum-verified, memory-mapped artifact.

@@ -17,22 +17,35 @@ bool Fills(const MappedArtifact::Section& s, DType dtype, uint64_t element_bytes
 
 }  // namespace
 
-StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d) {
+namespace {
+
+// What a data set's sections point to besides the data set itself.
+struct DatasetScratch {
+  std::string keys;
+  std::vector<int32_t> pairs;
+  std::string social;
+};
+
+// The data set's sections (validated first); `scratch` holds the bytes of
+// those that are not laid out in the data set (keys, pairs, social).
+StatusOr<std::vector<SectionView>> DatasetSections(const StoredDataset& d, DatasetScratch* scratch) {
   KLS_RETURN_IF_ERROR(d.data.Validate());
   KLS_RETURN_IF_ERROR(d.constraints.Validate(d.data.num_points()));
   const uint64_t n = static_cast<uint64_t>(d.data.num_points());
+  std::string& keys = scratch->keys;
+  std::vector<int32_t>& pairs = scratch->pairs;
+  std::string& social = scratch->social;
   std::vector<SectionView> sections;
   sections.push_back({"features", DType::kFloat64, n, static_cast<uint64_t>(d.data.dim()), d.data.features.data(),
                       static_cast<uint64_t>(d.data.features.size()) * 8});
   if (d.data.has_labels()) {
     sections.push_back({"labels", DType::kInt32, n, 1, d.data.labels.data(), d.data.labels.size() * 4});
   }
-  std::string keys;
   if (!d.data.item_keys.empty()) {
     for (const auto& k : d.data.item_keys) keys.append(k).push_back('\0');
     sections.push_back({"item_keys", DType::kBytes, n, 1, keys.data(), keys.size()});
   }
-  std::vector<int32_t> pairs;
+  pairs.reserve(3 * d.constraints.pairs.size());
   for (const Pair& p : d.constraints.pairs) {
     pairs.push_back(p.i);
     pairs.push_back(p.j);
@@ -42,15 +55,16 @@ StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d) {
     sections.push_back({"constraints", DType::kInt32, static_cast<uint64_t>(d.constraints.size()), 3, pairs.data(),
                         pairs.size() * 4});
   }
-  std::string social;
   if (d.social) {
     social = SerializeCommunityRelations(*d.social);
     sections.push_back({"social", DType::kBytes, static_cast<uint64_t>(social.size()), 1, social.data(), social.size()});
   }
-  return EncodeArtifact(sections);
+  return sections;
 }
 
-StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const std::vector<Attachment>& attachments) {
+// The kernel's sections: the embedding, then one per attachment (names checked).
+StatusOr<std::vector<SectionView>> KernelSections(const LearnedKernel& kernel,
+                                                  const std::vector<Attachment>& attachments) {
   for (const auto& a : attachments) {
     if (a.name.empty() || a.name.size() > 40) {
       return InvalidArgumentError("attachment name \"" + a.name + "\" must have 1 to 40 bytes");
@@ -63,7 +77,32 @@ StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const st
     sections.push_back({kAttachmentSectionPrefix + a.name, DType::kBytes, static_cast<uint64_t>(a.bytes.size()), 1,
                         a.bytes.data(), static_cast<uint64_t>(a.bytes.size())});
   }
+  return sections;
+}
+
+}  // namespace
+
+StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d) {
+  DatasetScratch scratch;
+  KLS_ASSIGN_OR_RETURN(const std::vector<SectionView> sections, DatasetSections(d, &scratch));
   return EncodeArtifact(sections);
+}
+
+Status WriteDatasetArtifact(const std::string& path, const StoredDataset& d) {
+  DatasetScratch scratch;
+  KLS_ASSIGN_OR_RETURN(const std::vector<SectionView> sections, DatasetSections(d, &scratch));
+  return WriteArtifact(path, sections);
+}
+
+StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const std::vector<Attachment>& attachments) {
+  KLS_ASSIGN_OR_RETURN(const std::vector<SectionView> sections, KernelSections(kernel, attachments));
+  return EncodeArtifact(sections);
+}
+
+Status WriteKernelArtifact(const std::string& path, const LearnedKernel& kernel,
+                           const std::vector<Attachment>& attachments) {
+  KLS_ASSIGN_OR_RETURN(const std::vector<SectionView> sections, KernelSections(kernel, attachments));
+  return WriteArtifact(path, sections);
 }
 
 StatusOr<StoredDataset> DecodeDatasetArtifact(const MappedArtifact& a, const DatasetRecord& r) {

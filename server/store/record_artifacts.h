@@ -26,9 +26,15 @@ inline constexpr const char* kAttachmentSectionPrefix = "model:";
 
 /// Validates the data set (features, constraints) and encodes its artifact image.
 StatusOr<std::string> EncodeDatasetArtifact(const StoredDataset& d);
+/// The same artifact written atomically to `path` (WriteArtifact): streamed
+/// from the data set's memory to the file, without an image in memory.
+Status WriteDatasetArtifact(const std::string& path, const StoredDataset& d);
 
 /// Checks attachment names (1 to 40 bytes) and encodes the kernel's artifact image.
 StatusOr<std::string> EncodeKernelArtifact(const LearnedKernel& kernel, const std::vector<Attachment>& attachments);
+/// The same artifact written atomically to `path`, streamed (WriteArtifact).
+Status WriteKernelArtifact(const std::string& path, const LearnedKernel& kernel,
+                           const std::vector<Attachment>& attachments);
 
 /// The data set in a verified artifact; DATA_LOSS when a section is missing
 /// or does not match `record`'s shape.

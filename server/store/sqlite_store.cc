@@ -297,9 +297,8 @@ class SqliteStore final : public Store {
     r.num_classes = d.data.num_classes();
     r.num_constraints = d.constraints.size();
     r.created_unix_ms = NowMs();
-    KLS_ASSIGN_OR_RETURN(const std::string image, EncodeDatasetArtifact(d));
     const std::string artifact = r.id + ".art";
-    KLS_RETURN_IF_ERROR(WriteFileAtomically(ArtifactPath(artifact), image));
+    KLS_RETURN_IF_ERROR(WriteDatasetArtifact(ArtifactPath(artifact), d));
     TxLock lock(tx_mu_);
     Stmt s(db_, "INSERT INTO datasets VALUES (?,?,?,?,?,?,?,?)");
     s.Bind(1, r.id).Bind(2, r.name).Bind(3, r.num_points).Bind(4, r.dim).Bind(5, r.num_classes)
@@ -801,8 +800,7 @@ class SqliteStore final : public Store {
     r.created_unix_ms = NowMs();
     PreparedKernel out;
     out.artifact = NewId("k") + ".art";
-    KLS_ASSIGN_OR_RETURN(const std::string image, EncodeKernelArtifact(kernel, attachments));
-    KLS_RETURN_IF_ERROR(WriteFileAtomically(ArtifactPath(out.artifact), image));
+    KLS_RETURN_IF_ERROR(WriteKernelArtifact(ArtifactPath(out.artifact), kernel, attachments));
     out.record = std::move(r);
     return out;
   }

@@ -49,6 +49,34 @@ TEST(UploadAssemblerTest, AssemblesFeaturesAndConstraints) {
   EXPECT_EQ(upload.data().constraints.pairs[0].kind, PairKind::kCannotLink);
 }
 
+// The feature matrix grows with the rows that arrive, not with the header's
+// promise, until a 16th of the promise has arrived; then it takes its full
+// size at once (one copy of the rows so far, not a doubling to the end).
+TEST(UploadAssemblerTest, FeatureRowsTrustTheHeaderOnlyAfterASixteenthArrived) {
+  const UploadLimits limits;
+  UploadAssembler upload(limits);
+  const int64_t n = 1'000'000;
+  ASSERT_TRUE(upload.Add(UploadHeader(n, 2, 0)).ok());
+  auto rows = [&](int64_t first, int64_t count) {
+    kls::v1::UploadDatasetRequest m;
+    m.mutable_features()->set_first_row(first);
+    for (int64_t r = 0; r < count; ++r) {
+      m.mutable_features()->add_values(static_cast<double>(first + r));
+      m.mutable_features()->add_values(1.0);
+    }
+    return m;
+  };
+  ASSERT_TRUE(upload.Add(rows(0, 1)).ok());
+  EXPECT_EQ(upload.data().data.features.rows(), 1024);  // one row: no million-row matrix
+  ASSERT_TRUE(upload.Add(rows(1, 65'535)).ok());
+  EXPECT_EQ(upload.data().data.features.rows(), 65'536);  // doubling below n/8
+  ASSERT_TRUE(upload.Add(rows(65'536, 1)).ok());           // past n/16 rows: the full size
+  EXPECT_EQ(upload.data().data.features.rows(), n);
+  EXPECT_EQ(upload.data().data.features(65'536, 0), 65'536.0);
+  EXPECT_EQ(upload.data().data.features(777, 0), 777.0);  // the rows before, kept
+  EXPECT_EQ(upload.data().data.features(65'537, 1), 0.0);  // not yet sent: zero
+}
+
 TEST(UploadAssemblerTest, FirstErrorNamesTheFieldAndSticks) {
   const UploadLimits limits;
   UploadAssembler upload(limits);

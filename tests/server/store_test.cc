@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <thread>
@@ -385,6 +386,35 @@ TEST(Artifact, WriteIsAtomicAndSectionsRoundTrip) {
   EXPECT_EQ((*a)->Find("missing"), nullptr);
   EXPECT_THAT(WriteArtifact(path, {{"v", DType::kFloat64, 2, 3, v.data(), 40}}).message(), HasSubstr("do not match"));
   EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(::getpid())));
+}
+
+// WriteArtifact streams the sections to the file; the file is byte for byte
+// the image EncodeArtifact builds in memory (the one a networked store keeps).
+TEST(Artifact, StreamedFileEqualsTheEncodedImage) {
+  const std::string path = ::testing::TempDir() + "/streamed.art";
+  std::vector<double> big(10'000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = 0.5 * static_cast<double>(i) - 7.0;
+  std::vector<int32_t> odd = {1, 2, 3};  // 12 bytes: padded to the next 64
+  const std::string bytes("a\0bc\0", 5);
+  const std::vector<std::vector<SectionView>> cases = {
+      {},
+      {{"odd", DType::kInt32, 3, 1, odd.data(), 12}},
+      {{"big", DType::kFloat64, 100, 100, big.data(), 80'000},
+       {"keys", DType::kBytes, 2, 1, bytes.data(), bytes.size()},
+       {"odd", DType::kInt32, 1, 3, odd.data(), 12},
+       {"empty", DType::kFloat64, 0, 4, nullptr, 0}},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    ASSERT_TRUE(WriteArtifact(path, cases[c]).ok()) << c;
+    auto image = EncodeArtifact(cases[c]);
+    ASSERT_TRUE(image.ok()) << image.status();
+    std::ifstream in(path, std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(file.size(), image->size()) << c;
+    EXPECT_TRUE(file == *image) << "case " << c;
+    auto a = MappedArtifact::Open(path);  // the CRC the stream computed verifies
+    ASSERT_TRUE(a.ok()) << a.status();
+  }
 }
 
 }  // namespace
