@@ -28,9 +28,9 @@ QsdpResult AsQsdpResult(const Result& r) {
   QsdpResult q;
   q.y = r.y;
   q.objective = r.objective;
-  q.lower_bound = r.lower_bound;
-  q.relative_gap = r.relative_gap;
-  q.kkt_residual = r.kkt_residual;
+  q.certificate.lower_bound = r.certificate.lower_bound;
+  q.certificate.gap = r.certificate.gap;
+  q.certificate.kkt_residual = r.certificate.kkt_residual;
   q.rank = r.rank;
   q.stats = r.stats;
   return q;
@@ -115,7 +115,7 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
       if (!r.ok()) return Fail(r.status());
       out_ipm_iterations = r->ipm_iterations;
       for (const auto& rd : r->rounds)
-        rounds.push_back({{"dimension", rd.dimension}, {"ipm_iterations", rd.ipm_iterations}, {"gap", rd.relative_gap}, {"seconds", rd.seconds}});
+        rounds.push_back({{"dimension", rd.dimension}, {"ipm_iterations", rd.ipm_iterations}, {"gap", rd.gap}, {"seconds", rd.seconds}});
       result = AsQsdpResult(*r);
     }
     if (a->method == "ipm") {
@@ -138,9 +138,9 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
                           {"graph_edges", built->num_edges},
                           {"objective", result->objective},
                           {"paper_objective", built->sign * result->objective},
-                          {"lower_bound", result->lower_bound},
-                          {"gap", result->relative_gap},
-                          {"kkt_residual", result->kkt_residual},
+                          {"lower_bound", result->certificate.lower_bound},
+                          {"gap", result->certificate.gap},
+                          {"kkt_residual", result->certificate.kkt_residual},
                           {"seconds", seconds},
                           {"iterations", result->stats.iterations},
                           {"polishes", result->polishes},

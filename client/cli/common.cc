@@ -214,8 +214,19 @@ std::string ProgressText(const kls::v1::Progress& p) {
   return p.iteration() > 0 ? std::to_string(p.iteration()) : std::string("-");
 }
 
+json ProgressJson(const kls::v1::Progress& p) {
+  json out = {{"iteration", p.iteration()},
+              {"max_iterations", p.max_iterations()},
+              {"objective", p.objective()},
+              {"primal_residual", p.primal_residual()},
+              {"dual_residual", p.dual_residual()},
+              {"elapsed_seconds", p.elapsed_seconds()}};
+  if (p.has_gap()) out["gap"] = p.gap();
+  if (p.has_step()) out["step"] = p.step();
+  return out;
+}
+
 json JobJson(const kls::v1::Job& j) {
-  const kls::v1::Progress& p = j.progress();
   return {{"id", j.id()},
           {"dataset_id", j.dataset_id()},
           {"method", j.method()},
@@ -226,13 +237,7 @@ json JobJson(const kls::v1::Job& j) {
           {"kernel_name", j.kernel_name()},
           {"kernel_version", j.kernel_version()},
           {"termination", j.termination()},
-          {"progress",
-           {{"iteration", p.iteration()},
-            {"max_iterations", p.max_iterations()},
-            {"objective", p.objective()},
-            {"primal_residual", p.primal_residual()},
-            {"dual_residual", p.dual_residual()},
-            {"elapsed_seconds", p.elapsed_seconds()}}},
+          {"progress", ProgressJson(j.progress())},
           {"created_unix_ms", j.created_unix_ms()},
           {"started_unix_ms", j.started_unix_ms()},
           {"finished_unix_ms", j.finished_unix_ms()},
@@ -307,6 +312,7 @@ void ProgressBar::Update(const kls::v1::Job& job) {
     const double fraction = p.max_iterations() > 0 ? double(p.iteration()) / p.max_iterations() : 0.0;
     line << " " << Bar(fraction) << " " << ProgressText(p) << "  objective "
          << std::setprecision(4) << std::scientific << p.objective() << std::defaultfloat;
+    if (p.has_gap()) line << "  gap " << std::setprecision(2) << std::scientific << p.gap() << std::defaultfloat;
     if (p.iteration() > 0 && p.max_iterations() > p.iteration() && !IsTerminal(job.state())) {
       line << "  " << Eta(p.elapsed_seconds() / p.iteration() * (p.max_iterations() - p.iteration()));
     }
@@ -376,7 +382,8 @@ std::string JobText(const kls::v1::Job& j) {
        << (j.lost_attempts() > 0 ? ", " + std::to_string(j.lost_attempts()) + " lost in a row" : std::string())
        << (j.last_attempt_end().empty() ? std::string() : "; last ended " + j.last_attempt_end()) << ")\n"
        << "progress        " << ProgressText(j.progress()) << "  objective " << Fixed(j.progress().objective())
-       << "  " << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
+       << (j.progress().has_gap() ? "  gap " + Fixed(j.progress().gap(), 3) : std::string()) << "  "
+       << Fixed(j.progress().elapsed_seconds(), 3) << " s\n";
   if (j.state() == kls::v1::QUEUED && j.not_before_unix_ms() > 0) {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();

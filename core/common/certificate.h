@@ -28,9 +28,12 @@ struct Certificate {
   static Certificate FromGap(double gap, double tolerance) {
     Certificate c;
     c.gap = gap;
-    c.certified = std::isfinite(gap) && gap <= tolerance;
+    c.CheckAgainst(tolerance);
     return c;
   }
+  /// Sets `certified` from `gap` and the solver's tolerance: the one meaning
+  /// of "certified" (the gap is finite and at most the tolerance).
+  void CheckAgainst(double tolerance) { certified = std::isfinite(gap) && gap <= tolerance; }
 
   /// {"gap":…,"lower_bound":…,"kkt_residual":…,"certified":true}; members
   /// that are NaN are left out.

@@ -120,7 +120,7 @@ class IterationDriver {
 
   /// Records the row (its `seconds` set here) and reports it as one
   /// ProgressEvent {iteration, objective, primal_residual, dual_residual,
-  /// elapsed_seconds, max_iterations}.
+  /// gap, step, elapsed_seconds, max_iterations}: the row as Watch streams it.
   void Report(IterationRow row) {
     row.seconds = since_start_.Seconds();
     ProgressEvent event;
@@ -128,6 +128,8 @@ class IterationDriver {
     event.objective = row.objective;
     event.primal_residual = row.primal_residual;
     event.dual_residual = row.dual_residual;
+    event.gap = row.gap;
+    event.step = row.step;
     event.elapsed_seconds = row.seconds;
     event.max_iterations = max_iterations_;
     rows_.push_back(row);

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct ProgressEvent {
   double dual_residual = 0.0;   ///< solver-specific; 0 where not applicable
   double elapsed_seconds = 0.0; ///< wall time since the solver started
   int max_iterations = 0;       ///< for ETA estimates; 0 when unknown
+  /// The iterate's relative duality gap where the solver has one each
+  /// iteration (the Certificate's `gap` of that iterate); NaN otherwise.
+  double gap = std::numeric_limits<double>::quiet_NaN();
+  /// The step (line-search length, ‖Δ‖ of the iterate, …); NaN where none.
+  double step = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// A solver's resumable state: what it needs to continue where it stopped

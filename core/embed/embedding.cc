@@ -32,7 +32,7 @@ EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
   EmbeddingResult r;
   r.kernel = std::move(kernel);
   r.stats = std::move(inner.stats);
-  r.duality_gap = inner.duality_gap;
+  r.certificate = inner.certificate;
   r.stationarity = inner.stationarity;
   r.quasi_newton_iterations = inner.quasi_newton_iterations;
   r.newton_steps = inner.newton_steps;
@@ -172,7 +172,7 @@ std::string EncodeMve(uint64_t fingerprint, int iteration, const MveState& s, co
   w.Put<double>(k.stats.final_objective);
   w.Put<double>(k.primal);
   w.Put<double>(k.dual);
-  w.Put<double>(k.duality_gap);
+  w.Put<double>(k.certificate.gap);
   w.Put<double>(k.stationarity);
   w.Put<int32_t>(k.quasi_newton_iterations);
   w.Put<int32_t>(k.newton_steps);
@@ -226,7 +226,8 @@ Status DecodeMve(const Checkpoint& c, uint64_t fingerprint, int n, int d, int nu
   KLS_RETURN_IF_ERROR(in.Get(&k.stats.final_objective));
   KLS_RETURN_IF_ERROR(in.Get(&k.primal));
   KLS_RETURN_IF_ERROR(in.Get(&k.dual));
-  KLS_RETURN_IF_ERROR(in.Get(&k.duality_gap));
+  KLS_RETURN_IF_ERROR(in.Get(&k.certificate.gap));
+  k.certificate.lower_bound = k.dual;
   KLS_RETURN_IF_ERROR(in.Get(&k.stationarity));
   KLS_RETURN_IF_ERROR(in.Get(&qn));
   KLS_RETURN_IF_ERROR(in.Get(&newton));
@@ -436,6 +437,8 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   total.final_objective = have_kept ? s.kept_objective : (s.objective.empty() ? 0.0 : s.objective.back());
   KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(s.kept.v, n));
   EmbeddingResult result = MakeResult(std::move(s.kept), std::move(k));
+  // A kept solve decoded from a checkpoint carries its gap, not the verdict.
+  result.certificate = Certificate::FromGap(result.certificate.gap, options.inner.tolerance);
   result.stats = std::move(total);
   result.quasi_newton_iterations = s.quasi_newton;
   result.newton_steps = s.newton;

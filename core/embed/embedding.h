@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/embed/embedding_minimax.h"
@@ -97,7 +98,9 @@ struct MveStartComparison {
 struct EmbeddingResult {
   LearnedKernel kernel;          ///< K = V Vᵀ (centered)
   SolveStats stats;              ///< termination, iterations (all inner iterations), P history
-  double duality_gap = 0.0;      ///< certified relative gap of the last SimpleNPKL solve
+  /// The last inner solve's: gap = its relative duality gap (P − J)/max(1, |P|),
+  /// lower_bound = J, certified when the gap <= the inner tolerance.
+  Certificate certificate;
   double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS (MVE: all solves)
   int newton_steps = 0;          ///< Newton directions (inner.method = kNewton; MVE: all solves)

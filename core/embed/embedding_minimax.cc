@@ -278,6 +278,8 @@ struct Run {
     e.objective = x.primal;
     e.primal_residual = RelativeGap(x);
     e.dual_residual = step_inf;
+    e.gap = e.primal_residual;
+    e.step = step_inf;
     e.elapsed_seconds = watch.Seconds();
     e.max_iterations = options.max_iterations;
     control.Report(e);
@@ -835,7 +837,8 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   stats.solve_seconds = solve_watch.Seconds();
   result.primal = cur.primal;
   result.dual = cur.dual;
-  result.duality_gap = RelativeGap(cur);
+  result.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
+  result.certificate.lower_bound = cur.dual;
   result.stationarity =
       nd == 0 ? 0.0 : (cur.alpha - eval.Project(cur.alpha + cur.grad)).cwiseAbs().maxCoeff();
   result.slack_weight = options.c;

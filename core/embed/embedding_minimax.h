@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/common/byte_io.h"
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/embed/embedding_dual.h"
@@ -141,7 +142,8 @@ struct EmbeddingMinimaxResult {
   SolveStats stats;       ///< objective_history = P per iterate (element 0: the start)
   double primal = 0.0;    ///< P(K)
   double dual = 0.0;      ///< J(α)
-  double duality_gap = 0.0;   ///< (P − J) / max(1, |P|)
+  /// gap = (P − J) / max(1, |P|), lower_bound = J, certified when gap <= tolerance.
+  Certificate certificate;
   double stationarity = 0.0;  ///< ‖α − Π(α + ∇J(α))‖∞
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS
   int newton_steps = 0;             ///< kNewton: Newton directions computed

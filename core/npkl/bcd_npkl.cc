@@ -786,8 +786,9 @@ bool BcdRun::Stage() {
 StatusOr<NpklResult> BcdRun::Finish(int n, BcdNpklDiagnostics* diagnostics) {
   SolveStats& stats = result_.stats;
   diag_.final_rank = static_cast<int>(v_.rows());
-  result_.duality_gap =
-      diag_.certificate_checks > 0 ? diag_.relative_gap_bound : std::numeric_limits<double>::quiet_NaN();
+  result_.certificate = Certificate::FromGap(
+      diag_.certificate_checks > 0 ? diag_.gap : std::numeric_limits<double>::quiet_NaN(),
+      options_.certificate_tolerance);
   if (diagnostics != nullptr) *diagnostics = diag_;
   stats.final_objective = stats.objective_history.empty()
                               ? Objective(v_, reduced_.Quadratic(v_), cols_, options_.loss, options_.c)

@@ -77,7 +77,7 @@ FactorCertificate CertifyFactor(int n, const SymmetricApply& apply_s, const Eige
     m = 0.5 * (m + m.transpose()).eval();
     if (!DenseSmallestEigenpairs(m, nev, &out.eigenvalues, &out.eigenvectors).ok()) {
       out.min_eigenvalue = -std::numeric_limits<double>::infinity();  // nothing certified
-      out.relative_gap_bound = std::numeric_limits<double>::infinity();
+      out.gap = std::numeric_limits<double>::infinity();
       return out;
     }
     out.operations = n;
@@ -91,7 +91,7 @@ FactorCertificate CertifyFactor(int n, const SymmetricApply& apply_s, const Eige
     Eigen::VectorXd values = eigs.eigenvalues();
     if (values.size() == 0) {  // not converged: report what is known to be safe (nothing certified)
       out.min_eigenvalue = -std::numeric_limits<double>::infinity();
-      out.relative_gap_bound = std::numeric_limits<double>::infinity();
+      out.gap = std::numeric_limits<double>::infinity();
       return out;
     }
     out.eigenvalues = values;
@@ -99,7 +99,7 @@ FactorCertificate CertifyFactor(int n, const SymmetricApply& apply_s, const Eige
   }
   if (out.eigenvalues.size() > 0) out.min_eigenvalue = std::min(out.eigenvalues.minCoeff(), sigma);
   const double trace = v.squaredNorm();
-  out.relative_gap_bound = (std::abs(out.inner_product) + std::max(0.0, -out.min_eigenvalue) * trace) /
+  out.gap = (std::abs(out.inner_product) + std::max(0.0, -out.min_eigenvalue) * trace) /
                            std::max(std::abs(objective), options.objective_floor);
   return out;
 }
@@ -152,7 +152,7 @@ Eigen::MatrixXd PrepareWarmFactor(const Eigen::MatrixXd& v, const FactorCertify&
   double f = 0.0;
   FactorCertificate cert = certify(out, &f);
   const double trace = out.squaredNorm();
-  if (!(cert.relative_gap_bound > certificate_tolerance) || !(trace > 0.0)) return out;
+  if (!(cert.gap > certificate_tolerance) || !(trace > 0.0)) return out;
   const double significant = certificate_tolerance * std::max(std::abs(f), 1.0) / trace;
   for (int k = 0; k < cert.eigenvalues.size(); ++k) {
     if (!(cert.eigenvalues[k] < -significant)) cert.eigenvalues[k] = 0.0;  // not taken
@@ -183,8 +183,8 @@ void FactorDiagnostics::Record(const FactorCertificate& cert, double seconds, do
   min_eigenvalue = cert.min_eigenvalue;
   numerical_rank = cert.numerical_rank;
   inner_product = cert.inner_product;
-  relative_gap_bound = cert.relative_gap_bound;
-  certified = cert.relative_gap_bound <= certificate_tolerance;
+  gap = cert.gap;
+  certified = cert.gap <= certificate_tolerance;
 }
 
 void PutFactorDiagnostics(ByteWriter* w, const FactorDiagnostics& d) {
@@ -194,7 +194,7 @@ void PutFactorDiagnostics(ByteWriter* w, const FactorDiagnostics& d) {
   w->Put<int32_t>(d.certificate_checks);
   w->Put<double>(d.min_eigenvalue);
   w->Put<double>(d.inner_product);
-  w->Put<double>(d.relative_gap_bound);
+  w->Put<double>(d.gap);
   w->Put<uint8_t>(d.certified ? 1 : 0);
   w->Put<int64_t>(d.lanczos_operations);
   w->Put<double>(d.certificate_seconds);
@@ -210,7 +210,7 @@ Status GetFactorDiagnostics(ByteReader* in, FactorDiagnostics* d) {
   d->certificate_checks = checks;
   KLS_RETURN_IF_ERROR(in->Get(&d->min_eigenvalue));
   KLS_RETURN_IF_ERROR(in->Get(&d->inner_product));
-  KLS_RETURN_IF_ERROR(in->Get(&d->relative_gap_bound));
+  KLS_RETURN_IF_ERROR(in->Get(&d->gap));
   uint8_t certified = 0;
   KLS_RETURN_IF_ERROR(in->Get(&certified));
   d->certified = certified != 0;

@@ -41,7 +41,7 @@ using SymmetricApply = std::function<void(const double* x, double* y)>;
 struct FactorCertificate {
   double min_eigenvalue = 0.0;      ///< λ_min(S) on range(Vᵀ)^⊥ (capped at σ); −∞ if Lanczos failed
   double inner_product = 0.0;       ///< ⟨S, K⟩ = Σ_k v^kᵀ S v^k over the rows v^k of V
-  double relative_gap_bound = 0.0;  ///< (|⟨S, K⟩| + max(0, −λ_min)·tr K) / max(|f|, scale)
+  double gap = 0.0;                 ///< the relative gap bound (|⟨S, K⟩| + max(0, −λ_min)·tr K) / max(|f|, scale)
   Eigen::VectorXd eigenvalues;      ///< the computed smallest eigenvalues of M, ascending
   Eigen::MatrixXd eigenvectors;     ///< their unit eigenvectors (n × nev)
   long long operations = 0;         ///< applications of S (n on the dense path)
@@ -134,9 +134,9 @@ struct FactorDiagnostics {
   double min_eigenvalue = std::numeric_limits<double>::quiet_NaN();
   /// ⟨S, Z⟩ = tr(V S Vᵀ) at the last check (0 at a stationary point).
   double inner_product = std::numeric_limits<double>::quiet_NaN();
-  /// (|⟨S, Z⟩| + max(0, −λ_min)·tr(Z)) / |f| at the last check.
-  double relative_gap_bound = std::numeric_limits<double>::quiet_NaN();
-  bool certified = false;      ///< relative_gap_bound <= the solver's certificate tolerance
+  /// The relative gap bound (|⟨S, Z⟩| + max(0, −λ_min)·tr(Z)) / |f| at the last check.
+  double gap = std::numeric_limits<double>::quiet_NaN();
+  bool certified = false;      ///< gap <= the solver's certificate tolerance
   long long lanczos_operations = 0;
   double certificate_seconds = 0.0;
   std::vector<int> rank_history;  ///< r of each stage

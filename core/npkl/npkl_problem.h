@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/data/constraints.h"
@@ -47,8 +48,10 @@ struct NpklResult {
   SolveStats stats;
   double primal_residual = 0.0;  ///< solver-specific (e.g. ‖V − U‖ for KL-ADMM)
   double dual_residual = 0.0;    ///< solver-specific
-  /// Certified relative duality gap where the method has one; NaN otherwise.
-  double duality_gap = std::numeric_limits<double>::quiet_NaN();
+  /// The optimality certificate: `gap` is the certified relative duality gap
+  /// where the method has one (NaN otherwise), `certified` that it is within
+  /// the solver's tolerance.
+  Certificate certificate;
 };
 
 /// A warm start (issue 25, item 4): the n × r' factor F of an earlier kernel

@@ -1092,7 +1092,8 @@ StatusOr<NpklResult> SimpleRun::Finish() {
   stats.termination = termination_;
   stats.final_objective = cur_.primal;
   stats.solve_seconds = solve_watch_.Seconds();
-  result_.duality_gap = RelativeGap(cur_);
+  result_.certificate = Certificate::FromGap(RelativeGap(cur_), options_.tolerance);
+  result_.certificate.lower_bound = cur_.dual;
   result_.dual_residual = cur_.primal - cur_.dual;
   result_.primal_residual = linear_ || m_ == 0
                                 ? 0.0

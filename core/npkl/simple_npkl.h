@@ -223,7 +223,7 @@ struct SimpleNpklOptions {
   /// Dense eigensolver at or below this many points (>= 0); see positive_spectrum.h.
   int dense_threshold = 300;
   /// Spectra Lanczos relative tolerance (> 0); every certified gap (the
-  /// stopping test and the returned duality_gap) is computed at this one.
+  /// stopping test and the returned certificate.gap) is computed at this one.
   double lanczos_tolerance = 1e-10;
   /// Looser Lanczos tolerance for the early iterations (>= 0; 0 or anything
   /// <= lanczos_tolerance = always lanczos_tolerance). The solver switches to
@@ -280,7 +280,8 @@ struct SimpleNpklOptions {
 ///   stats             termination, iterations, objective_history (primal P per
 ///                     iteration; element 0 is the initial iterate), timings,
 ///                     final_objective = P(K);
-///   duality_gap       relative gap (P − J)/max(1, |P − P(0)|) at the returned K
+///   certificate       gap = the relative gap (P − J)/max(1, |P − P(0)|) at the
+///                     returned K, lower_bound = J, certified when gap <= tolerance
 ///                     (P(0) = objective at K = 0; see the file comment);
 ///   dual_residual     absolute gap P − J;
 ///   primal_residual   ‖α − Π(α + ∇J(α))‖∞, the stationarity residual of the

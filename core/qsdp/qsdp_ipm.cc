@@ -184,9 +184,9 @@ std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveSta
   w.PutVector(z);
   w.PutMatrix(best.y);
   w.Put<double>(best.objective);
-  w.Put<double>(best.lower_bound);
-  w.Put<double>(best.relative_gap);
-  w.Put<double>(best.kkt_residual);
+  w.Put<double>(best.certificate.lower_bound);
+  w.Put<double>(best.certificate.gap);
+  w.Put<double>(best.certificate.kkt_residual);
   w.Put<int32_t>(best.rank);
   w.Put<double>(best.mu);
   return w.Take();
@@ -207,9 +207,9 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   KLS_RETURN_IF_ERROR(in.GetVector(&s->z));
   KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best.y));
   KLS_RETURN_IF_ERROR(in.Get(&s->best.objective));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.lower_bound));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.relative_gap));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.kkt_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.kkt_residual));
   int32_t rank = 0;
   KLS_RETURN_IF_ERROR(in.Get(&rank));
   s->best.rank = rank;
@@ -448,31 +448,30 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     Stopwatch watch;
     QsdpResult cert;
     QsdpIpmResult best;
-    best.relative_gap = std::numeric_limits<double>::infinity();
+    best.certificate.gap = std::numeric_limits<double>::infinity();
     Termination why = Termination::kIterationLimit;
     int it = 0;
     auto certify = [&](const Eigen::VectorXd& yv, double mu) -> bool {
       const Eigen::MatrixXd yo = sys.Original(Smat(yv, m));
       EvaluateCertificate(problem, yo, options.rank_threshold, &cert);
       result.stats.objective_history.push_back(cert.objective);
-      if (cert.relative_gap < best.relative_gap || best.y.size() == 0) {
+      if (cert.certificate.gap < best.certificate.gap || best.y.size() == 0) {
         best.y = yo;
         best.objective = cert.objective;
-        best.lower_bound = cert.lower_bound;
-        best.relative_gap = cert.relative_gap;
-        best.kkt_residual = cert.kkt_residual;
+        best.certificate = cert.certificate;
         best.rank = cert.rank;
         best.mu = mu;
       }
       ProgressEvent ev;
       ev.iteration = it;
       ev.objective = cert.objective;
-      ev.primal_residual = cert.kkt_residual;
-      ev.dual_residual = cert.relative_gap;
+      ev.primal_residual = cert.certificate.kkt_residual;
+      ev.dual_residual = cert.certificate.gap;
+      ev.gap = cert.certificate.gap;
       ev.elapsed_seconds = watch.Seconds();
       ev.max_iterations = options.max_iterations;
       control.Report(ev);
-      return cert.relative_gap <= options.gap_tolerance;
+      return cert.certificate.gap <= options.gap_tolerance;
     };
     // The fingerprint costs O(K m + m²): only computed when checkpoints are used.
     const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
@@ -520,6 +519,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     best.stats.iterations = it;
     best.stats.final_objective = best.objective;
     best.stats.solve_seconds = watch.Seconds();
+    best.certificate.CheckAgainst(options.gap_tolerance);
     best.factor_seconds = factor_seconds;
     best.low_rank_newton = sys.low_rank;
     return best;

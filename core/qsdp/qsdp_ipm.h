@@ -48,6 +48,7 @@
 
 #include <Eigen/Core>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/qsdp/qsdp_problem.h"
@@ -81,9 +82,10 @@ struct QsdpIpmOptions {
 struct QsdpIpmResult {
   Eigen::MatrixXd y;          ///< the m × m PSD solution
   double objective = 0.0;     ///< f(Y), including the constant Σ w t²
-  double lower_bound = 0.0;   ///< certified lower bound on f*
-  double relative_gap = 0.0;  ///< (objective − lower_bound) / max(1, |objective|)
-  double kkt_residual = 0.0;  ///< ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F)
+  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
+  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
+  /// certified when gap <= gap_tolerance.
+  Certificate certificate;
   double mu = 0.0;            ///< final ⟨Y, Z⟩/m of the (preconditioned) IPM iterate
   int rank = 0;               ///< eigenvalues of Y above rank_threshold · max
   double factor_seconds = 0.0;  ///< time in forming and factorizing the Newton matrix

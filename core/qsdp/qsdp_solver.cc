@@ -123,10 +123,10 @@ void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, d
     }
   }
   out->objective = f;
-  out->lower_bound = lb;
-  out->relative_gap = (f - lb) / std::max(1.0, std::abs(f));
+  out->certificate.lower_bound = lb;
+  out->certificate.gap = (f - lb) / std::max(1.0, std::abs(f));
   const Eigen::MatrixXd r = y - ProjectPsd(y - s);
-  out->kkt_residual = r.norm() / (1.0 + y.norm());
+  out->certificate.kkt_residual = r.norm() / (1.0 + y.norm());
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> ey(y, Eigen::EigenvaluesOnly);
   const double top = std::max(ey.eigenvalues().maxCoeff(), 0.0);
   out->rank = static_cast<int>((ey.eigenvalues().array() > face_threshold * top).count());
@@ -286,17 +286,17 @@ struct FistaState {
 
 void PutCertificate(ByteWriter* w, const QsdpResult& r) {
   w->Put<double>(r.objective);
-  w->Put<double>(r.lower_bound);
-  w->Put<double>(r.relative_gap);
-  w->Put<double>(r.kkt_residual);
+  w->Put<double>(r.certificate.lower_bound);
+  w->Put<double>(r.certificate.gap);
+  w->Put<double>(r.certificate.kkt_residual);
   w->Put<int32_t>(r.rank);
 }
 
 Status GetCertificate(ByteReader* in, QsdpResult* r) {
   KLS_RETURN_IF_ERROR(in->Get(&r->objective));
-  KLS_RETURN_IF_ERROR(in->Get(&r->lower_bound));
-  KLS_RETURN_IF_ERROR(in->Get(&r->relative_gap));
-  KLS_RETURN_IF_ERROR(in->Get(&r->kkt_residual));
+  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.gap));
+  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.kkt_residual));
   int32_t rank = 0;
   KLS_RETURN_IF_ERROR(in->Get(&rank));
   r->rank = rank;
@@ -398,9 +398,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
         t = state.t;
         last_polish = state.last_polish;
         result.objective = state.certificate.objective;
-        result.lower_bound = state.certificate.lower_bound;
-        result.relative_gap = state.certificate.relative_gap;
-        result.kkt_residual = state.certificate.kkt_residual;
+        result.certificate = state.certificate.certificate;
         result.rank = state.certificate.rank;
         result.polishes = state.certificate.polishes;
         result.cg_iterations = state.certificate.cg_iterations;
@@ -415,12 +413,13 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
       ProgressEvent e;
       e.iteration = it;
       e.objective = result.objective;
-      e.primal_residual = result.kkt_residual;
-      e.dual_residual = result.relative_gap;
+      e.primal_residual = result.certificate.kkt_residual;
+      e.dual_residual = result.certificate.gap;
+      e.gap = result.certificate.gap;
       e.elapsed_seconds = watch.Seconds();
       e.max_iterations = options.max_iterations;
       control.Report(e);
-      return result.relative_gap <= options.gap_tolerance;
+      return result.certificate.gap <= options.gap_tolerance;
     };
     while (it < options.max_iterations && !done) {
       Termination stop;
@@ -447,7 +446,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
           done = true;
           break;
         }
-        if (options.polish_threshold > 0.0 && result.kkt_residual < options.polish_threshold &&
+        if (options.polish_threshold > 0.0 && result.certificate.kkt_residual < options.polish_threshold &&
             it - last_polish >= options.check_every) {
           last_polish = it;
           Eigen::MatrixXd polished;
@@ -472,6 +471,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     if (result.stats.objective_history.empty() || !done) {
       EvaluateCertificate(problem, result.y, options.face_threshold, &result);
     }
+    result.certificate.CheckAgainst(options.gap_tolerance);
     result.stats.termination = why;
     result.stats.iterations = it;
     result.stats.final_objective = result.objective;

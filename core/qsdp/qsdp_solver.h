@@ -54,6 +54,7 @@
 
 #include <Eigen/Core>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/qsdp/qsdp_problem.h"
@@ -86,9 +87,10 @@ struct QsdpOptions {
 struct QsdpResult {
   Eigen::MatrixXd y;               ///< the m × m PSD solution
   double objective = 0.0;          ///< f(Y), including the constant Σ w t²
-  double lower_bound = 0.0;        ///< g(λ'), a certified lower bound on f*
-  double relative_gap = 0.0;       ///< (objective − lower_bound) / max(1, |objective|)
-  double kkt_residual = 0.0;       ///< ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F)
+  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound =
+  /// g(λ'), a certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F
+  /// / (1 + ‖Y‖_F); certified when gap <= gap_tolerance.
+  Certificate certificate;
   double lipschitz = 0.0;          ///< the step constant L used
   int rank = 0;                    ///< eigenvalues of Y above face_threshold · max
   int polishes = 0;                ///< accepted face-polish steps
@@ -120,7 +122,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
                                const SolveControl& control = SolveControl());
 
 /// The certificate of the file comment at a PSD Y: sets objective,
-/// lower_bound, relative_gap, kkt_residual and rank of `out`.
+/// certificate (gap, lower_bound, kkt_residual; not `certified`) and rank of `out`.
 void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, double face_threshold,
                          QsdpResult* out);
 

@@ -121,16 +121,16 @@ std::string EncodeCheckpoint(uint64_t fingerprint, int rounds_done, const QsdpSu
   w.Put<double>(previous_gap);
   w.PutMatrix(best_y);
   w.Put<double>(best_cert.objective);
-  w.Put<double>(best_cert.lower_bound);
-  w.Put<double>(best_cert.relative_gap);
-  w.Put<double>(best_cert.kkt_residual);
+  w.Put<double>(best_cert.certificate.lower_bound);
+  w.Put<double>(best_cert.certificate.gap);
+  w.Put<double>(best_cert.certificate.kkt_residual);
   w.Put<int32_t>(best_cert.rank);
   w.Put<int32_t>(result.ipm_iterations);
   w.Put<uint64_t>(result.rounds.size());
   for (const QsdpSubspaceRound& r : result.rounds) {
     w.Put<int32_t>(r.dimension);
     w.Put<int32_t>(r.ipm_iterations);
-    w.Put<double>(r.relative_gap);
+    w.Put<double>(r.gap);
     w.Put<double>(r.seconds);
   }
   return w.Take();
@@ -149,9 +149,9 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   KLS_RETURN_IF_ERROR(in.Get(&s->previous_gap));
   KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best_y));
   KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.objective));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.lower_bound));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.relative_gap));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.kkt_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.kkt_residual));
   KLS_RETURN_IF_ERROR(in.Get(&rank));
   KLS_RETURN_IF_ERROR(in.Get(&ipm_iterations));
   uint64_t count = 0;
@@ -162,7 +162,7 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
     int32_t dimension = 0, iterations = 0;
     KLS_RETURN_IF_ERROR(in.Get(&dimension));
     KLS_RETURN_IF_ERROR(in.Get(&iterations));
-    KLS_RETURN_IF_ERROR(in.Get(&r.relative_gap));
+    KLS_RETURN_IF_ERROR(in.Get(&r.gap));
     KLS_RETURN_IF_ERROR(in.Get(&r.seconds));
     r.dimension = dimension;
     r.ipm_iterations = iterations;
@@ -186,9 +186,7 @@ void Finish(const QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, i
             QsdpSubspaceResult* result) {
   result->y = y;
   result->objective = cert.objective;
-  result->lower_bound = cert.lower_bound;
-  result->relative_gap = cert.relative_gap;
-  result->kkt_residual = cert.kkt_residual;
+  result->certificate = cert.certificate;
   result->rank = cert.rank;
   result->stats.termination = why;
   result->stats.iterations = rounds;
@@ -201,7 +199,7 @@ void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, Qsd
   QsdpSubspaceRound round;
   round.dimension = m;
   round.ipm_iterations = r.stats.iterations;
-  round.relative_gap = r.relative_gap;
+  round.gap = r.certificate.gap;
   round.seconds = r.stats.solve_seconds + r.stats.setup_seconds;
   result->rounds.push_back(round);
   result->ipm_iterations = r.stats.iterations;
@@ -210,9 +208,7 @@ void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, Qsd
   result->stats.resumed_from_iteration = r.stats.resumed_from_iteration;
   QsdpResult cert;
   cert.objective = r.objective;
-  cert.lower_bound = r.lower_bound;
-  cert.relative_gap = r.relative_gap;
-  cert.kkt_residual = r.kkt_residual;
+  cert.certificate = r.certificate;
   cert.rank = r.rank;
   Finish(cert, r.y, r.stats.termination, 1, watch, result);
 }
@@ -286,6 +282,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       ipm.gap_tolerance = options.gap_tolerance;
       KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(problem, ipm, control));
       FullSystemResult(r, m, watch, &result);
+      result.certificate.CheckAgainst(options.gap_tolerance);
       return result;
     }
 
@@ -295,7 +292,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     Eigen::MatrixXd grad = problem.Gradient(y);
     QsdpResult cert, best_cert;
     Eigen::MatrixXd best_y = y;
-    best_cert.relative_gap = std::numeric_limits<double>::infinity();
+    best_cert.certificate.gap = std::numeric_limits<double>::infinity();
     Termination why = Termination::kIterationLimit;
     int p = std::min(m, options.initial_dimension);
     double previous_gap = std::numeric_limits<double>::infinity();
@@ -346,22 +343,23 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       QsdpSubspaceRound round;
       round.dimension = static_cast<int>(u.cols());
       round.ipm_iterations = r.stats.iterations;
-      round.relative_gap = cert.relative_gap;
+      round.gap = cert.certificate.gap;
       round.seconds = round_watch.Seconds();
       result.rounds.push_back(round);
       ProgressEvent ev;
       ev.iteration = round_index + 1;
       ev.objective = cert.objective;
-      ev.primal_residual = cert.kkt_residual;
-      ev.dual_residual = cert.relative_gap;
+      ev.primal_residual = cert.certificate.kkt_residual;
+      ev.dual_residual = cert.certificate.gap;
+      ev.gap = cert.certificate.gap;
       ev.elapsed_seconds = watch.Seconds();
       ev.max_iterations = options.max_rounds;
       control.Report(ev);
-      if (cert.relative_gap < best_cert.relative_gap) {
+      if (cert.certificate.gap < best_cert.certificate.gap) {
         best_cert = cert;
         best_y = yk;
       }
-      if (cert.relative_gap <= options.gap_tolerance) {
+      if (cert.certificate.gap <= options.gap_tolerance) {
         why = Termination::kConverged;
         ++round_index;
         break;
@@ -373,8 +371,8 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       }
       // Next face: range(Y_k) (face coordinates → m-space) plus a margin.
       y = yk;
-      p = NextFace(problem, options, u, r.y, y, cert.relative_gap, previous_gap, &range, &grad, &rotation);
-      previous_gap = cert.relative_gap;
+      p = NextFace(problem, options, u, r.y, y, cert.certificate.gap, previous_gap, &range, &grad, &rotation);
+      previous_gap = cert.certificate.gap;
       if (round_index + 1 < options.max_rounds) {
         const int done = round_index + 1;
         checkpoints.MaybeSave(kCheckpointTag, done, [&] {
@@ -382,8 +380,9 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
         });
       }
     }
-    if (!std::isfinite(best_cert.relative_gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
+    if (!std::isfinite(best_cert.certificate.gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
     Finish(best_cert, best_y, why, round_index, watch, &result);
+    result.certificate.CheckAgainst(options.gap_tolerance);
     return result;
   });
 }

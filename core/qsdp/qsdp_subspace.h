@@ -71,16 +71,17 @@ struct QsdpSubspaceOptions {
 struct QsdpSubspaceRound {
   int dimension = 0;          ///< p, the face dimension
   int ipm_iterations = 0;     ///< IPM iterations on the face
-  double relative_gap = 0.0;  ///< certified gap of the full problem after the round
+  double gap = 0.0;           ///< certified relative gap of the full problem after the round
   double seconds = 0.0;
 };
 
 struct QsdpSubspaceResult {
   Eigen::MatrixXd y;          ///< the m × m PSD solution
   double objective = 0.0;     ///< f(Y), including the constant Σ w t²
-  double lower_bound = 0.0;   ///< certified lower bound on f*
-  double relative_gap = 0.0;  ///< (objective − lower_bound) / max(1, |objective|)
-  double kkt_residual = 0.0;  ///< ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F)
+  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
+  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
+  /// certified when gap <= gap_tolerance.
+  Certificate certificate;
   int rank = 0;               ///< eigenvalues of Y above ipm.rank_threshold · max
   int ipm_iterations = 0;     ///< total over rounds
   std::vector<QsdpSubspaceRound> rounds;

@@ -272,6 +272,8 @@ StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const 
       e.objective = cur.primal;
       e.primal_residual = RelativeGap(cur);
       e.dual_residual = change;
+      e.gap = e.primal_residual;
+      e.step = change;
       e.elapsed_seconds = watch.Seconds();
       e.max_iterations = options.max_iterations;
       control.Report(e);
@@ -287,7 +289,8 @@ StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const 
     }
     result.stats.solve_seconds = watch.Seconds();
     result.stats.final_objective = cur.primal;
-    result.duality_gap = RelativeGap(cur);
+    result.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
+    result.certificate.lower_bound = cur.dual;
     result.alpha = cur.alpha;
     result.squared_distances = d2;
     result.pairs = r.pairs;

@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/certificate.h"
 #include "core/common/solve_control.h"
 #include "core/common/status.h"
 #include "core/model/learned_kernel.h"
@@ -85,7 +86,9 @@ struct NpkRankingResult {
   std::vector<std::pair<int, int>> pairs;  ///< N, i < j
   Eigen::VectorXd alpha;         ///< dual variables, one per pair
   Eigen::VectorXd squared_distances;  ///< the (rescaled) d_ij², one per pair
-  double duality_gap = 0.0;      ///< relative gap (P − g)/max(1, |P|) at the returned K
+  /// gap: the relative gap (P − g)/max(1, |P|) at the returned K, certified
+  /// when <= tolerance; lower_bound: the dual value g.
+  Certificate certificate;
   double hsic = 0.0;             ///< tr(H K H K_t) / (n−1)² (Definition 6.1; K_t as given)
   SolveStats stats;              ///< objective_history = primal P per iteration
 };

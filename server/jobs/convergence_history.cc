@@ -15,6 +15,13 @@ constexpr const char* kMember = "\"convergence\":{";
 // The member's arrays, in the order they are written.
 constexpr const char* kArrays[] = {"iteration", "objective", "primal_residual", "dual_residual",
                                    "elapsed_seconds"};
+// Optional arrays, written when some point has a finite value (null where
+// one has none) and NaN when absent (histories stored before them).
+struct OptionalArray {
+  const char* name;
+  double ProgressEvent::*field;
+};
+constexpr OptionalArray kOptionalArrays[] = {{"gap", &ProgressEvent::gap}, {"step", &ProgressEvent::step}};
 
 std::string Number(double v) {
   char buf[32];
@@ -80,6 +87,17 @@ std::string WithConvergence(const std::string& summary_json, const std::vector<P
     }
     member += ']';
   }
+  for (const OptionalArray& a : kOptionalArrays) {
+    if (std::none_of(points.begin(), points.end(), [&](const ProgressEvent& e) { return std::isfinite(e.*a.field); }))
+      continue;
+    member += ",\"" + std::string(a.name) + "\":[";
+    for (size_t t = 0; t < points.size(); ++t) {
+      if (t > 0) member += ',';
+      const double v = points[t].*a.field;
+      member += std::isfinite(v) ? Number(v) : "null";
+    }
+    member += ']';
+  }
   member += '}';
   return summary_json.substr(0, close) + (has_members ? "," : "") + member + summary_json.substr(close);
 }
@@ -126,6 +144,14 @@ std::optional<std::vector<ProgressEvent>> ConvergenceFromSummary(const std::stri
     e.primal_residual = arrays[2]->values(t).number_value();
     e.dual_residual = arrays[3]->values(t).number_value();
     e.elapsed_seconds = arrays[4]->values(t).number_value();
+  }
+  for (const OptionalArray& a : kOptionalArrays) {
+    const auto it = fields.find(a.name);
+    if (it == fields.end() || !it->second.has_list_value()) continue;
+    const google::protobuf::ListValue& values = it->second.list_value();
+    if (values.values_size() != size) return std::nullopt;
+    for (int t = 0; t < size; ++t)
+      if (values.values(t).has_number_value()) points[static_cast<size_t>(t)].*a.field = values.values(t).number_value();
   }
   return points;
 }

@@ -10,8 +10,9 @@
 // Persisted: when a job succeeds, its history goes into the kernel's
 // summary_json (and so the job's) as one member
 //   "convergence":{"iteration":[…],"objective":[…],"primal_residual":[…],
-//                  "dual_residual":[…],"elapsed_seconds":[…]}
-// (parallel arrays, oldest first), so any replica can answer History for a
+//                  "dual_residual":[…],"elapsed_seconds":[…],"gap":[…],"step":[…]}
+// (parallel arrays, oldest first; "gap" and "step" only when some point has
+// one, null where a point has none), so any replica can answer History for a
 // finished job. The API's KernelInfo.summary_json and Job.summary_json leave
 // that member out (WithoutConvergence): Jobs.History serves it, and lists of
 // kernels and jobs stay small.
@@ -55,7 +56,8 @@ class ConvergenceHistory {
 
 /// `summary_json` (a JSON object) with the member "convergence" holding
 /// `points` appended; unchanged when `points` is empty or the summary is not
-/// an object. Numbers as %.10g (iterations as integers), non-finite as 0.
+/// an object. Numbers as %.10g (iterations as integers), non-finite as 0;
+/// in the optional "gap" and "step" arrays a non-finite value is null.
 std::string WithConvergence(const std::string& summary_json, const std::vector<ProgressEvent>& points);
 
 /// `summary_json` without its "convergence" member (unchanged when it has none).

@@ -909,7 +909,7 @@ void JobManager::FinishSolvedAttempt(store::JobRecord* job, const JobOutput& res
   // The convergence history goes last (WithoutConvergence cuts it out of the API's summaries).
   kernel.summary_json = WithConvergence(
       KernelSummaryJson(job->method, stats, result.primal_residual, result.dual_residual, watch.Seconds(),
-                        result.summary_notes, result.certificate.gap),
+                        result.summary_notes),
       history);
   job->progress_json = ProgressJson(last, TerminationName(stats.termination), kernel.summary_json);
   job->finished_unix_ms = NowUnixMs();

@@ -416,6 +416,8 @@ std::vector<ProgressEvent> StoredHistory(const store::JobRecord& record) {
   e.objective = p.objective();
   e.primal_residual = p.primal_residual();
   e.dual_residual = p.dual_residual();
+  if (p.has_gap()) e.gap = p.gap();
+  if (p.has_step()) e.step = p.step();
   e.elapsed_seconds = p.elapsed_seconds();
   return {e};
 }
@@ -428,6 +430,8 @@ void ToProto(const ProgressEvent& e, kls::v1::Progress* p) {
   p->set_primal_residual(finite(e.primal_residual));
   p->set_dual_residual(finite(e.dual_residual));
   p->set_elapsed_seconds(finite(e.elapsed_seconds));
+  if (std::isfinite(e.gap)) p->set_gap(e.gap);
+  if (std::isfinite(e.step)) p->set_step(e.step);
 }
 
 std::string ProgressJson(const ProgressEvent& e, const std::string& termination, const std::string& summary_json) {
@@ -473,7 +477,7 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request) 
 }
 
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds, const std::string& notes, double duality_gap) {
+                              double dual_residual, double seconds, const std::string& notes) {
   // Written by hand: every string here is one of a few fixed identifiers
   // (method names are validated, termination names are constants), so no
   // escaping is needed; numbers use %.17g and non-finite values become 0.
@@ -493,7 +497,6 @@ std::string KernelSummaryJson(const std::string& method, const SolveStats& stats
   out += ",\"primal_residual\":" + num(primal_residual);
   out += ",\"dual_residual\":" + num(dual_residual);
   out += ",\"resumed_from_iteration\":" + std::to_string(stats.resumed_from_iteration);
-  if (std::isfinite(duality_gap)) out += ",\"duality_gap\":" + num(duality_gap);
   out += notes;
   out += "}";
   return out;

@@ -87,7 +87,8 @@ kls::v1::Job ToProtoJob(const store::JobRecord& record);
 /// progress (one point), else nothing (a queued job).
 std::vector<ProgressEvent> StoredHistory(const store::JobRecord& record);
 
-/// ProgressEvent → kls.v1.Progress (non-finite values as 0, as in progress_json).
+/// ProgressEvent → kls.v1.Progress (non-finite values as 0, as in progress_json;
+/// gap and step left unset when not finite).
 void ToProto(const ProgressEvent& event, kls::v1::Progress* progress);
 
 /// JSON for JobRecord::progress_json (see the file comment). `termination`
@@ -108,10 +109,9 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request);
 /// A kernel's summary_json: {"method", "termination", "iterations",
 /// "objective", "seconds", "setup_seconds", "primal_residual", "dual_residual",
 /// …} followed by `notes`, further members the job adds (JobOutput::summary_notes:
-/// ',"scaling":"zscore","graph_connect":{…}'). "duality_gap" (the certified
-/// relative gap bound) is there when `duality_gap` is finite.
+/// ',"scaling":"zscore","graph_connect":{…}'). The optimality certificate is
+/// one of those notes, "certificate" (Certificate::Json), and nowhere else.
 std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
-                              double dual_residual, double seconds, const std::string& notes = "",
-                              double duality_gap = std::numeric_limits<double>::quiet_NaN());
+                              double dual_residual, double seconds, const std::string& notes = "");
 
 }  // namespace kls::server

@@ -197,7 +197,7 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
   if (out.cross_validation) out.stats.setup_seconds += out.cross_validation->seconds;
   out.primal_residual = r.primal_residual;
   out.dual_residual = r.dual_residual;
-  out.certificate.gap = r.duality_gap;
+  out.certificate = r.certificate;
   if (spec.baseline_guard) {
     KLS_ASSIGN_OR_RETURN(std::string guard, BaselineGuardNotes(spec, data, problem, chosen, warm, out, control));
     out.summary_notes += guard;
@@ -252,8 +252,6 @@ StatusOr<JobOutput> RunSolverJob(const JobSpec& spec, const store::StoredDataset
     const store::StoredDataset& input = scaled ? *scaled : data;
     KLS_ASSIGN_OR_RETURN(JobOutput out, spec.family->traits().pairwise ? RunPairwise(spec, input, store, control)
                                                                        : spec.family->Run(spec, input, store, control));
-    out.certificate.certified =
-        out.stats.termination == Termination::kConverged && std::isfinite(out.certificate.gap);
     if (scaler && out.kernel.num_points() > 0) {
       out.attachments.push_back({kFeatureScalingAttachment, scaler->Serialize()});
     }

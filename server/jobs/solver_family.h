@@ -98,10 +98,11 @@ struct JobOutput {
   SolveStats stats;              ///< termination, iterations, objective, timings
   double primal_residual = 0.0;  ///< family-specific residuals (KernelSummaryJson)
   double dual_residual = 0.0;
-  /// The optimality certificate: the family fills gap / lower_bound /
-  /// kkt_residual where it has them (NPKL: KL-ADMM's and BCDNPKL's
-  /// Burer–Monteiro bound, SimpleNPKL's duality gap; RegPCP/RegMVU: all three);
-  /// RunSolverJob sets `certified` (converged with a finite gap).
+  /// The optimality certificate, as the core solver returned it (NPKL:
+  /// KL-ADMM's and BCDNPKL's Burer–Monteiro bound, SimpleNPKL's duality gap;
+  /// RegPCP/RegMVU: gap, lower bound and KKT residual; NaN and not certified
+  /// where the family has none). `certified` has one meaning everywhere: the
+  /// gap is finite and within the solver's tolerance (Certificate::CheckAgainst).
   Certificate certificate;
   std::optional<ConnectReport> connect;  ///< graph connectivity check / repair
   std::optional<CrossValidationResult> cross_validation;  ///< the loss weight chosen by cross-validation

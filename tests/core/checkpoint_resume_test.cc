@@ -261,7 +261,7 @@ void ExpectSameNpkl(const NpklResult& a, const NpklResult& b, double tolerance) 
   }
   ExpectSameScalar(a.primal_residual, b.primal_residual, tolerance, "primal_residual");
   ExpectSameScalar(a.dual_residual, b.dual_residual, tolerance, "dual_residual");
-  ExpectSameScalar(a.duality_gap, b.duality_gap, tolerance, "duality_gap");
+  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tolerance, "certificate.gap");
 }
 
 NpklProblem IrisNpklProblem(int per_class, EdgeWeight weight, double delta, bool admm_protocol, uint64_t seed) {
@@ -535,9 +535,9 @@ template <typename R>
 void ExpectSameQsdp(const R& a, const R& b, double tolerance) {
   ExpectSameMatrix(a.y, b.y, tolerance, "Y");
   ExpectSameScalar(a.objective, b.objective, tolerance, "objective");
-  ExpectSameScalar(a.lower_bound, b.lower_bound, tolerance, "lower_bound");
-  ExpectSameScalar(a.relative_gap, b.relative_gap, tolerance, "relative_gap");
-  ExpectSameScalar(a.kkt_residual, b.kkt_residual, tolerance, "kkt_residual");
+  ExpectSameScalar(a.certificate.lower_bound, b.certificate.lower_bound, tolerance, "lower_bound");
+  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tolerance, "certificate.gap");
+  ExpectSameScalar(a.certificate.kkt_residual, b.certificate.kkt_residual, tolerance, "kkt_residual");
   if (tolerance == 0.0) EXPECT_EQ(a.rank, b.rank);
 }
 
@@ -599,7 +599,7 @@ void ExpectSameSubspace(const QsdpSubspaceResult& a, const QsdpSubspaceResult& b
   for (size_t i = 0; i < a.rounds.size(); ++i) {
     EXPECT_EQ(a.rounds[i].dimension, b.rounds[i].dimension);
     EXPECT_EQ(a.rounds[i].ipm_iterations, b.rounds[i].ipm_iterations);
-    EXPECT_EQ(a.rounds[i].relative_gap, b.rounds[i].relative_gap);
+    EXPECT_EQ(a.rounds[i].gap, b.rounds[i].gap);
   }
 }
 
@@ -754,7 +754,7 @@ void ExpectSameEmbedding(const EmbeddingResult& a, const EmbeddingResult& b, dou
   } else {
     ExpectSameMatrix(a.kernel.Dense(), b.kernel.Dense(), tol, "kernel K");
   }
-  ExpectSameScalar(a.duality_gap, b.duality_gap, tol, "duality_gap");
+  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tol, "certificate.gap");
   ExpectSameScalar(a.stationarity, b.stationarity, tol, "stationarity");
   ExpectSameMatrix(a.dual, b.dual, tol, "dual");
   if (tol == 0.0) {

@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -131,6 +133,37 @@ TEST(ConvergenceHistory, SummaryJsonRoundTripsAndIsLeftOutOfTheApi) {
   const std::string first = R"({"convergence":{"iteration":[1]},"method":"x"})";
   EXPECT_EQ(WithoutConvergence(first), R"({"method":"x"})");
   EXPECT_FALSE(ConvergenceFromSummary(first).has_value());  // arrays missing: malformed
+}
+
+TEST(ConvergenceHistory, GapAndStepArraysAreWrittenWhenASolverReportsThem) {
+  std::vector<ProgressEvent> points = {Report(1), Report(2), Report(3)};
+  // Without a gap or step anywhere the member has only the five arrays.
+  EXPECT_THAT(WithConvergence("{}", points), Not(HasSubstr("\"gap\"")));
+  EXPECT_THAT(WithConvergence("{}", points), Not(HasSubstr("\"step\"")));
+  points[0].gap = 0.25;  // the first point has no step, the second no gap
+  points[1].step = 0.5;
+  points[2].gap = 1e-5;
+  points[2].step = 0.125;
+  const std::string with = WithConvergence("{}", points);
+  EXPECT_THAT(with, HasSubstr(R"("gap":[0.25,null,1e-05])"));
+  EXPECT_THAT(with, HasSubstr(R"("step":[null,0.5,0.125])"));
+  EXPECT_EQ(WithoutConvergence(with), "{}");
+  auto back = ConvergenceFromSummary(with);
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].gap, 0.25);
+  EXPECT_TRUE(std::isnan((*back)[1].gap));
+  EXPECT_EQ((*back)[2].gap, 1e-5);
+  EXPECT_TRUE(std::isnan((*back)[0].step));
+  EXPECT_EQ((*back)[2].step, 0.125);
+  // A stored history from before the arrays existed reads with NaN.
+  auto old = ConvergenceFromSummary(WithConvergence("{}", {Report(1)}));
+  ASSERT_TRUE(old.has_value());
+  EXPECT_TRUE(std::isnan((*old)[0].gap));
+  // Arrays of another length are malformed.
+  EXPECT_FALSE(ConvergenceFromSummary(R"({"convergence":{"iteration":[1],"objective":[1],"primal_residual":[0],)"
+                                      R"("dual_residual":[0],"elapsed_seconds":[0],"gap":[1,2]}})")
+                   .has_value());
 }
 
 // ---- JobManager::History ------------------------------------------------------
@@ -458,6 +491,35 @@ TEST_F(ConsoleDataTest, DatasetInfoCountsClassesAndPairsInUploadAndGetNotList) {
   }
 }
 
+// A solver that certifies every iteration (SimpleNPKL): each row carries the
+// iterate's gap, Watch's last progress too, and the stored certificate is
+// within the job's tolerance with one meaning of "certified".
+TEST_F(ConsoleDataTest, SimpleNpklRowsCarryTheIteratesGap) {
+  const std::string id = Upload(testing::IrisWithPairs(60).data, testing::IrisWithPairs(60).constraints);
+  kls::v1::SubmitJobRequest r;
+  r.set_dataset_id(id);
+  r.mutable_simple_npkl()->set_tolerance(1e-4);
+  r.mutable_simple_npkl()->set_newton(false);  // gradient steps: a curve of several rows
+  const kls::v1::Job job = Run(r, "simple");
+  ASSERT_EQ(job.state(), kls::v1::SUCCEEDED);
+  ASSERT_TRUE(job.progress().has_gap());
+  ASSERT_TRUE(job.certificate().has_gap());
+  EXPECT_LE(job.certificate().gap(), 1e-4);
+  EXPECT_TRUE(job.certificate().certified());
+  EXPECT_THAT(job.summary_json(), Not(HasSubstr("duality_gap")));
+
+  kls::v1::JobHistory history;
+  grpc::Status s = History(job.id(), &history);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GE(history.points_size(), 2);
+  for (const auto& point : history.points()) {
+    ASSERT_TRUE(point.has_gap()) << point.iteration();
+    EXPECT_GE(point.gap(), -1e-9) << point.iteration();  // weak duality
+    EXPECT_TRUE(point.has_step()) << point.iteration();
+  }
+  EXPECT_GT(history.points(0).gap(), history.points(history.points_size() - 1).gap());
+}
+
 TEST_F(ConsoleDataTest, HistoryOfAFinishedJobIsStoredWithItsSummary) {
   const std::string id = Upload(testing::IrisWithPairs(60).data, testing::IrisWithPairs(60).constraints);
   kls::v1::SubmitJobRequest r;
@@ -502,6 +564,14 @@ TEST_F(ConsoleDataTest, HistoryOfAFinishedJobIsStoredWithItsSummary) {
   EXPECT_TRUE(got.has_labels());
   EXPECT_EQ(got.items_size(), 60);
   EXPECT_EQ(got.eigenvalues_size(), 3);
+
+  // KL-ADMM certifies at the end, not each iteration: its rows carry a step, no gap.
+  for (const auto& point : history.points()) {
+    EXPECT_FALSE(point.has_gap()) << point.iteration();
+    EXPECT_TRUE(point.has_step()) << point.iteration();
+  }
+  // The certificate has one name: no second copy of the gap in the summary.
+  EXPECT_THAT(info->summary_json(), Not(HasSubstr("duality_gap")));
 
   s = History("job-nope", &history);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();

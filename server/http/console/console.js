@@ -618,6 +618,8 @@ function normalizePoint(p) {
     objective: Number(p.objective ?? 0),
     primalResidual: Number(p.primalResidual ?? 0),
     dualResidual: Number(p.dualResidual ?? 0),
+    // The iterate's certified relative gap, where the solver has one (unset: NaN).
+    gap: p.gap == null ? NaN : Number(p.gap),
     elapsedSeconds: Number(p.elapsedSeconds ?? 0),
   };
 }
@@ -630,6 +632,9 @@ function drawConvergence(svgEl_, note, points) {
       { name: 'objective', cls: 's0', x, y: points.map((p) => p.objective) },
       { name: 'primal_residual', cls: 's1', x, y: points.map((p) => p.primalResidual) },
       { name: 'dual_residual', cls: 's2', x, y: points.map((p) => p.dualResidual) },
+      // The gap series only for solvers that certify every iteration.
+      ...(points.some((p) => Number.isFinite(p.gap))
+        ? [{ name: 'gap', cls: 's3', x, y: points.map((p) => p.gap) }] : []),
     ],
   });
   svgEl_.dataset.points = String(points.length);
@@ -741,7 +746,7 @@ async function jobPage(ctx, id) {
     errorCard,
     h('div', { class: 'grid wide' },
       card('Convergence', { id: 'convergence-card' },
-        h('p', { class: 'muted small' }, 'Objective and the solver\'s primal_residual / dual_residual (Progress fields) per iteration, log scale.'),
+        h('p', { class: 'muted small' }, 'Objective, the solver\'s primal_residual / dual_residual and, where it certifies every iteration, its relative gap (Progress fields) per iteration, log scale.'),
         h('div', { class: 'chart-wrap' }, chart), note),
       h('div', { class: 'stack-col' },
         card('Latest progress', { id: 'job-progress-card' }, progressSlot),

@@ -119,8 +119,7 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
       KLS_RETURN_IF_ERROR(r.status());
       out.stats = r->stats;
       out.primal_residual = r->stationarity;
-      out.dual_residual = r->duality_gap;
-      out.certificate.gap = r->duality_gap;
+      out.certificate = r->certificate;
       out.certificate.kkt_residual = r->stationarity;
       if (out.stats.termination == Termination::kCancelled) return out;
       if (r->mve_start) {

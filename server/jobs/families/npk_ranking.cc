@@ -82,8 +82,7 @@ class NpkRankingFamily : public TypedFamily<kls::v1::NpkRankingOptions, NpkRanki
     KLS_ASSIGN_OR_RETURN(NpkRankingResult r, SolveNpkRanking(data.data.features, kt, o.options, control));
     JobOutput out;
     out.stats = r.stats;
-    out.dual_residual = r.duality_gap;
-    out.certificate.gap = r.duality_gap;
+    out.certificate = r.certificate;
     if (out.stats.termination == Termination::kCancelled) return out;
     out.kernel = std::move(r.kernel);
     return out;

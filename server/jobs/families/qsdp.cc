@@ -82,11 +82,8 @@ class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions
     if (o.mvu) out.connect = problem->connect;
     out.stats = r.stats;
     out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
-    out.primal_residual = r.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
-    out.dual_residual = r.relative_gap;    // certified relative duality gap
-    out.certificate.gap = r.relative_gap;
-    out.certificate.lower_bound = r.lower_bound;
-    out.certificate.kkt_residual = r.kkt_residual;
+    out.primal_residual = r.certificate.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
+    out.certificate = r.certificate;
     if (out.stats.termination == Termination::kCancelled) return out;
     KLS_ASSIGN_OR_RETURN(out.kernel, KernelFromBasis(problem->basis.vectors, r.y));
     return out;
