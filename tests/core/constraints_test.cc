@@ -33,6 +33,18 @@ TEST(Constraints, ValidateRangeDuplicatesContradictions) {
 
   c.pairs = {{0, 1, PairKind::kMustLink}, {1, 0, PairKind::kMustLink}};
   EXPECT_THAT(c.Validate(3).message(), HasSubstr("constraints[1]: pair (1, 0) duplicates constraints[0]"));
+  // The earliest repeat is named, with the first of its pairs, whatever the runs' order.
+  c.pairs = {{0, 1, PairKind::kMustLink}, {2, 3, PairKind::kMustLink}, {3, 2, PairKind::kCannotLink},
+             {1, 0, PairKind::kMustLink}, {0, 1, PairKind::kMustLink}};
+  EXPECT_THAT(c.Validate(4).message(),
+              HasSubstr("constraints[2]: pair (3, 2) contradicts constraints[1]: the same pair is both"));
+  c.pairs.erase(c.pairs.begin() + 2);
+  EXPECT_THAT(c.Validate(4).message(), HasSubstr("constraints[2]: pair (1, 0) duplicates constraints[0]"));
+  // Errors come in the pairs' order: a repeat before a bad index, a bad index before a repeat.
+  c.pairs = {{0, 1, PairKind::kMustLink}, {0, 1, PairKind::kMustLink}, {9, 1, PairKind::kMustLink}};
+  EXPECT_THAT(c.Validate(3).message(), HasSubstr("constraints[1]: pair (0, 1) duplicates constraints[0]"));
+  c.pairs = {{0, 1, PairKind::kMustLink}, {7, 1, PairKind::kMustLink}, {0, 1, PairKind::kMustLink}};
+  EXPECT_THAT(c.Validate(3).message(), HasSubstr("constraints[1]: i = 7 is out of range"));
   c.pairs = {{0, 1, PairKind::kMustLink}, {1, 0, PairKind::kCannotLink}};
   EXPECT_THAT(c.Validate(3).message(), HasSubstr("both must-link and cannot-link"));
   c.pairs = {{2, 2, PairKind::kCannotLink}};
