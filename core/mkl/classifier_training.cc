@@ -27,7 +27,9 @@ const char* ClassifierMethodName(ClassifierMethod m) {
 
 Status ClassifierTrainingOptions::Validate(std::string_view path) const {
   const std::string p(path);
-  if (c != 0.0) KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
+  if (c && !(std::isfinite(*c) && *c > 0.0)) {
+    return InvalidArgumentError(p + ".c = " + FormatNumber(*c) + " must be finite and > 0 (unset = cross-validation)");
+  }
   if (folds < 2) return InvalidArgumentError(p + ".folds = " + std::to_string(folds) + " must be >= 2");
   if (sigma_k < 1) return InvalidArgumentError(p + ".sigma_k = " + std::to_string(sigma_k) + " must be >= 1");
   if (method == ClassifierMethod::kOnk) {
@@ -42,7 +44,7 @@ namespace {
 
 // C from the options or by cross-validation on the training kernel.
 StatusOr<double> ChooseC(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const ClassifierTrainingOptions& o) {
-  if (o.c > 0) return o.c;
+  if (o.c) return *o.c;
   return SelectCByCrossValidation(k, y, ThesisCGrid(), o.folds, o.seed * 7919 + 1);
 }
 
@@ -54,7 +56,7 @@ StatusOr<ClassifierTrainingResult> TrainProtocolClassifier(const Eigen::MatrixXd
                                                            const SolveControl& control) {
   MklProtocolOptions protocol;
   protocol.single_feature_kernels = o.single_features;
-  if (o.c > 0) protocol.c_grid = {o.c};
+  if (o.c) protocol.c_grid = {*o.c};
   protocol.cv_folds = o.folds;
   protocol.cv_seed = o.seed;
   protocol.positive_class = positive;
@@ -146,7 +148,7 @@ StatusOr<ClassifierTrainingResult> TrainClassifier(const Eigen::MatrixXd& featur
     ClassifierTrainingResult result;
     result.stats.iterations = 1;
     Eigen::MatrixXd ktr;
-    double c = options.c;
+    double c = options.c.value_or(0.0);  // set below when cross-validated
     SvmOptions so;
 
     switch (options.method) {
@@ -167,7 +169,7 @@ StatusOr<ClassifierTrainingResult> TrainClassifier(const Eigen::MatrixXd& featur
         for (int e = -3; e <= 6; ++e) {
           const BaseKernelSpec spec = GaussianWidthKernel(std::ldexp(1.0, e));
           const Eigen::MatrixXd k = EvaluateKernel(spec, x, x);
-          const std::vector<double> cs = options.c > 0 ? std::vector<double>{options.c} : ThesisCGrid();
+          const std::vector<double> cs = options.c ? std::vector<double>{*options.c} : ThesisCGrid();
           for (double cc : cs) {
             KLS_ASSIGN_OR_RETURN(double cv, CrossValidateSvm(k, y, cc, options.folds, options.seed * 7919 + 1));
             if (cv > best + 1e-12) {

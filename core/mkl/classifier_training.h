@@ -26,6 +26,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +45,8 @@ const char* ClassifierMethodName(ClassifierMethod m);
 
 struct ClassifierTrainingOptions {
   ClassifierMethod method = ClassifierMethod::kKta;
-  double c = 0.0;                ///< SVM C > 0; 0 = k-fold cross-validation over ThesisCGrid()
+  /// SVM C > 0; unset = k-fold cross-validation over ThesisCGrid().
+  std::optional<double> c;
   int folds = 5;                 ///< cross-validation folds (>= 2)
   uint64_t seed = 1;             ///< fold assignment
   bool single_features = true;   ///< kKta: include the per-feature kernels of the bank

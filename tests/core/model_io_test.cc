@@ -64,7 +64,9 @@ TEST(ClassifierTrainingTest, ValidateNamesTheFieldUnderThePath) {
   EXPECT_EQ(o.Validate().message(), "options.folds = 1 must be >= 2");
   o = {};
   o.c = -3;
-  EXPECT_EQ(o.Validate("mkl").message(), "mkl.c = -3 must be finite and > 0");
+  EXPECT_EQ(o.Validate("mkl").message(), "mkl.c = -3 must be finite and > 0 (unset = cross-validation)");
+  o.c = 0.0;  // a set 0 is an error, not "choose by cross-validation"
+  EXPECT_EQ(o.Validate("mkl").message(), "mkl.c = 0 must be finite and > 0 (unset = cross-validation)");
   // kOnk: the ONK options sit under the same path, as the onk family's message spells them.
   o = {};
   o.method = ClassifierMethod::kOnk;

@@ -95,6 +95,12 @@ TEST_F(ModelJobsTest, MklAndOnkClassifiersAnswerLikeCore) {
 
     auto expected = TrainClassifier(iris.features, iris.labels, core);
     ASSERT_TRUE(expected.ok()) << expected.status();
+    // The C used is the summary's "c" (not a residual); no dual bound: not certified.
+    char c_member[64];
+    std::snprintf(c_member, sizeof(c_member), "\"c\":%.17g", expected->c);
+    EXPECT_THAT(job.summary_json(), HasSubstr(c_member));
+    EXPECT_THAT(job.summary_json(), HasSubstr("\"dual_residual\":0,"));
+    EXPECT_FALSE(job.certificate().certified());
     // New points: perturbed training rows.
     Eigen::MatrixXd x = iris.features.topRows(10).array() + 0.05;
     kls::v1::ClassifyRequest c;

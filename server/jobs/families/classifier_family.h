@@ -2,7 +2,7 @@
 // the run and the data-set check, and differ in their options message.
 #pragma once
 
-#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "core/mkl/classifier_training.h"
@@ -13,19 +13,13 @@
 namespace kls::server::families {
 
 /// The options onk and mkl share: c (unset = chosen by cross-validation),
-/// positive_class, folds, seed.
+/// positive_class, folds, seed; ClassifierTrainingOptions::Validate checks them.
 template <class Proto>
-Status CopySharedOptions(const Proto& p, const std::string& family, ClassifierTrainingOptions* o) {
-  if (p.has_c()) {
-    if (!(std::isfinite(p.c()) && p.c() > 0)) {
-      return InvalidArgumentError(family + ".c = " + Num(p.c()) + " must be finite and > 0 (unset = cross-validation)");
-    }
-    o->c = p.c();
-  }
+void CopySharedOptions(const Proto& p, ClassifierTrainingOptions* o) {
+  if (p.has_c()) o->c = p.c();
   if (p.has_positive_class()) o->positive_class = p.positive_class();
   if (p.has_folds()) o->folds = p.folds();
   if (p.has_seed()) o->seed = p.seed();
-  return OkStatus();
 }
 
 template <class Proto>
@@ -54,7 +48,9 @@ class ClassifierFamily : public TypedFamily<Proto, ClassifierTrainingOptions> {
     JobOutput out;
     out.stats = r.stats;
     out.primal_residual = 1.0 - r.training_accuracy;  // training error
-    out.dual_residual = r.c;                           // the C chosen
+    char c[48];  // the C used (chosen by cross-validation when unset)
+    std::snprintf(c, sizeof(c), ",\"c\":%.17g", r.c);
+    out.summary_notes += c;
     if (r.train_kernel.size() == 0) {  // stopped before the model existed
       if (out.stats.termination == Termination::kTimeLimit) {
         return DeadlineExceededError("the deadline passed before the classifier was trained");

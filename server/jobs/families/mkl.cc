@@ -23,7 +23,7 @@ class MklFamily : public families::ClassifierFamily<kls::v1::MklOptions> {
       case kls::v1::MklOptions::UNSUPERVISED: o.method = ClassifierMethod::kUnsupervised; break;
       default: o.method = ClassifierMethod::kKta; break;
     }
-    KLS_RETURN_IF_ERROR(families::CopySharedOptions(p, name(), &o));
+    families::CopySharedOptions(p, &o);
     if (p.has_single_features()) o.single_features = p.single_features();
     KLS_RETURN_IF_ERROR(o.Validate(name()));
     return o;

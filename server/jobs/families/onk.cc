@@ -16,7 +16,7 @@ class OnkFamily : public families::ClassifierFamily<kls::v1::OnkOptions> {
                                             p.solver(), "GRADIENT, ACCELERATED, LEVEL"));
     ClassifierTrainingOptions o;
     o.method = ClassifierMethod::kOnk;
-    KLS_RETURN_IF_ERROR(families::CopySharedOptions(p, name(), &o));
+    families::CopySharedOptions(p, &o);
     if (p.has_rho()) o.onk.rho = p.rho();
     if (p.solver() == kls::v1::OnkOptions::ACCELERATED) o.onk.method = OnkMethod::kAccelerated;
     if (p.solver() == kls::v1::OnkOptions::LEVEL) o.onk.method = OnkMethod::kLevel;
