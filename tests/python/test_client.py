@@ -247,6 +247,23 @@ def test_submit_wait_and_query_a_learned_kernel(client):
     np.testing.assert_array_equal(client.export(("iris-admm", 1)), v)
 
 
+def test_a_family_declared_only_in_its_proto_is_a_method(client):
+    """Test builds (KLS_TEST_FAMILIES) carry the toy family fixed_rank, whose
+    options message lives in tests/families/proto with option (kls.v1.family):
+    the client finds it like the built-in ones, takes its fields as options,
+    and the server runs it."""
+    if "fixed_rank" not in client.METHODS:
+        pytest.skip("built without KLS_TEST_FAMILIES")
+    x, y, _ = kls_client.read_csv(IRIS)
+    data = client.upload(x[:40], labels=y[:40], name="iris-toy")
+    with pytest.raises(ValueError, match="does not belong to method fixed_rank.*rank, scale"):
+        client.submit(data, "fixed_rank", "toy", gamma=1)
+    done = client.wait(client.submit(data, "fixed_rank", "toy", rank=3, scale=0.5))
+    assert kls_client.state_name(done) == "SUCCEEDED" and done.method == "fixed_rank"
+    assert client.kernel("toy").rank == 3
+    assert not done.certificate.certified  # no dual bound
+
+
 def test_ranking_queries_with_attributes_filters_and_batches(client):
     """Attributes uploaded with a data set, a learned kernel on it, then
     filtered / batched / cosine top-k checked against numpy on the exported V."""

@@ -307,17 +307,16 @@ def _attributes_csv(attributes):
 
 
 def _family_messages():
-    """{family name: options message class} of the generated kls.v1.families
-    modules: the families outside SubmitJobRequest's solver oneof."""
+    """{family name: options message class}: the families outside
+    SubmitJobRequest's solver oneof, found where the server's build finds
+    them — every generated message module under the kls package (kls.v1.families,
+    and a test build's kls.testing) whose message carries option (kls.v1.family)."""
     out = {}
-    try:
-        import kls.v1.families as package
-    except ImportError:
-        return out
-    for info in pkgutil.iter_modules(package.__path__):
-        if not info.name.endswith("_pb2"):
+    import kls as package
+    for info in pkgutil.walk_packages(package.__path__, "kls."):
+        if info.ispkg or not info.name.endswith("_pb2"):
             continue
-        module = importlib.import_module("kls.v1.families." + info.name)
+        module = importlib.import_module(info.name)
         for name, descriptor in module.DESCRIPTOR.message_types_by_name.items():
             options = descriptor.GetOptions()
             if options.HasExtension(family_options_pb2.family):
