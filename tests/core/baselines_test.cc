@@ -28,6 +28,35 @@ PairwiseConstraints Pairs(std::initializer_list<std::tuple<int, int, int>> list)
   return c;
 }
 
+// The Laplacian of a path over n points (both triangles stored).
+Eigen::SparseMatrix<double> PathLaplacian(int n) {
+  std::vector<Eigen::Triplet<double>> t;
+  for (int i = 0; i + 1 < n; ++i) {
+    t.emplace_back(i, i + 1, -1.0);
+    t.emplace_back(i + 1, i, -1.0);
+    t.emplace_back(i, i, 1.0);
+    t.emplace_back(i + 1, i + 1, 1.0);
+  }
+  Eigen::SparseMatrix<double> l(n, n);
+  l.setFromTriplets(t.begin(), t.end());
+  return l;
+}
+
+// The diffusion kernel's eigenpairs are computed up to kDiffusionMaxPoints
+// points and refused above, naming the limit (the guard and auto leave it out there).
+TEST(Baselines, DiffusionBasisStopsAtItsPointLimit) {
+  auto at_limit = DiffusionBasis(PathLaplacian(kDiffusionMaxPoints), 8);
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ(at_limit->vectors.rows(), kDiffusionMaxPoints);
+  EXPECT_EQ(at_limit->vectors.cols(), 8);
+  EXPECT_NEAR(at_limit->eigenvalues(0), 0.0, 1e-9);  // the path is connected: one zero eigenvalue
+  EXPECT_GT(at_limit->eigenvalues(1), 0.0);
+  auto above = DiffusionBasis(PathLaplacian(kDiffusionMaxPoints + 1), 8);
+  ASSERT_FALSE(above.ok());
+  EXPECT_EQ(above.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(above.status().message(), ::testing::HasSubstr(std::to_string(kDiffusionMaxPoints)));
+}
+
 TEST(Baselines, PairsAloneRecoversComponentsAndSeparatesCannotLinks) {
   // Components {0,1,2}, {3,4}, {5,6,7} (must-links), pairwise cannot-links
   // between them, points 8 and 9 in no pair; k = 3 allows all of it.
