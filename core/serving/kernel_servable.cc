@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "core/common/byte_io.h"
@@ -35,11 +37,42 @@ StatusOr<Eigen::MatrixXd> ParseLinearMap(const std::string& bytes) {
   return m;
 }
 
-StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored) {
+namespace {
+
+// An attachment of a registered kind: DATA_LOSS "<name>: <why>" when its
+// parser fails or throws (RESOURCE_EXHAUSTED when it runs out of memory).
+StatusOr<ExtraAttachment> ParseExtra(const AttachmentKind& kind, const std::string& bytes,
+                                     const LearnedKernel& kernel) {
+  StatusOr<std::shared_ptr<const void>> value = [&]() -> StatusOr<std::shared_ptr<const void>> {
+    try {
+      return kind.parse(bytes, kernel);
+    } catch (const std::bad_alloc&) {
+      return ResourceExhaustedError(kind.name + ": out of memory");
+    } catch (const std::exception& e) {
+      return DataLossError(e.what());
+    }
+  }();
+  if (!value.ok() && value.status().code() == StatusCode::kResourceExhausted) return value.status();
+  if (!value.ok()) return DataLossError(kind.name + ": " + value.status().message());
+  if (*value == nullptr) return DataLossError(kind.name + ": the parser returned no value");
+  return ExtraAttachment{std::move(value).value(), kind.type};
+}
+
+}  // namespace
+
+StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored,
+                                            const AttachmentKinds& kinds) {
   ModelAttachments out;
   for (const AttachmentView& a : stored) {
-    out.bytes += static_cast<int64_t>(a.bytes->size());
     const std::string& bytes = *a.bytes;
+    if (const AttachmentKind* kind = kinds.Find(a.name)) {  // never a built-in name (AttachmentKinds::Add)
+      KLS_ASSIGN_OR_RETURN(ExtraAttachment extra, ParseExtra(*kind, bytes, kernel));
+      out.bytes += kind->memory ? std::max<int64_t>(0, kind->memory(extra.value.get()))
+                                : static_cast<int64_t>(bytes.size());
+      out.extras.insert_or_assign(std::string(a.name), std::move(extra));
+      continue;
+    }
+    out.bytes += static_cast<int64_t>(bytes.size());
     if (a.name == kClassifierAttachment) {
       StatusOr<KernelClassifier> c = ParseClassifier(bytes);
       if (!c.ok()) return DataLossError(c.status().message());

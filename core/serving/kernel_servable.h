@@ -12,6 +12,8 @@
 // may run on many threads at once.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +28,7 @@
 #include "core/mkl/kernel_classifier.h"
 #include "core/model/learned_kernel.h"
 #include "core/model/topk_index.h"
+#include "core/serving/attachment_kinds.h"
 #include "core/serving/item_selection.h"
 #include "core/ranking/kernel_extension.h"
 #include "core/ranking/visual_rank.h"
@@ -60,7 +63,18 @@ struct ModelAttachments {
   std::optional<FeatureScaler> scaling;
   /// V = X L (itml jobs): feature queries are rows · L; absent = harmonic extension.
   std::optional<Eigen::MatrixXd> linear_map;
+  /// Attachments of the kinds a family registered (attachment_kinds.h), by name.
+  std::map<std::string, ExtraAttachment, std::less<>> extras;
   int64_t bytes = 0;                           ///< memory the attachments take
+
+  /// The parsed attachment `name` of a registered kind whose values are `T`;
+  /// null when the kernel has none of that name, or it holds another type.
+  template <class T>
+  const T* Extra(std::string_view name) const {
+    const auto it = extras.find(name);
+    if (it == extras.end() || it->second.type != std::type_index(typeid(T))) return nullptr;
+    return static_cast<const T*>(it->second.value.get());
+  }
 };
 
 /// One stored attachment, by name (the bytes are borrowed, not copied).
@@ -69,9 +83,12 @@ struct AttachmentView {
   const std::string* bytes;
 };
 
-/// Decodes the attachments of `kernel` (unknown names, from a newer server,
-/// are skipped). DATA_LOSS naming the attachment for a malformed one.
-StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored);
+/// Decodes the attachments of `kernel`: the built-in kinds into their
+/// members, the kinds registered in `kinds` into `extras`; names of neither
+/// (from a newer server, or a family this build lacks) are skipped. DATA_LOSS
+/// naming the attachment for a malformed one.
+StatusOr<ModelAttachments> ParseAttachments(const LearnedKernel& kernel, const std::vector<AttachmentView>& stored,
+                                            const AttachmentKinds& kinds = AttachmentKinds::Global());
 
 /// Classify's answer: decision values f(x) and the class each one picks.
 struct Classification {

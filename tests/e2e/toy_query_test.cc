@@ -2,8 +2,10 @@
 // kls.testing.ToyQueries/Diagonal (tests/families/queries, registered with
 // server/service_registry.h) served by the real kls-server binary, over the
 // kernel of a job of the toy family fixed_rank; its answers equal
-// Similarity(i, i), an unknown key is NOT_FOUND naming it, and the access log
-// has the call like any other.
+// Similarity(i, i), an unknown key is NOT_FOUND naming it, Scale returns the
+// job's scale option from the toy family's own attachment kind
+// ("fixed_rank_scale", registered by tests/families/fixed_rank_family.cc),
+// and the access log has the calls like any other.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -91,6 +93,7 @@ TEST_F(ToyQueryE2eTest, TheRealServerAnswersTheToyQueryOverAToyFamilyKernel) {
   submit.set_kernel_name("toy");
   kls::testing::FixedRankOptions rank;
   rank.set_rank(3);
+  rank.set_scale(0.75);
   submit.mutable_family_options()->PackFrom(rank);
   auto job = client->SubmitJob(submit);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -129,6 +132,18 @@ TEST_F(ToyQueryE2eTest, TheRealServerAnswersTheToyQueryOverAToyFamilyKernel) {
     EXPECT_THAT(s.error_message(), HasSubstr("keys[2] = 'iris-99' is not a key of data set " + dataset->id()));
   }
 
+  {
+    // The job's scale, stored by the family as an attachment of its own kind.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    kls::testing::ScaleRequest scale_request;
+    *scale_request.mutable_kernel() = ref;
+    kls::testing::ScaleResponse response;
+    const grpc::Status s = toy->Scale(&ctx, scale_request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.scale(), 0.75);
+  }
+
   // Idle connections slow gRPC's shutdown down: close them first.
   client.reset();
   toy.reset();
@@ -137,6 +152,7 @@ TEST_F(ToyQueryE2eTest, TheRealServerAnswersTheToyQueryOverAToyFamilyKernel) {
   EXPECT_EQ(WaitFor(pid_, std::chrono::seconds(20)), 0);
   pid_ = -1;
   EXPECT_THAT(ReadFile(log), HasSubstr("/kls.testing.ToyQueries/Diagonal"));
+  EXPECT_THAT(ReadFile(log), HasSubstr("/kls.testing.ToyQueries/Scale"));
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // server/service_registry.h are all it takes for a query to be served by a
 // real server — here over the kernel of the toy family fixed_rank
 // (family_registry_test.cc), checked against Similarity(i, i) and the
-// exported embedding.
+// exported embedding. Scale reads the toy family's own attachment kind
+// ("fixed_rank_scale", tests/families/fixed_rank_scale.h), which the family
+// file registers with core/serving/attachment_kinds.h: the job's scale option
+// reaches the query without a line of core/ or server/ naming it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,10 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "core/serving/attachment_kinds.h"
 #include "kls/testing/fixed_rank.pb.h"
 #include "kls/testing/toy_queries.grpc.pb.h"
+#include "server/jobs/solver_family.h"
 #include "server/service_registry.h"
 #include "test_server.h"
+#include "tests/families/fixed_rank_scale.h"
 #include "tests/families/queries/diagonal.h"
 
 namespace kls::testing {
@@ -77,6 +83,31 @@ TEST(ToyQueryCoreTest, DiagonalIsTheRowNormsAndStopsOnTheControl) {
   EXPECT_EQ(toy::Diagonal(servable, {}, expired).status().code(), StatusCode::kDeadlineExceeded);
 }
 
+TEST(ToyQueryCoreTest, TheFamilyFileRegistersItsAttachmentKindForServing) {
+  ASSERT_NE(AttachmentKinds::Global().Find(toy::kFixedRankScaleAttachment), nullptr);
+  const server::SolverFamily* family = server::FamilyRegistry::Global().Find("fixed_rank");
+  ASSERT_NE(family, nullptr);
+  EXPECT_THAT(family->traits().attachments, Contains(std::string(toy::kFixedRankScaleAttachment)));
+
+  auto kernel = LearnedKernel::FromEmbedding(LearnedKernel::Embedding::Ones(2, 1));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string stored = toy::SerializeFixedRankScale(0.25);
+  EXPECT_EQ(stored.size(), 8u);
+  auto parsed = ParseAttachments(*kernel, {{toy::kFixedRankScaleAttachment, &stored}});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto* scale = parsed->Extra<toy::FixedRankScale>(toy::kFixedRankScaleAttachment);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->scale, 0.25);
+
+  const std::string truncated = stored.substr(0, 3), negative = toy::SerializeFixedRankScale(-1);
+  auto s = ParseAttachments(*kernel, {{toy::kFixedRankScaleAttachment, &truncated}}).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "fixed_rank_scale: 3 bytes; expected 8");
+  s = ParseAttachments(*kernel, {{toy::kFixedRankScaleAttachment, &negative}}).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "fixed_rank_scale: scale = -1 must be finite and > 0");
+}
+
 class ToyQueryTest : public ServerJobTest {
  protected:
   void SetUp() override {
@@ -91,6 +122,14 @@ class ToyQueryTest : public ServerJobTest {
     grpc::ClientContext context;
     context.set_deadline(deadline);
     return toy_->Diagonal(&context, request, response);
+  }
+
+  grpc::Status Scale(const kls::v1::KernelRef& kernel, kls::testing::ScaleResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    kls::testing::ScaleRequest request;
+    *request.mutable_kernel() = kernel;
+    return toy_->Scale(&context, request, response);
   }
 
   std::unique_ptr<kls::testing::ToyQueries::Stub> toy_;
@@ -126,6 +165,37 @@ TEST_F(ToyQueryTest, DiagonalOfAToyFamilyKernelEqualsSimilarityOfEachItemWithIts
   kls::testing::DiagonalResponse none;
   EXPECT_TRUE(Call(DiagonalOf(Ref("toy"), {}), &none).ok());
   EXPECT_EQ(none.values_size(), 0);
+}
+
+TEST_F(ToyQueryTest, TheJobsScaleReachesTheQueryThroughTheFamilysOwnAttachmentKind) {
+  const std::string id = Upload(KeyedIris(30));
+  Run(FixedRank(id, 3, 0.5), "toy");   // v1
+  Run(FixedRank(id, 3, 2.0), "toy");   // v2
+  Run(FixedRank(id, 3, 1.0), "unit");  // the same kernel unscaled
+  for (const auto& [ref, expected] : std::vector<std::pair<kls::v1::KernelRef, double>>{
+           {Ref("toy", 1), 0.5}, {Ref("toy"), 2.0}, {Ref("toy", 2), 2.0}, {Ref("unit"), 1.0}}) {
+    kls::testing::ScaleResponse response;
+    const grpc::Status s = Scale(ref, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.scale(), expected) << ref.name() << " v" << ref.version();
+  }
+  // The stored scale is the one the kernel was learned with: K = scale · K_unit.
+  kls::testing::DiagonalResponse scaled, unit;
+  ASSERT_TRUE(Call(DiagonalOf(Ref("toy", 1), {"iris-4", "iris-21"}), &scaled).ok());
+  ASSERT_TRUE(Call(DiagonalOf(Ref("unit"), {"iris-4", "iris-21"}), &unit).ok());
+  ASSERT_EQ(scaled.values_size(), 2);
+  ASSERT_EQ(unit.values_size(), 2);
+  for (int t = 0; t < 2; ++t) EXPECT_NEAR(scaled.values(t), 0.5 * unit.values(t), 1e-9 * (1.0 + unit.values(t)));
+
+  // A kernel without the attachment (imported): FAILED_PRECONDITION naming the family that stores it.
+  ASSERT_TRUE(client_->ImportKernel("imported", LearnedKernel::Embedding::Ones(4, 2)).ok());
+  kls::testing::ScaleResponse response;
+  grpc::Status s = Scale(Ref("imported"), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("Scale: kernel imported v1 (method import) has no fixed_rank scale; it "
+                                           "needs a kernel learned by a job of fixed_rank"));
+  s = Scale(Ref("nope"), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ToyQueryTest, BadRequestsAreNamedAndTheCallsDeadlineReachesTheServable) {

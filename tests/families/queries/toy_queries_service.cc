@@ -6,6 +6,10 @@
 // (server/CMakeLists.txt). The handler is request → core → status: the
 // shared checks and key lookup of server/query_requests.h, the kernel from
 // the server's KernelCache, the servable method under the call's control.
+// Scale reads an attachment of a kind core does not know — the toy family's
+// "fixed_rank_scale" (tests/families/fixed_rank_scale.h), parsed with the
+// kernel because fixed_rank_family.cc registered it — through
+// KernelServable::attachments().Extra<T>(name).
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +21,7 @@
 #include "server/query_requests.h"
 #include "server/service_registry.h"
 #include "server/status_mapping.h"
+#include "tests/families/fixed_rank_scale.h"
 #include "tests/families/queries/diagonal.h"
 
 namespace kls::server {
@@ -48,6 +53,18 @@ class ToyQueriesService final : public kls::testing::ToyQueries::Service {
     KLS_GRPC_ASSIGN_OR_RETURN(const std::vector<double> values,
                               toy::Diagonal(handle.servable(), items, CallControl(context)));
     response->mutable_values()->Add(values.begin(), values.end());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Scale(grpc::ServerContext* context, const kls::testing::ScaleRequest* request,
+                     kls::testing::ScaleResponse* response) override {
+    KLS_GRPC_ASSIGN_OR_RETURN(const KernelCache::Handle handle, cache_->Get(FromProto(request->kernel())));
+    const KernelServable servable = handle.servable();
+    const auto* stored = servable.attachments().Extra<toy::FixedRankScale>(toy::kFixedRankScaleAttachment);
+    KLS_GRPC_RETURN_IF_ERROR(
+        RequireModel(handle, stored != nullptr, "Scale", toy::kFixedRankScaleAttachment, "fixed_rank scale"));
+    KLS_GRPC_RETURN_IF_ERROR(CallControl(context).CheckStop("Scale"));
+    response->set_scale(stored->scale);
     return grpc::Status::OK;
   }
 
