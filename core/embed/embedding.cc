@@ -675,23 +675,24 @@ Status MveProblem::Validate() const {
   return ValidateGuardLabels(labels, graph.num_points);
 }
 
-Status MveOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(inner.Validate());
-  if (dims < 1) return InvalidArgumentError("options.dims = " + std::to_string(dims) + " must be >= 1");
+Status MveOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(inner.Validate(path));
+  if (dims < 1) return InvalidArgumentError(p + ".dims = " + std::to_string(dims) + " must be >= 1");
   if (max_outer_iterations < 1) {
-    return InvalidArgumentError("options.max_outer_iterations = " + std::to_string(max_outer_iterations) +
+    return InvalidArgumentError(p + ".max_outer_iterations = " + std::to_string(max_outer_iterations) +
                                 " must be >= 1");
   }
   if (!(outer_tolerance >= 0.0) || !std::isfinite(outer_tolerance)) {
-    return InvalidArgumentError("options.outer_tolerance = " + FormatNumber(outer_tolerance) +
+    return InvalidArgumentError(p + ".outer_tolerance = " + FormatNumber(outer_tolerance) +
                                 " must be finite and >= 0");
   }
   if (!(objective_tolerance >= 0.0) || !std::isfinite(objective_tolerance)) {
-    return InvalidArgumentError("options.objective_tolerance = " + FormatNumber(objective_tolerance) +
+    return InvalidArgumentError(p + ".objective_tolerance = " + FormatNumber(objective_tolerance) +
                                 " must be finite and >= 0");
   }
   if (!(inexact_factor >= 0.0) || !std::isfinite(inexact_factor)) {
-    return InvalidArgumentError("options.inexact_factor = " + FormatNumber(inexact_factor) +
+    return InvalidArgumentError(p + ".inexact_factor = " + FormatNumber(inexact_factor) +
                                 " must be finite and >= 0");
   }
   return OkStatus();
@@ -715,12 +716,13 @@ Status SpeProblem::Validate() const {
   return OkStatus();
 }
 
-Status KpcaOptions::Validate() const {
+Status KpcaOptions::Validate(std::string_view path) const {
+  const std::string p(path);
   if (!(rbf_sigma >= 0.0) || !std::isfinite(rbf_sigma)) {
-    return InvalidArgumentError("options.rbf_sigma = " + FormatNumber(rbf_sigma) +
+    return InvalidArgumentError(p + ".rbf_sigma = " + FormatNumber(rbf_sigma) +
                                 " must be finite and >= 0 (0 = heuristic)");
   }
-  if (dims < 1) return InvalidArgumentError("options.dims = " + std::to_string(dims) + " must be >= 1");
+  if (dims < 1) return InvalidArgumentError(p + ".dims = " + std::to_string(dims) + " must be >= 1");
   return OkStatus();
 }
 

@@ -178,7 +178,9 @@ struct MveOptions {
   /// against KPCA's 92 %), no setting of B is safe on every data set, and the
   /// check costs O(n² r), a fraction of one K₀ update. Off = the solve as is.
   bool keep_start_unless_better = true;
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>"; `inner`'s options
+  /// under the same path (the service's embedding.c is inner.c).
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// The objective the MVE outer loop ascends ([SJ07] with the square slack of
@@ -271,7 +273,8 @@ struct KpcaOptions {
   double rbf_sigma = 0.0;
   /// Output dimensions >= 1.
   int dims = 2;
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>".
+  Status Validate(std::string_view path = "options") const;
 };
 
 /// Kernel PCA (baseline of Table 3.8): the top `dims` principal coordinates of

@@ -894,23 +894,24 @@ Status EmbeddingMinimaxProblem::Validate() const {
   return OkStatus();
 }
 
-Status EmbeddingMinimaxOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c));
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b));
+Status EmbeddingMinimaxOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("c", c, path));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("b", b, path));
   if (max_iterations < 1) {
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+    return InvalidArgumentError(p + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(tolerance >= 0.0) || !std::isfinite(tolerance)) {
-    return InvalidArgumentError("options.tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
+    return InvalidArgumentError(p + ".tolerance = " + FormatNumber(tolerance) + " must be finite and >= 0");
   }
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("initial_eta", initial_eta));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("initial_eta", initial_eta, path));
   if (max_backtracks < 1) {
-    return InvalidArgumentError("options.max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
+    return InvalidArgumentError(p + ".max_backtracks = " + std::to_string(max_backtracks) + " must be >= 1");
   }
   if (dense_threshold < 0) {
-    return InvalidArgumentError("options.dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
+    return InvalidArgumentError(p + ".dense_threshold = " + std::to_string(dense_threshold) + " must be >= 0");
   }
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("lanczos_tolerance", lanczos_tolerance, path));
   return OkStatus();
 }
 

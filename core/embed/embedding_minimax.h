@@ -132,8 +132,8 @@ struct EmbeddingMinimaxOptions {
   /// Spectra relative tolerance (> 0).
   double lanczos_tolerance = 1e-10;
 
-  /// INVALID_ARGUMENT naming the field ("options.b = -1 must be finite and > 0").
-  Status Validate() const;
+  /// INVALID_ARGUMENT naming the field under `path` ("options.b = -1 must be finite and > 0").
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct EmbeddingMinimaxResult {

@@ -16,16 +16,17 @@
 
 namespace kls {
 
-Status QsdpIpmOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance));
+Status QsdpIpmOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance, path));
   if (max_iterations < 1) {
-    return InvalidArgumentError("options.max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
+    return InvalidArgumentError(p + ".max_iterations = " + std::to_string(max_iterations) + " must be >= 1");
   }
   if (!(step_fraction > 0.0 && step_fraction < 1.0)) {
-    return InvalidArgumentError("options.step_fraction = " + FormatNumber(step_fraction) + " must be in (0, 1)");
+    return InvalidArgumentError(p + ".step_fraction = " + FormatNumber(step_fraction) + " must be in (0, 1)");
   }
   if (!(rank_threshold > 0.0 && rank_threshold < 1.0)) {
-    return InvalidArgumentError("options.rank_threshold = " + FormatNumber(rank_threshold) + " must be in (0, 1)");
+    return InvalidArgumentError(p + ".rank_threshold = " + FormatNumber(rank_threshold) + " must be in (0, 1)");
   }
   return OkStatus();
 }

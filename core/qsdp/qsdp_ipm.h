@@ -75,8 +75,8 @@ struct QsdpIpmOptions {
   bool precondition = true;
   /// Eigenvalues of Y above this fraction of the largest count towards `rank` (in (0, 1)).
   double rank_threshold = 1e-7;
-  /// INVALID_ARGUMENT naming the field and value.
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>".
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct QsdpIpmResult {

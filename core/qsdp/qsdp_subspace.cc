@@ -13,10 +13,11 @@
 
 namespace kls {
 
-Status QsdpSubspaceOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance));
-  auto at_least_one = [](const char* field, int v) -> Status {
-    if (v < 1) return InvalidArgumentError(std::string("options.") + field + " = " + std::to_string(v) + " must be >= 1");
+Status QsdpSubspaceOptions::Validate(std::string_view path) const {
+  const std::string p(path);
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("gap_tolerance", gap_tolerance, path));
+  auto at_least_one = [&p](const char* field, int v) -> Status {
+    if (v < 1) return InvalidArgumentError(p + "." + field + " = " + std::to_string(v) + " must be >= 1");
     return OkStatus();
   };
   KLS_RETURN_IF_ERROR(at_least_one("full_system_size", full_system_size));
@@ -24,15 +25,17 @@ Status QsdpSubspaceOptions::Validate() const {
   KLS_RETURN_IF_ERROR(at_least_one("margin", margin));
   KLS_RETURN_IF_ERROR(at_least_one("max_rounds", max_rounds));
   if (!(growth >= 1.0) || !std::isfinite(growth)) {
-    return InvalidArgumentError("options.growth = " + FormatNumber(growth) + " must be finite and >= 1");
+    return InvalidArgumentError(p + ".growth = " + FormatNumber(growth) + " must be finite and >= 1");
   }
   if (!(min_gap_reduction > 0.0 && min_gap_reduction <= 1.0)) {
-    return InvalidArgumentError("options.min_gap_reduction = " + FormatNumber(min_gap_reduction) + " must be in (0, 1]");
+    return InvalidArgumentError(p + ".min_gap_reduction = " + FormatNumber(min_gap_reduction) + " must be in (0, 1]");
   }
   if (!(range_threshold > 0.0 && range_threshold < 1.0)) {
-    return InvalidArgumentError("options.range_threshold = " + FormatNumber(range_threshold) + " must be in (0, 1)");
+    return InvalidArgumentError(p + ".range_threshold = " + FormatNumber(range_threshold) + " must be in (0, 1)");
   }
-  return ipm.Validate().WithContext("ipm");
+  // The IPM's options sit under the same path: the service's qsdp.max_iterations
+  // is ipm.max_iterations, and its gap_tolerance sets both.
+  return ipm.Validate(path);
 }
 
 QsdpProblem RestrictToFace(const QsdpProblem& problem, const Eigen::MatrixXd& u) {

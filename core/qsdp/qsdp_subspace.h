@@ -64,8 +64,9 @@ struct QsdpSubspaceOptions {
   double range_threshold = 1e-6;
   /// Options of the inner IPM (its gap_tolerance is set to a tenth of the one above).
   QsdpIpmOptions ipm;
-  /// INVALID_ARGUMENT naming the field and value.
-  Status Validate() const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>"; the inner IPM's
+  /// options are checked under the same path ("qsdp.max_iterations = 0 must be >= 1").
+  Status Validate(std::string_view path = "options") const;
 };
 
 struct QsdpSubspaceRound {

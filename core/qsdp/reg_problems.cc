@@ -15,34 +15,39 @@
 
 namespace kls {
 
-Status RegMvuOptions::Validate(int num_points) const {
-  if (m < 1 || m + 1 > num_points) {
-    return InvalidArgumentError("m = " + std::to_string(m) + " must be in [1, n - 1] for n = " +
-                                std::to_string(num_points));
-  }
-  if (neighbors < 1 || neighbors >= num_points) {
-    return InvalidArgumentError("neighbors = " + std::to_string(neighbors) + " must be in [1, n) for n = " +
-                                std::to_string(num_points));
-  }
-  if (!(nu > 0.0) || !std::isfinite(nu)) return InvalidArgumentError("nu = " + FormatNumber(nu) + " must be finite and > 0");
-  if (num_threads < 0) return InvalidArgumentError("num_threads = " + std::to_string(num_threads) + " must be >= 0");
-  return basis.Validate().WithContext("basis");
+namespace {
+
+// "<path>.<field> = v must be in [1, n<upper>) for n = N", or with n unknown
+// (num_points <= 0) "... must be >= 1".
+Status InRange(std::string_view path, const char* field, int v, int num_points, int upper, const char* interval) {
+  const bool known = num_points > 0;
+  if (v >= 1 && (!known || v <= upper)) return OkStatus();
+  const std::string at = std::string(path) + "." + field + " = " + std::to_string(v);
+  if (!known) return InvalidArgumentError(at + " must be >= 1");
+  return InvalidArgumentError(at + " must be in " + interval + " for n = " + std::to_string(num_points));
 }
 
-Status RegPcpOptions::Validate(int num_points) const {
-  if (m < 1 || m > num_points) {
-    return InvalidArgumentError("m = " + std::to_string(m) + " must be in [1, n] for n = " + std::to_string(num_points));
-  }
-  if (neighbors < 1 || neighbors >= num_points) {
-    return InvalidArgumentError("neighbors = " + std::to_string(neighbors) + " must be in [1, n) for n = " +
-                                std::to_string(num_points));
-  }
-  if (sigma_neighbor < 1 || sigma_neighbor >= num_points) {
-    return InvalidArgumentError("sigma_neighbor = " + std::to_string(sigma_neighbor) + " must be in [1, n) for n = " +
-                                std::to_string(num_points));
-  }
-  if (num_threads < 0) return InvalidArgumentError("num_threads = " + std::to_string(num_threads) + " must be >= 0");
-  return basis.Validate().WithContext("basis");
+Status Threads(std::string_view path, int num_threads) {
+  if (num_threads >= 0) return OkStatus();
+  return InvalidArgumentError(std::string(path) + ".num_threads = " + std::to_string(num_threads) + " must be >= 0");
+}
+
+}  // namespace
+
+Status RegMvuOptions::Validate(int num_points, std::string_view path) const {
+  KLS_RETURN_IF_ERROR(InRange(path, "m", m, num_points, num_points - 1, "[1, n - 1]"));
+  KLS_RETURN_IF_ERROR(InRange(path, "neighbors", neighbors, num_points, num_points - 1, "[1, n)"));
+  KLS_RETURN_IF_ERROR(CheckPositiveOption("nu", nu, path));
+  KLS_RETURN_IF_ERROR(Threads(path, num_threads));
+  return basis.Validate().WithContext(std::string(path) + ".basis");
+}
+
+Status RegPcpOptions::Validate(int num_points, std::string_view path) const {
+  KLS_RETURN_IF_ERROR(InRange(path, "m", m, num_points, num_points, "[1, n]"));
+  KLS_RETURN_IF_ERROR(InRange(path, "neighbors", neighbors, num_points, num_points - 1, "[1, n)"));
+  KLS_RETURN_IF_ERROR(InRange(path, "sigma_neighbor", sigma_neighbor, num_points, num_points - 1, "[1, n)"));
+  KLS_RETURN_IF_ERROR(Threads(path, num_threads));
+  return basis.Validate().WithContext(std::string(path) + ".basis");
 }
 
 QsdpProblem MakeRegMvuProblem(const Eigen::MatrixXd& q, const std::vector<int>& edge_i, const std::vector<int>& edge_j,
@@ -83,7 +88,7 @@ QsdpProblem MakeRegPcpProblem(const Eigen::MatrixXd& q, const PairwiseConstraint
 StatusOr<RegularizedKernelProblem> BuildRegMvu(const Eigen::MatrixXd& points, const RegMvuOptions& options) {
   return GuardExceptions("BuildRegMvu", [&]() -> StatusOr<RegularizedKernelProblem> {
     const int n = static_cast<int>(points.rows());
-    KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("RegMvuOptions"));
+    KLS_RETURN_IF_ERROR(options.Validate(n));
     RegularizedKernelProblem out;
     out.sign = -1.0;
     Stopwatch watch;
@@ -123,7 +128,7 @@ StatusOr<RegularizedKernelProblem> BuildRegPcp(const Eigen::MatrixXd& points, co
                                                const RegPcpOptions& options) {
   return GuardExceptions("BuildRegPcp", [&]() -> StatusOr<RegularizedKernelProblem> {
     const int n = static_cast<int>(points.rows());
-    KLS_RETURN_IF_ERROR(options.Validate(n).WithContext("RegPcpOptions"));
+    KLS_RETURN_IF_ERROR(options.Validate(n));
     KLS_RETURN_IF_ERROR(constraints.Validate(n).WithContext("constraints"));
     RegularizedKernelProblem out;
     out.sign = 1.0;

@@ -26,6 +26,7 @@
 #include <Eigen/Core>
 #include <Eigen/SparseCore>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/common/status.h"
@@ -47,7 +48,10 @@ struct RegMvuOptions {
   /// added edges join N like k-NN edges.
   ConnectMode connect = ConnectMode::kError;
   SmoothBasisOptions basis;
-  Status Validate(int num_points) const;
+  /// INVALID_ARGUMENT "<path>.<field> = <value> <rule>" ("qsdp.m = 12 must be
+  /// in [1, n - 1] for n = 10"); num_points <= 0 = not known yet: only the
+  /// bounds that do not need n (m >= 1, neighbors >= 1, nu > 0).
+  Status Validate(int num_points, std::string_view path = "options") const;
 };
 
 struct RegPcpOptions {
@@ -56,7 +60,9 @@ struct RegPcpOptions {
   int sigma_neighbor = 20;  ///< σ = mean distance to this nearest neighbour (paper: 20)
   int num_threads = 1;
   SmoothBasisOptions basis;
-  Status Validate(int num_points) const;
+  /// As RegMvuOptions::Validate: "<path>.m = 0 must be >= 1"; num_points <= 0
+  /// checks only what does not need n.
+  Status Validate(int num_points, std::string_view path = "options") const;
 };
 
 /// A problem ready for SolveQsdp plus what produced it.

@@ -330,6 +330,29 @@ TEST_F(BadInputTest, UnknownAndInvalidSolverOptions) {
   r.mutable_graph()->set_k(-2);
   EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("graph.k = -2 must be >= 1"));
 
+  // Core options validate themselves under the family's name, once: the IPM's
+  // max_iterations and MVE's inner c are flat in the proto, and so in the message;
+  // bounds that need n are checked against the data set's.
+  r = base;
+  r.mutable_qsdp()->set_problem(kls::v1::QsdpKernelOptions::REGPCP);
+  r.mutable_qsdp()->set_max_iterations(0);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("qsdp.max_iterations = 0 must be >= 1"));
+  r.mutable_qsdp()->set_max_iterations(10);
+  r.mutable_qsdp()->set_m(0);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("qsdp.m = 0 must be >= 1"));
+  r.mutable_qsdp()->set_m(9);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("qsdp.m = 9 must be in [1, n] for n = 8"));
+  r.mutable_qsdp()->set_m(3);
+  r.mutable_qsdp()->set_nu(-1);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("qsdp.nu = -1 must be finite and > 0"));
+  r = base;
+  r.mutable_embedding()->set_method(kls::v1::EmbeddingOptions::MVE);
+  r.mutable_embedding()->set_c(0);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("embedding.c = 0 must be finite and > 0"));
+  r.mutable_embedding()->set_c(1);
+  r.mutable_embedding()->set_dims(0);
+  EXPECT_STATUS(submit(r), INVALID_ARGUMENT, HasSubstr("embedding.dims = 0 must be >= 1"));
+
   r = base;
   r.mutable_kl_admm();
   r.set_deadline_seconds(-1);

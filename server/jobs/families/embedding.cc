@@ -8,7 +8,6 @@
 namespace kls::server {
 namespace {
 
-using families::Prefixed;
 
 /// CMVU / MVE / SPE / KPCA job settings.
 struct EmbeddingJobOptions {
@@ -72,10 +71,10 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
     if (o.neighbors < 1) {
       return InvalidArgumentError("embedding.neighbors = " + std::to_string(o.neighbors) + " must be >= 1");
     }
-    if (p.has_b()) KLS_RETURN_IF_ERROR(Prefixed(CheckPositiveOption("b", o.b), name()));
-    KLS_RETURN_IF_ERROR(Prefixed(o.inner.Validate(), name()));
-    KLS_RETURN_IF_ERROR(Prefixed(o.mve.Validate(), name()));
-    KLS_RETURN_IF_ERROR(Prefixed(o.kpca.Validate(), name()));
+    if (p.has_b()) KLS_RETURN_IF_ERROR(CheckPositiveOption("b", o.b, name()));
+    KLS_RETURN_IF_ERROR(o.inner.Validate(name()));
+    KLS_RETURN_IF_ERROR(o.mve.Validate(name()));
+    KLS_RETURN_IF_ERROR(o.kpca.Validate(name()));
     return o;
   }
 

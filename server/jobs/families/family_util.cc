@@ -18,14 +18,6 @@ Status CheckEnum(bool valid, const std::string& field, int value, const char* al
   return InvalidArgumentError(field + " = " + std::to_string(value) + " is not one of " + allowed);
 }
 
-Status Prefixed(const Status& s, const std::string& family) {
-  if (s.ok()) return s;
-  const std::string_view prefix = "options.";
-  std::string msg = s.message();
-  if (msg.compare(0, prefix.size(), prefix) == 0) msg.erase(0, prefix.size());
-  return Status(s.code(), family + "." + msg);
-}
-
 NpklLoss LossToCore(kls::v1::Loss loss, NpklLoss fallback) {
   switch (loss) {
     case kls::v1::LINEAR: return NpklLoss::kLinear;

@@ -24,14 +24,6 @@ std::string Num(double v);
 /// INVALID_ARGUMENT "field = value is not one of allowed" unless `valid`.
 Status CheckEnum(bool valid, const std::string& field, int value, const char* allowed);
 
-/// Names a core validator's field the way the client wrote it, for the
-/// validators that do not take a field path yet (qsdp's solver and graph
-/// problems, the embeddings): they say "options.x = …"; the client wrote
-/// "<family>.x". The NPKL, NPK ranking, classifier (onk, mkl), social
-/// strength and ITML options take the path (`Validate(name())`) and need no
-/// rewriting.
-Status Prefixed(const Status& s, const std::string& family);
-
 /// The proto Loss → core; LOSS_UNSPECIFIED (or an unknown value) is `fallback`.
 NpklLoss LossToCore(kls::v1::Loss loss, NpklLoss fallback);
 kls::v1::Loss LossToProto(NpklLoss loss);

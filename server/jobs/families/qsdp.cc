@@ -12,7 +12,6 @@ namespace kls::server {
 namespace {
 
 using families::Num;
-using families::Prefixed;
 
 class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions> {
  public:
@@ -25,12 +24,12 @@ class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions
   Status CheckDataset(const JobSpec& spec, const store::DatasetRecord& d, store::Store*) const override {
     const QsdpJobOptions& o = spec.Options<QsdpJobOptions>();
     const int n = static_cast<int>(d.num_points);
-    if (o.mvu) return Prefixed(o.mvu_options.Validate(n), name());
+    if (o.mvu) return o.mvu_options.Validate(n, name());
     if (d.num_constraints == 0) {
       return FailedPreconditionError("data set \"" + d.id + "\" has no pairwise constraints; qsdp REGPCP needs "
                                      "must-link / cannot-link pairs");
     }
-    return Prefixed(PcpOptions(o, n).Validate(n), name());
+    return PcpOptions(o, n).Validate(n, name());
   }
 
  protected:
@@ -47,14 +46,11 @@ class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions
     if (p.has_nu()) o.mvu_options.nu = p.nu();
     if (p.has_gap_tolerance()) o.solver.gap_tolerance = o.solver.ipm.gap_tolerance = p.gap_tolerance();
     if (p.has_max_iterations()) o.solver.ipm.max_iterations = p.max_iterations();
-    if (p.has_nu() && !(std::isfinite(p.nu()) && p.nu() > 0)) {
-      return InvalidArgumentError("qsdp.nu = " + Num(p.nu()) + " must be finite and > 0");
-    }
-    if (p.has_m() && p.m() < 1) return InvalidArgumentError("qsdp.m = " + std::to_string(p.m()) + " must be >= 1");
-    if (p.has_neighbors() && p.neighbors() < 1) {
-      return InvalidArgumentError("qsdp.neighbors = " + std::to_string(p.neighbors()) + " must be >= 1");
-    }
-    KLS_RETURN_IF_ERROR(Prefixed(o.solver.Validate(), name()));
+    // What does not need the data set's n now (CheckDataset checks the rest);
+    // m, neighbors and nu are the same fields in both problems' options.
+    KLS_RETURN_IF_ERROR(o.mvu_options.Validate(0, name()));
+    KLS_RETURN_IF_ERROR(o.pcp.Validate(0, name()));
+    KLS_RETURN_IF_ERROR(o.solver.Validate(name()));
     o.mvu_options.connect = spec.connect;
     return o;
   }
