@@ -463,15 +463,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
         best.rank = cert.rank;
         best.mu = mu;
       }
-      ProgressEvent ev;
-      ev.iteration = it;
-      ev.objective = cert.objective;
-      ev.primal_residual = cert.certificate.kkt_residual;
-      ev.dual_residual = cert.certificate.gap;
-      ev.gap = cert.certificate.gap;
-      ev.elapsed_seconds = watch.Seconds();
-      ev.max_iterations = options.max_iterations;
-      control.Report(ev);
+      control.Report(CertificateProgress(it, cert, watch.Seconds(), options.max_iterations));
       return cert.certificate.gap <= options.gap_tolerance;
     };
     // The fingerprint costs O(K m + m²): only computed when checkpoints are used.

@@ -100,6 +100,18 @@ double PsdTermFloor(const QsdpProblem& p, Eigen::VectorXd* indicator) {
 
 }  // namespace
 
+ProgressEvent CertificateProgress(int iteration, const QsdpResult& cert, double elapsed_seconds, int max_iterations) {
+  ProgressEvent e;
+  e.iteration = iteration;
+  e.objective = cert.objective;
+  e.primal_residual = cert.certificate.kkt_residual;
+  e.dual_residual = cert.certificate.gap;
+  e.gap = cert.certificate.gap;
+  e.elapsed_seconds = elapsed_seconds;
+  e.max_iterations = max_iterations;
+  return e;
+}
+
 void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, double face_threshold,
                          QsdpResult* out) {
   const Eigen::VectorXd applied = problem.Apply(y);
@@ -410,15 +422,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     auto certify = [&]() -> bool {
       EvaluateCertificate(problem, original(y), options.face_threshold, &result);
       result.stats.objective_history.push_back(result.objective);
-      ProgressEvent e;
-      e.iteration = it;
-      e.objective = result.objective;
-      e.primal_residual = result.certificate.kkt_residual;
-      e.dual_residual = result.certificate.gap;
-      e.gap = result.certificate.gap;
-      e.elapsed_seconds = watch.Seconds();
-      e.max_iterations = options.max_iterations;
-      control.Report(e);
+      control.Report(CertificateProgress(it, result, watch.Seconds(), options.max_iterations));
       return result.certificate.gap <= options.gap_tolerance;
     };
     while (it < options.max_iterations && !done) {

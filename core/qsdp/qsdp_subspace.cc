@@ -349,15 +349,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       round.gap = cert.certificate.gap;
       round.seconds = round_watch.Seconds();
       result.rounds.push_back(round);
-      ProgressEvent ev;
-      ev.iteration = round_index + 1;
-      ev.objective = cert.objective;
-      ev.primal_residual = cert.certificate.kkt_residual;
-      ev.dual_residual = cert.certificate.gap;
-      ev.gap = cert.certificate.gap;
-      ev.elapsed_seconds = watch.Seconds();
-      ev.max_iterations = options.max_rounds;
-      control.Report(ev);
+      control.Report(CertificateProgress(round_index + 1, cert, watch.Seconds(), options.max_rounds));
       if (cert.certificate.gap < best_cert.certificate.gap) {
         best_cert = cert;
         best_y = yk;
