@@ -152,6 +152,7 @@ Status KlsServer::OpenStore(bool shared) {
     pg.cache_dir = config_.cache_dir;
     pg.cache_disk_bytes = int64_t{config_.cache_disk_mb} * 1024 * 1024;
     pg.pool_size = std::max(4, config_.ResolvedWorkers() + 4);
+    pg.idle_in_transaction_seconds = config_.lease_seconds;
     StatusOr<std::unique_ptr<store::Store>> opened_store = store::OpenPostgresStore(pg);
     if (!opened_store.ok()) {
       ReleaseState();

@@ -38,6 +38,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
@@ -186,11 +187,16 @@ std::string NewId(const char* prefix) {
   return buf + RandomHex(8);
 }
 
-Conn Connect(const std::string& uri) {
+Conn Connect(const PostgresStoreOptions& o) {
   // connect_timeout first: a value in the URI (expanded from dbname) overrides it.
+  const std::string options =
+      o.idle_in_transaction_seconds > 0
+          ? "-c idle_in_transaction_session_timeout=" +
+                std::to_string(std::max<int64_t>(1, std::llround(o.idle_in_transaction_seconds * 1000)))
+          : std::string();
   const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-                        "keepalives_count", "dbname", nullptr};
-  const char* values[] = {kDefaultConnectTimeoutSeconds, "1", "10", "5", "3", uri.c_str(), nullptr};
+                        "keepalives_count", "options", "dbname", nullptr};
+  const char* values[] = {kDefaultConnectTimeoutSeconds, "1", "10", "5", "3", options.c_str(), o.uri.c_str(), nullptr};
   Conn c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
   // Server notices ("relation already exists, skipping") are not errors; libpq would print them to stderr.
   if (c) PQsetNoticeProcessor(c.get(), [](void*, const char*) {}, nullptr);
@@ -573,7 +579,7 @@ class PostgresStore final : public Store {
       c.reset();
     }
     if (!c) {
-      c = Connect(options_.uri);
+      c = Connect(options_);
       if (PQstatus(c.get()) != CONNECTION_OK) {
         const std::string msg = ConnError(c.get());
         c.reset();
@@ -1192,7 +1198,7 @@ class PostgresStore final : public Store {
   /// Called with liveness_mu_ held.
   Status TakeLivenessLock(const std::string& owner, Liveness* l) {
     const std::string op = "registering replica " + owner;
-    Conn c = Connect(options_.uri);
+    Conn c = Connect(options_);
     if (PQstatus(c.get()) != CONNECTION_OK) {
       return UnavailableError(op + ": PostgreSQL is unavailable: " + ConnError(c.get()));
     }
@@ -1546,7 +1552,7 @@ class PostgresStore final : public Store {
   void ListenLoop() {
     auto backoff = std::chrono::milliseconds(100);
     while (!Stopping()) {
-      Conn conn = Connect(options_.uri);
+      Conn conn = Connect(options_);
       if (PQstatus(conn.get()) == CONNECTION_OK) {
         Result r(PQexec(conn.get(), (std::string("LISTEN ") + kChannel).c_str()));
         if (r && PQresultStatus(r.get()) == PGRES_COMMAND_OK) {

@@ -328,6 +328,15 @@ struct PostgresStoreOptions {
   int64_t cache_disk_bytes = 0;
   /// Connections in the pool used by RPC handlers and workers (>= 1).
   int pool_size = 4;
+  /// The database ends a session of this store that sits idle inside a
+  /// transaction for longer than this (PostgreSQL's
+  /// idle_in_transaction_session_timeout), releasing its row locks; 0 = the
+  /// database's own setting. kls-server sets the lease: a replica paused or
+  /// hung between a checkpoint's INSERT and its COMMIT held the job's row
+  /// (FOR SHARE) and so kept every other replica from taking the job over —
+  /// a job whose lease ran out in 2 s was re-queued after 120 s. Such a
+  /// replica has lost its lease, so its transaction could not commit anyway.
+  double idle_in_transaction_seconds = 0.0;
   /// When set, Open records here the schema version it found (0 = a new
   /// database) and the version it left (kls-server --migrate-only).
   struct SchemaVersions {
