@@ -438,7 +438,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(s.kept.v, n));
   EmbeddingResult result = MakeResult(std::move(s.kept), std::move(k));
   // A kept solve decoded from a checkpoint carries its gap, not the verdict.
-  result.certificate = Certificate::FromGap(result.certificate.gap, options.inner.tolerance);
+  result.certificate.CheckAgainst(options.inner.tolerance);
   result.stats = std::move(total);
   result.quasi_newton_iterations = s.quasi_newton;
   result.newton_steps = s.newton;
