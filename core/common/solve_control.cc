@@ -4,7 +4,7 @@
 
 namespace kls {
 
-int IterationsToObjective(const SolveStats& stats, double target, double relative) {
+int IterationsToObjective(const SolveReport& stats, double target, double relative) {
   const double bound = target + relative * std::max(1.0, std::abs(target));
   const int size = static_cast<int>(stats.objective_history.size());
   for (int k = 0; k < size; ++k) {

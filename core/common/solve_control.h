@@ -121,7 +121,7 @@ struct SolveControl {
   std::shared_ptr<std::atomic<bool>> checkpoint_requested;
   /// Resume from this state (produced by the same solver for the same
   /// problem and options). A checkpoint of another format or shape is
-  /// ignored and the solve starts afresh (SolveStats::resumed_from_iteration
+  /// ignored and the solve starts afresh (SolveReport::resumed_from_iteration
   /// stays 0). Null: start afresh.
   std::shared_ptr<const Checkpoint> resume_from;
 
@@ -234,8 +234,9 @@ class CheckpointTimer {
   int saves_ = 0;
 };
 
-/// Per-call statistics every solver result carries.
-struct SolveStats {
+/// The report of one solve, carried by every solver result as its member
+/// `stats` (XResult::stats: the member kept its older name, used throughout).
+struct SolveReport {
   Termination termination = Termination::kConverged;
   int iterations = 0;                     ///< outer iterations performed
   std::vector<double> objective_history;  ///< one entry per outer iteration
@@ -254,9 +255,9 @@ struct SolveStats {
 /// the initial iterate (SimpleNPKL's) gives 0 when the start is already
 /// within; stats.iterations if no entry is. Compares a warm start with a cold
 /// one by "reaches the cold optimum within tolerance".
-int IterationsToObjective(const SolveStats& stats, double target, double relative);
+int IterationsToObjective(const SolveReport& stats, double target, double relative);
 
-/// Wall-clock stopwatch for SolveStats timings.
+/// Wall-clock stopwatch for SolveReport timings.
 class Stopwatch {
  public:
   Stopwatch() : start_(std::chrono::steady_clock::now()) {}

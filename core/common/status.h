@@ -1,6 +1,6 @@
 // Status and StatusOr<T>: how core reports *errors* (bad input, bad settings,
 // I/O failures). Numerical *outcomes* (converged, iteration cap, time limit,
-// cancelled) are not errors and travel in SolveStats::termination instead.
+// cancelled) are not errors and travel in SolveReport::termination instead.
 //
 // The codes mirror gRPC's canonical codes one-to-one so that server/ maps them
 // with a single switch (see server/status_mapping.h), but core/ never includes

@@ -359,7 +359,7 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   s.u = TopCenteredDirections(Eigen::MatrixXd(problem.initial), d);
   s.kept_basis = s.u;
   s.last_relative_change = INFINITY;
-  SolveStats total;
+  SolveReport total;
   EmbeddingCurvatureMemory curvature;
   bool have_kept = false, ascent_stopped = false;
   Termination termination = Termination::kIterationLimit;

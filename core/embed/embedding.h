@@ -97,7 +97,7 @@ struct MveStartComparison {
 /// Result of every embedding solver.
 struct EmbeddingResult {
   LearnedKernel kernel;          ///< K = V Vᵀ (centered)
-  SolveStats stats;              ///< termination, iterations (all inner iterations), P history
+  SolveReport stats;              ///< termination, iterations (all inner iterations), P history
   /// The last inner solve's: gap = its relative duality gap (P − J)/max(1, |P|),
   /// lower_bound = J, certified when the gap <= the inner tolerance.
   Certificate certificate;

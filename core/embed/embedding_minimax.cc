@@ -267,7 +267,7 @@ struct Run {
   const EmbeddingMinimaxOptions& options;
   const SolveControl& control;
   const Stopwatch& watch;
-  SolveStats* stats;
+  SolveReport* stats;
 
   int iterations() const { return stats->iterations; }
   void Accept(const Iterate& x, double step_inf) {
@@ -367,7 +367,7 @@ uint64_t CheckpointFingerprint(const EmbeddingMinimaxProblem& p, const Embedding
   return fp.value();
 }
 
-std::string EncodeCheckpoint(uint64_t fingerprint, const SolveStats& stats, const Iterate& cur, double eta,
+std::string EncodeCheckpoint(uint64_t fingerprint, const SolveReport& stats, const Iterate& cur, double eta,
                              const Evaluator& eval) {
   ByteWriter w;
   PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, stats.iterations,
@@ -791,7 +791,7 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   }
 
   EmbeddingMinimaxResult result;
-  SolveStats& stats = result.stats;
+  SolveReport& stats = result.stats;
   stats.setup_seconds = setup_watch.Seconds();
   Stopwatch solve_watch;
   if (resumed) {

@@ -139,7 +139,7 @@ struct EmbeddingMinimaxOptions {
 struct EmbeddingMinimaxResult {
   Eigen::MatrixXd v;      ///< n × r, K = V Vᵀ = √B A₊/‖A₊‖_F, columns in descending eigenvalue order
   Eigen::VectorXd alpha;  ///< final dual variables (num_duals)
-  SolveStats stats;       ///< objective_history = P per iterate (element 0: the start)
+  SolveReport stats;       ///< objective_history = P per iterate (element 0: the start)
   double primal = 0.0;    ///< P(K)
   double dual = 0.0;      ///< J(α)
   /// gap = (P − J) / max(1, |P|), lower_bound = J, certified when gap <= tolerance.

@@ -92,7 +92,7 @@ struct ItmlResult {
   /// the final slack bound ξ_ij; 0 and 0 for skipped pairs.
   Eigen::VectorXd lambda;
   Eigen::VectorXd slack;
-  SolveStats stats;
+  SolveReport stats;
 };
 
 /// features n × d; the constraints' pairs index rows. Errors: invalid options,

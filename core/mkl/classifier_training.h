@@ -64,7 +64,7 @@ struct ClassifierTrainingResult {
   Eigen::MatrixXd train_kernel;  ///< the learned kernel on the training rows (n × n, PSD)
   double c = 0.0;                ///< the C used
   double training_accuracy = 0.0;  ///< fraction of training rows classified correctly
-  SolveStats stats;              ///< ONK: its solver stats; otherwise one "iteration"
+  SolveReport stats;              ///< ONK: its solver stats; otherwise one "iteration"
 };
 
 /// Trains on the rows of `features` with class ids `labels` (one per row).

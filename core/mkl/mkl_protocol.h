@@ -53,7 +53,7 @@ struct MklClassifierResult {
   double c = 0.0;                    ///< the C used for the final fit
   std::vector<double> cv_accuracy;   ///< mean fold accuracy per c_grid entry (empty: no CV)
   int bank_size = 0;                 ///< base kernels the method started from
-  SolveStats stats;                  ///< of the final kernel-learning solve
+  SolveReport stats;                  ///< of the final kernel-learning solve
 };
 
 /// Index of the best accuracy (ties → the earliest, i.e. the smaller C for an

@@ -78,7 +78,7 @@ struct OnkResult {
   double lower_bound = 0.0;      ///< level method: certified lower bound f_low; others: f(α*)
   int function_evaluations = 0;  ///< products K·(Yα) performed
   double last_gamma = 0.0;       ///< gradient methods: the accepted γ of the last step
-  SolveStats stats;
+  SolveReport stats;
 };
 
 /// Minimizes (7) for the kernel K (n × n, symmetric) and labels y (±1, both

@@ -75,7 +75,7 @@ struct TwoLayerMklResult {
   Eigen::VectorXd weights;   ///< μ >= 0, one per base kernel
   SvmSolution svm;           ///< α, b of the SVM on K⁽²⁾(μ) (the final μ)
   double objective = 0.0;    ///< F(μ) = D(α, μ) (Σα − ½uᵀK⁽²⁾u + Σμ)
-  SolveStats stats;          ///< objective_history: F after each accepted step (monotone)
+  SolveReport stats;          ///< objective_history: F after each accepted step (monotone)
 };
 
 /// K⁽²⁾ = exp(Σ_t μ_t K_t) (4.2) from the base kernel matrices.
@@ -133,7 +133,7 @@ struct InfiniteTwoLayerMklResult {
   std::vector<double> j_theta;          ///< J(α, θ) of each NewKernel call (incl. the rejected last one)
   std::vector<double> j_mu;             ///< J(α, μ) = ½uᵀK⁽²⁾u it was compared with
   int inner_iterations = 0;             ///< Protocol 2 iterations summed over the calls
-  SolveStats stats;  ///< iterations = Protocol 2 calls; objective_history = F after each call
+  SolveReport stats;  ///< iterations = Protocol 2 calls; objective_history = F after each call
 };
 
 /// Protocol 3 on standardized points x (n × d) with labels y ∈ {±1}, starting

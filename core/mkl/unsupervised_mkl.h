@@ -69,7 +69,7 @@ struct UmklResult {
   std::vector<std::vector<int>> bases;   ///< B_i (sorted point indices) for every point
   double objective = 0.0;                ///< (5.3) without γ₂Σ|B_i| at (μ, D)
   double initial_objective = 0.0;        ///< at μ = 1/m and the sparse-coding D (|B_i| != B in general)
-  SolveStats stats;                      ///< objective_history: after each iteration (nonincreasing)
+  SolveReport stats;                      ///< objective_history: after each iteration (nonincreasing)
 };
 
 /// Protocol 4 on standardized points x (n × d) and a bank whose specs carry

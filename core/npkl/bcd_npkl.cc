@@ -642,7 +642,7 @@ void BcdRun::Start(const NpklProblem& problem) {
   if (options_.initial_factor) v_ = WarmStartRows(*options_.initial_factor, reduced_.boundary(), r_, v_);
   // The fingerprint costs O(nnz(Δ) + m): only computed when checkpoints are used.
   fingerprint_ = driver_.uses_checkpoints() ? CheckpointFingerprint(problem, options_) : 0;
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   const int num_duals = static_cast<int>(cols_.neighbor.size());
   if (driver_.Resume([&](const Checkpoint& c) {
         return DecodeCheckpoint(c, fingerprint_, r_max_, reduced_, num_duals, &resume_);
@@ -667,7 +667,7 @@ void BcdRun::Start(const NpklProblem& problem) {
 // wherever the start needed no new direction); then the new problem's
 // significant negative directions come in at their exact step.
 void BcdRun::WarmStart() {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   int compact_rank = r_, probe_sweeps = 0;
   const FactorSettle settle = [&](Eigen::MatrixXd* x) {
     compact_rank = static_cast<int>(x->rows());
@@ -711,7 +711,7 @@ void BcdRun::Iterate() {
 // certificate of Prop. 2. False when the solve ends (stopped by the control,
 // a numerical issue or the iteration cap, or converged for good).
 bool BcdRun::Stage() {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   ColumnUpdater updater(reduced_, cols_, options_.loss, options_.c, r_, omega_);
   int stage_iter = 0;
   if (resume_.stage_iter > 0) {  // the stage a checkpoint was taken in
@@ -784,7 +784,7 @@ bool BcdRun::Stage() {
 }
 
 StatusOr<NpklResult> BcdRun::Finish(int n, BcdNpklDiagnostics* diagnostics) {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   diag_.final_rank = static_cast<int>(v_.rows());
   result_.certificate = Certificate::FromGap(
       diag_.certificate_checks > 0 ? diag_.gap : std::numeric_limits<double>::quiet_NaN(),

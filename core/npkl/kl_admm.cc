@@ -677,7 +677,7 @@ void AdmmRun::Resume() {
       })) {
     return;  // not this run's checkpoint (or none): start afresh
   }
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   stats.iterations = state.iteration;
   stats.resumed_from_iteration = state.iteration;
   stats.objective_history = std::move(state.objective_history);
@@ -703,7 +703,7 @@ void AdmmRun::Resume() {
 
 // The ADMM phase (none after a warm start or a polish checkpoint).
 void AdmmRun::RunAdmm() {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   stats.termination = Termination::kIterationLimit;
   if (!switched_) stats.termination = driver_.Run(stats.iterations + 1, [&](int iter) { return AdmmStep(iter); });
   u_.resize(0, 0);  // the ADMM phase's U and Λ are not needed by the polish
@@ -716,7 +716,7 @@ void AdmmRun::RunAdmm() {
 // update, the residuals of eq. (14), the stopping test, the switch to the
 // polish, and the ρ schedule of eq. (15).
 StepOutcome AdmmRun::AdmmStep(int iter) {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   v_old_ = v_;
   // V-step, eq. (7): the Laplacian term (U L)_i of every c_i in one product.
   laplacian_.Apply(u_, threads_, &work_);
@@ -791,7 +791,7 @@ void AdmmRun::RunPolish() {
 // The polish at the current rank until its stopping test; then, with the
 // escalation, the stage's end (EndStage). True when another stage follows.
 bool AdmmRun::PolishStage(int* tightenings) {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   Eigen::MatrixXd& vl = work_;
   const int r = r_, n = n_;
   Eigen::MatrixXd g_new(r, n), p(r, n), pl(r, n), coef(4, n), q(r, n);
@@ -924,7 +924,7 @@ bool AdmmRun::EndStage(int* tightenings) {
 }
 
 StatusOr<NpklResult> AdmmRun::Finish(FactorDiagnostics* diagnostics) {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   stats.solve_seconds = clock_.Seconds();
   if (polish_ && (stats.termination == Termination::kConverged || stats.termination == Termination::kIterationLimit) &&
       options_.certify && !certificate_current_) {

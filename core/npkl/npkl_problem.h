@@ -45,7 +45,7 @@ struct NpklProblem {
 /// What every NPKL solver returns.
 struct NpklResult {
   LearnedKernel kernel;  ///< K = V Vᵀ, V n × r
-  SolveStats stats;
+  SolveReport stats;
   double primal_residual = 0.0;  ///< solver-specific (e.g. ‖V − U‖ for KL-ADMM)
   double dual_residual = 0.0;    ///< solver-specific
   /// The optimality certificate: `gap` is the certified relative duality gap

@@ -625,7 +625,7 @@ uint64_t CheckpointFingerprint(const NpklProblem& problem, const SimpleNpklOptio
   return fp.value();
 }
 
-std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveStats& stats, double eta,
+std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveReport& stats, double eta,
                              bool backtracked, bool tight, const Eigen::VectorXd& x_prev, double momentum,
                              const Iterate& cur, const Evaluator::WarmState& warm) {
   ByteWriter w;
@@ -832,7 +832,7 @@ SimpleRun::SimpleRun(const NpklProblem& problem, const SimpleNpklOptions& option
 // The checkpoint's state, or α⁰ evaluated (scaled down first by the low-rank
 // start on the sparse cold path).
 Status SimpleRun::Start(Eigen::VectorXd alpha0) {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   // The fingerprint costs O(nnz(L) + m): only computed when checkpoints are used.
   fingerprint_ = !linear_ && driver_.uses_checkpoints() ? CheckpointFingerprint(problem_, options_) : 0;
   ResumeState state;
@@ -1044,7 +1044,7 @@ Status SimpleRun::Step(int it, StepOutcome* outcome) {
   if (!tight_ && RelativeGap(cur_) <= options_.tighten_factor * options_.tolerance) {
     KLS_RETURN_IF_ERROR(Tighten());
   }
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   stats.iterations = it;
   stats.objective_history.push_back(cur_.primal);
   double gap = RelativeGap(cur_);
@@ -1079,7 +1079,7 @@ Status SimpleRun::Step(int it, StepOutcome* outcome) {
 }
 
 StatusOr<NpklResult> SimpleRun::Finish() {
-  SolveStats& stats = result_.stats;
+  SolveReport& stats = result_.stats;
   if (linear_) stats.iterations = 1;
   // Whatever the termination, the returned gap is computed with the tight
   // tolerance (a no-op when already tight).

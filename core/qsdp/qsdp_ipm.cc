@@ -177,7 +177,7 @@ uint64_t CheckpointFingerprint(const QsdpProblem& problem, const QsdpIpmOptions&
   return fp.value();
 }
 
-std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveStats& stats, const Eigen::VectorXd& y,
+std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveReport& stats, const Eigen::VectorXd& y,
                              const Eigen::VectorXd& z, const QsdpIpmResult& best) {
   ByteWriter w;
   PutCheckpointPrefix(&w, kCheckpointMagic, kCheckpointVersion, fingerprint, iteration, stats.objective_history);

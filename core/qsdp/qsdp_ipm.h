@@ -90,7 +90,7 @@ struct QsdpIpmResult {
   int rank = 0;               ///< eigenvalues of Y above rank_threshold · max
   double factor_seconds = 0.0;  ///< time in forming and factorizing the Newton matrix
   bool low_rank_newton = false; ///< the Woodbury (K × K) Newton system was used
-  SolveStats stats;           ///< termination, iterations, timings, objective history
+  SolveReport stats;           ///< termination, iterations, timings, objective history
 };
 
 /// Solves the QSDP by the interior-point method of the file comment.

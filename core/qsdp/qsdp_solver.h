@@ -95,7 +95,7 @@ struct QsdpResult {
   int rank = 0;                    ///< eigenvalues of Y above face_threshold · max
   int polishes = 0;                ///< accepted face-polish steps
   int cg_iterations = 0;           ///< total CG iterations in polishes
-  SolveStats stats;                ///< termination, iterations, timings, objective history
+  SolveReport stats;                ///< termination, iterations, timings, objective history
 };
 
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an

@@ -86,7 +86,7 @@ struct QsdpSubspaceResult {
   int rank = 0;               ///< eigenvalues of Y above ipm.rank_threshold · max
   int ipm_iterations = 0;     ///< total over rounds
   std::vector<QsdpSubspaceRound> rounds;
-  SolveStats stats;           ///< termination, iterations (= rounds), timings, objective history
+  SolveReport stats;           ///< termination, iterations (= rounds), timings, objective history
 };
 
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an

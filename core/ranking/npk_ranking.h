@@ -90,7 +90,7 @@ struct NpkRankingResult {
   /// when <= tolerance; lower_bound: the dual value g.
   Certificate certificate;
   double hsic = 0.0;             ///< tr(H K H K_t) / (n−1)² (Definition 6.1; K_t as given)
-  SolveStats stats;              ///< objective_history = primal P per iteration
+  SolveReport stats;              ///< objective_history = primal P per iteration
 };
 
 /// Learns the kernel of (6.2) from visual features (n × d) and a text kernel

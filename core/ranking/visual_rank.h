@@ -47,7 +47,7 @@ struct VisualRankOptions {
 
 struct VisualRankResult {
   Eigen::VectorXd scores;  ///< VR, n values, non-negative, summing to sum(P)
-  SolveStats stats;        ///< iterations, termination, final_objective = last ‖ΔVR‖₁
+  SolveReport stats;        ///< iterations, termination, final_objective = last ‖ΔVR‖₁
 };
 
 /// K̂: clip negatives, optionally zero the diagonal, divide each column by its

@@ -171,7 +171,7 @@ struct PairwiseKlrResult {
   double objective = 0.0;           ///< J(α) of (7.3) at the returned α
   double gradient_inf = 0.0;        ///< ‖∇_α J‖∞ at the returned α (optimality on S)
   double training_accuracy = 0.0;   ///< fraction of pairs with y_i f(û_i) > 0
-  SolveStats stats;                 ///< iterations = |S|; objective_history[k−1] = J with k import vectors
+  SolveReport stats;                 ///< iterations = |S|; objective_history[k−1] = J with k import vectors
 };
 
 /// Learns α by the IVM. `user_kernel` n × n symmetric finite; pairs index

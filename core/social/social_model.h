@@ -70,7 +70,7 @@ struct SocialStrengthModel {
   std::optional<PairwiseKlrModel> klr;         ///< kKlr: the second stage on `strength` as K_u
   double klr_training_accuracy = 0.0;          ///< kKlr: fraction of training pairs ranked right
   int klr_training_pairs = 0;
-  SolveStats stats;                            ///< kKlr: iterations = import vectors, objective = (7.3)
+  SolveReport stats;                            ///< kKlr: iterations = import vectors, objective = (7.3)
 };
 
 /// Learns the model from a community's observed data. Errors: invalid

@@ -875,7 +875,7 @@ void JobManager::FinishFailedAttempt(store::JobRecord* job, const Status& error,
 void JobManager::FinishSolvedAttempt(store::JobRecord* job, const JobOutput& result, ProgressEvent last,
                                      const std::vector<ProgressEvent>& history, bool stopping,
                                      const Stopwatch& watch, int resumed_from, const store::JobFence& fence) {
-  const SolveStats& stats = result.stats;
+  const SolveReport& stats = result.stats;
   last.iteration = stats.iterations;
   last.objective = stats.final_objective;
   if (stats.termination == Termination::kCancelled && stopping) {

@@ -476,7 +476,7 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request) 
   return f;
 }
 
-std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
+std::string KernelSummaryJson(const std::string& method, const SolveReport& stats, double primal_residual,
                               double dual_residual, double seconds, const std::string& notes) {
   // Written by hand: every string here is one of a few fixed identifiers
   // (method names are validated, termination names are constants), so no

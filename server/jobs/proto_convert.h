@@ -111,7 +111,7 @@ StatusOr<store::JobFilter> ToJobFilter(const kls::v1::ListJobsRequest& request);
 /// …} followed by `notes`, further members the job adds (JobOutput::summary_notes:
 /// ',"scaling":"zscore","graph_connect":{…}'). The optimality certificate is
 /// one of those notes, "certificate" (Certificate::Json), and nowhere else.
-std::string KernelSummaryJson(const std::string& method, const SolveStats& stats, double primal_residual,
+std::string KernelSummaryJson(const std::string& method, const SolveReport& stats, double primal_residual,
                               double dual_residual, double seconds, const std::string& notes = "");
 
 }  // namespace kls::server

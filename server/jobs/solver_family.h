@@ -95,7 +95,7 @@ struct JobSpec {
 struct JobOutput {
   LearnedKernel kernel;
   std::vector<store::Attachment> attachments;
-  SolveStats stats;              ///< termination, iterations, objective, timings
+  SolveReport stats;              ///< termination, iterations, objective, timings
   double primal_residual = 0.0;  ///< family-specific residuals (KernelSummaryJson)
   double dual_residual = 0.0;
   /// The optimality certificate, as the core solver returned it (NPKL:

@@ -29,7 +29,7 @@ struct FixedRankOptions {
 
 struct FixedRankResult {
   LearnedKernel kernel;
-  SolveStats stats;
+  SolveReport stats;
 };
 
 /// K = scale · U_r Λ_r U_rᵀ of X Xᵀ = U Λ Uᵀ, as the factor V = √scale · U_r Λ_r^{1/2}.

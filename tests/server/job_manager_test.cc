@@ -795,7 +795,7 @@ TEST(ProtoConvertTest, StoredOptionsParseBack) {
 }
 
 TEST(ProtoConvertTest, KernelSummaryIsJson) {
-  SolveStats stats;
+  SolveReport stats;
   stats.termination = Termination::kTimeLimit;
   stats.iterations = 42;
   stats.final_objective = 0.125;
