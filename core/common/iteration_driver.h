@@ -5,14 +5,14 @@
 //
 // A solver supplies its step as a callable `StepOutcome(int iteration)`:
 //
-//     IterationDriver driver(control, kCheckpointTag, options.max_iterations, setup_clock);
+//     IterationDriver driver(control, kCheckpointTag, options.max_iterations, setup_clock, &result.stats);
 //     driver.Resume([&](const Checkpoint& c) { return DecodeCheckpoint(c, ..., &state); });
 //     ...setup...
 //     driver.Start();                       // solve time (and the checkpoint schedule) start here
 //     driver.Run(first_iteration, [&](int it) {
 //       ...one iteration...
 //       if (!finite) return driver.Stop(Termination::kNumericalIssue);
-//       driver.Report(row);                 // one IterationRow → one ProgressEvent
+//       driver.Report(row);                 // one IterationRow → one ProgressEvent + stats.rows
 //       if (converged) return driver.Stop(Termination::kConverged);
 //       driver.MaybeCheckpoint(it, [&] { return Encode(...); });
 //       return StepOutcome::kContinue;
@@ -28,7 +28,6 @@
 // the driver only decides when they run.
 #pragma once
 
-#include <deque>
 #include <limits>
 #include <optional>
 
@@ -36,38 +35,23 @@
 
 namespace kls {
 
-/// One outer iteration as the solver reports it.
-struct IterationRow {
-  int iteration = 0;        ///< 1-based, counted from the original start (resumes continue it)
-  double objective = 0.0;   ///< the solver's objective at the iterate
-  /// Solver-specific, exactly what ProgressEvent::primal_residual /
-  /// dual_residual carry (KL-ADMM ‖V − U‖ and ρ‖V − V_old‖ or ‖∇f‖; BCDNPKL
-  /// ‖V − V_old‖ and 0; SimpleNPKL the relative gap and the step's ∞-norm).
-  double primal_residual = 0.0;
-  double dual_residual = 0.0;
-  /// Relative duality gap of the iterate where the solver has one each
-  /// iteration; NaN otherwise.
-  double gap = std::numeric_limits<double>::quiet_NaN();
-  /// The step: line-search length, ‖Δ‖ of the iterate, …; NaN where none.
-  double step = std::numeric_limits<double>::quiet_NaN();
-  double seconds = 0.0;     ///< set by the driver: wall time since the solver started
-};
-
 /// What a step tells the driver: go on, or end this Run (the termination is
 /// what Stop set, or unchanged for a phase change).
 enum class StepOutcome { kContinue, kStop };
 
 class IterationDriver {
  public:
-  /// The driver keeps the last kRowTail rows (as KL-ADMM checkpoints keep
-  /// the last 4,096 history entries): its memory does not grow with the run.
-  static constexpr size_t kRowTail = 4096;
-
   /// `checkpoint_tag` names the solver's checkpoint format; `since_start`
-  /// times ProgressEvent::elapsed_seconds (the solver's start, setup included).
+  /// times ProgressEvent::elapsed_seconds (the solver's start, setup included);
+  /// `report` (the result's stats, which must outlive the driver's use) gets
+  /// one row per Report.
   IterationDriver(const SolveControl& control, const char* checkpoint_tag, int max_iterations,
-                  const Stopwatch& since_start)
-      : control_(control), tag_(checkpoint_tag), max_iterations_(max_iterations), since_start_(since_start) {}
+                  const Stopwatch& since_start, SolveReport* report)
+      : control_(control),
+        tag_(checkpoint_tag),
+        max_iterations_(max_iterations),
+        since_start_(since_start),
+        report_(report) {}
 
   const SolveControl& control() const { return control_; }
   int max_iterations() const { return max_iterations_; }
@@ -118,26 +102,12 @@ class IterationDriver {
   Termination termination() const { return termination_; }
   void set_termination(Termination why) { termination_ = why; }
 
-  /// Records the row (its `seconds` set here) and reports it as one
-  /// ProgressEvent {iteration, objective, primal_residual, dual_residual,
-  /// gap, step, elapsed_seconds, max_iterations}: the row as Watch streams it.
+  /// Sets the row's `seconds` and reports it (ReportIteration): one
+  /// ProgressEvent, the row as Watch streams it, and one row of the report.
   void Report(IterationRow row) {
     row.seconds = since_start_.Seconds();
-    ProgressEvent event;
-    event.iteration = row.iteration;
-    event.objective = row.objective;
-    event.primal_residual = row.primal_residual;
-    event.dual_residual = row.dual_residual;
-    event.gap = row.gap;
-    event.step = row.step;
-    event.elapsed_seconds = row.seconds;
-    event.max_iterations = max_iterations_;
-    rows_.push_back(row);
-    if (rows_.size() > kRowTail) rows_.pop_front();
-    control_.Report(event);
+    ReportIteration(control_, row, max_iterations_, report_);
   }
-  /// The last (up to kRowTail) rows reported in this call, oldest first.
-  const std::deque<IterationRow>& rows() const { return rows_; }
 
   /// Calls the sink with encode() when the schedule (CheckpointTimer) says a
   /// checkpoint is due; `encode` (→ std::string) runs only then. Start() first.
@@ -154,7 +124,7 @@ class IterationDriver {
   std::optional<CheckpointTimer> timer_;
   Termination termination_ = Termination::kIterationLimit;
   int resumed_from_ = 0;
-  std::deque<IterationRow> rows_;
+  SolveReport* report_;
 };
 
 }  // namespace kls

@@ -15,6 +15,20 @@ int IterationsToObjective(const SolveReport& stats, double target, double relati
   return stats.iterations;
 }
 
+void ReportIteration(const SolveControl& control, const IterationRow& row, int max_iterations, SolveReport* report) {
+  ProgressEvent event;
+  event.iteration = row.iteration;
+  event.objective = row.objective;
+  event.primal_residual = row.primal_residual;
+  event.dual_residual = row.dual_residual;
+  event.gap = row.gap;
+  event.step = row.step;
+  event.elapsed_seconds = row.seconds;
+  event.max_iterations = max_iterations;
+  if (report != nullptr) report->rows.push_back(row);
+  control.Report(event);
+}
+
 const char* TerminationName(Termination t) {
   switch (t) {
     case Termination::kConverged: return "converged";

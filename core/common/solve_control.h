@@ -52,6 +52,38 @@ struct ProgressEvent {
   double step = std::numeric_limits<double>::quiet_NaN();
 };
 
+/// One outer iteration as the solver reports it: what its ProgressEvent
+/// carries, kept in SolveReport::rows.
+struct IterationRow {
+  int iteration = 0;        ///< 1-based, counted from the original start (resumes continue it)
+  double objective = 0.0;   ///< the solver's objective at the iterate
+  /// Solver-specific, exactly what ProgressEvent::primal_residual /
+  /// dual_residual carry (KL-ADMM ‖V − U‖ and ρ‖V − V_old‖ or ‖∇f‖; BCDNPKL
+  /// ‖V − V_old‖ and 0; SimpleNPKL the relative gap and the step's ∞-norm).
+  double primal_residual = 0.0;
+  double dual_residual = 0.0;
+  /// Relative duality gap of the iterate where the solver has one each
+  /// iteration; NaN otherwise.
+  double gap = std::numeric_limits<double>::quiet_NaN();
+  /// The step: line-search length, ‖Δ‖ of the iterate, …; NaN where none.
+  double step = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;     ///< wall time since the solver started (ProgressEvent::elapsed_seconds)
+
+  /// The row of a primal–dual ascent that certifies every iterate (SimpleNPKL,
+  /// NPK ranking, the embedding minimax): primal_residual = gap = the relative
+  /// duality gap, dual_residual = step = the step's ∞-norm.
+  static IterationRow GapAndStep(int iteration, double objective, double gap, double step) {
+    IterationRow row;
+    row.iteration = iteration;
+    row.objective = objective;
+    row.primal_residual = gap;
+    row.dual_residual = step;
+    row.gap = gap;
+    row.step = step;
+    return row;
+  }
+};
+
 /// A solver's resumable state: what it needs to continue where it stopped
 /// (its iterate and the scalars of its schedule), not a restart. The solver
 /// encodes and decodes `bytes` itself; `solver` names the format
@@ -246,7 +278,23 @@ struct SolveReport {
   /// Iteration of the SolveControl::resume_from checkpoint this run continued
   /// from; 0 when it started afresh. `iterations` counts from the original start.
   int resumed_from_iteration = 0;
+  /// One row per iteration this run reported (every outer iteration for an
+  /// iterative solver), oldest first, each with exactly the values of that
+  /// iteration's ProgressEvent; appended by ReportIteration (and by
+  /// IterationDriver::Report, which calls it). Empty for a solve without
+  /// iterations (a closed form). Checkpoints do not store rows: a resumed run
+  /// holds the rows from its resume point on (iterations
+  /// resumed_from_iteration + 1, …), while `iterations` and
+  /// objective_history count from the original start.
+  std::vector<IterationRow> rows;
 };
+
+/// Reports one completed iteration: sends `row` to control.progress as one
+/// ProgressEvent {iteration, objective, primal_residual, dual_residual, gap,
+/// step, elapsed_seconds = row.seconds, max_iterations} and appends it to
+/// report->rows (report null: reported, not kept). The one path from an
+/// iteration to its progress event and its row.
+void ReportIteration(const SolveControl& control, const IterationRow& row, int max_iterations, SolveReport* report);
 
 /// The iterations a run needed until its objective was within `relative` of
 /// `target` (objective ≤ target + relative · max(1, |target|)): the iteration

@@ -403,6 +403,11 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
     KLS_ASSIGN_OR_RETURN(EmbeddingMinimaxResult inner,
                          SolveEmbeddingMinimax(p, inner_options, inner_control, s.alpha.size() > 0 ? &s.alpha : nullptr,
                                                options.reuse_curvature ? &curvature : nullptr));
+    // The inner solve's rows, numbered as its progress events were forwarded.
+    for (IterationRow row : inner.stats.rows) {
+      row.iteration += iterations_so_far;
+      total.rows.push_back(row);
+    }
     iterations_so_far += inner.stats.iterations;
     s.quasi_newton += inner.quasi_newton_iterations;
     s.newton += inner.newton_steps;

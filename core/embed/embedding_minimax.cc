@@ -273,16 +273,9 @@ struct Run {
   void Accept(const Iterate& x, double step_inf) {
     ++stats->iterations;
     stats->objective_history.push_back(x.primal);
-    ProgressEvent e;
-    e.iteration = stats->iterations;
-    e.objective = x.primal;
-    e.primal_residual = RelativeGap(x);
-    e.dual_residual = step_inf;
-    e.gap = e.primal_residual;
-    e.step = step_inf;
-    e.elapsed_seconds = watch.Seconds();
-    e.max_iterations = options.max_iterations;
-    control.Report(e);
+    IterationRow row = IterationRow::GapAndStep(stats->iterations, x.primal, RelativeGap(x), step_inf);
+    row.seconds = watch.Seconds();
+    ReportIteration(control, row, options.max_iterations, stats);
   }
 };
 

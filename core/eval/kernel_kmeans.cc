@@ -105,11 +105,10 @@ class LloydSolver {
       const double current = SumDistances();
       ++out.iterations;
       ++*iterations_so_far;
-      ProgressEvent event;
-      event.iteration = *iterations_so_far;
-      event.objective = current;
-      event.max_iterations = options_.restarts * options_.max_iterations;
-      control.Report(event);
+      IterationRow row;  // no SolveReport here: reported, not kept
+      row.iteration = *iterations_so_far;
+      row.objective = current;
+      ReportIteration(control, row, options_.restarts * options_.max_iterations, nullptr);
       // Lloyd never increases the objective, so `previous - current` is a
       // decrease up to rounding; a stable assignment is an exact fixed point.
       if (out.assignment == before || previous - current <= options_.tolerance * previous) {

@@ -246,14 +246,13 @@ StatusOr<ItmlResult> SolveItmlImpl(const Eigen::MatrixXd& x, const PairwiseConst
     const double change = norm_sum == 0.0 ? 0.0 : (lambda - lambda_old).lpNorm<1>() / norm_sum;
     const double obj = Objective(mm, m0_inv, logdet_m0, gamma, used, xi, xi0);
     result.stats.objective_history.push_back(obj);
-    ProgressEvent e;
-    e.iteration = result.sweeps;
-    e.objective = obj;
-    e.primal_residual = sweep_violation;
-    e.dual_residual = change;
-    e.elapsed_seconds = solve_clock.Seconds();
-    e.max_iterations = max_sweeps;
-    control.Report(e);
+    IterationRow row;
+    row.iteration = result.sweeps;
+    row.objective = obj;
+    row.primal_residual = sweep_violation;
+    row.dual_residual = change;
+    row.seconds = solve_clock.Seconds();
+    ReportIteration(control, row, max_sweeps, &result.stats);
     if (change < options.tolerance) {
       result.converged = true;
       result.stats.termination = Termination::kConverged;

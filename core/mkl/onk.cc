@@ -65,13 +65,12 @@ bool Report(const SolveControl& control, OnkResult& r, int iteration, double obj
             const Stopwatch& watch, int max_iterations) {
   r.stats.iterations = iteration;
   r.stats.objective_history.push_back(objective);
-  ProgressEvent e;
-  e.iteration = iteration;
-  e.objective = objective;
-  e.primal_residual = residual;
-  e.elapsed_seconds = watch.Seconds();
-  e.max_iterations = max_iterations;
-  control.Report(e);
+  IterationRow row;
+  row.iteration = iteration;
+  row.objective = objective;
+  row.primal_residual = residual;
+  row.seconds = watch.Seconds();
+  ReportIteration(control, row, max_iterations, &r.stats);
   Termination why;
   if (control.ShouldStop(&why)) {
     r.stats.termination = why;

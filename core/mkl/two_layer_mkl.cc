@@ -13,6 +13,16 @@
 namespace kls {
 namespace {
 
+// Reports iteration `iteration` with its objective (no residuals, gap or step).
+void ReportObjective(const SolveControl& control, int iteration, double objective, const Stopwatch& watch,
+                     int max_iterations, SolveReport* stats) {
+  IterationRow row;
+  row.iteration = iteration;
+  row.objective = objective;
+  row.seconds = watch.Seconds();
+  ReportIteration(control, row, max_iterations, stats);
+}
+
 // One evaluation of F(μ) (4.3): the two-layer kernel, the SVM on it, and
 // F = Σα − ½uᵀK⁽²⁾u + Σμ. `ok` is false when K⁽²⁾ overflowed (exp of a large
 // combination) so that the line search can back off.
@@ -217,12 +227,7 @@ StatusOr<TwoLayerMklResult> SolveTwoLayerMkl(const std::vector<Eigen::MatrixXd>&
       cur = std::move(next);
       r.stats.iterations = it;
       r.stats.objective_history.push_back(cur.objective);
-      ProgressEvent ev;
-      ev.iteration = it;
-      ev.objective = cur.objective;
-      ev.elapsed_seconds = watch.Seconds();
-      ev.max_iterations = options.max_iterations;
-      control.Report(ev);
+      ReportObjective(control, it, cur.objective, watch, options.max_iterations, &r.stats);
       if (decrease / std::max(1.0, std::abs(cur.objective)) < options.tolerance) {
         r.stats.termination = Termination::kConverged;
         break;
@@ -396,12 +401,7 @@ StatusOr<InfiniteTwoLayerMklResult> SolveInfiniteTwoLayerMkl(const Eigen::Matrix
         warm.head(p2.weights.size()) = p2.weights;
         warm[p2.weights.size()] = init_mu(rng);
       }
-      ProgressEvent ev;
-      ev.iteration = call + 1;
-      ev.objective = p2.objective;
-      ev.elapsed_seconds = watch.Seconds();
-      ev.max_iterations = options.max_new_kernels + 1;
-      control.Report(ev);
+      ReportObjective(control, call + 1, p2.objective, watch, options.max_new_kernels + 1, &r.stats);
     }
     r.stats.final_objective = r.objective;
     r.stats.solve_seconds = watch.Seconds();

@@ -345,12 +345,11 @@ StatusOr<UmklResult> SolveUmkl(const Eigen::MatrixXd& x, const std::vector<BaseK
       const double obj = UmklObjective(x, kmat, r.bases, g1);
       r.stats.iterations = it;
       r.stats.objective_history.push_back(obj);
-      ProgressEvent ev;
-      ev.iteration = it;
-      ev.objective = obj;
-      ev.elapsed_seconds = watch.Seconds();
-      ev.max_iterations = options.max_iterations;
-      control.Report(ev);
+      IterationRow row;
+      row.iteration = it;
+      row.objective = obj;
+      row.seconds = watch.Seconds();
+      ReportIteration(control, row, options.max_iterations, &r.stats);
       const bool small = (prev - obj) <= options.tolerance * std::max(std::abs(obj), 1e-300);
       prev = obj;
       if (!changed || small) {

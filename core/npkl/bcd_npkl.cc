@@ -603,7 +603,7 @@ class BcdRun {
         // exact quadratic; the (square) hinge blocks keep ω = 1.
         omega_(options.loss == NpklLoss::kSquare ? options.over_relaxation : 1.0),
         setup_clock_(setup_clock),
-        driver_(control, kCheckpointTag, options.max_iterations, setup_clock) {}
+        driver_(control, kCheckpointTag, options.max_iterations, setup_clock, &result_.stats) {}
 
   void Start(const NpklProblem& problem);
   void Iterate();
@@ -612,6 +612,15 @@ class BcdRun {
  private:
   void WarmStart();
   bool Stage();
+  // Reports sweep iter_: its objective and ‖V − V_old‖ (primal residual and step).
+  void ReportSweep(double objective, double change) {
+    IterationRow row;
+    row.iteration = iter_;
+    row.objective = objective;
+    row.primal_residual = change;
+    row.step = change;
+    driver_.Report(row);
+  }
 
   const BcdNpklOptions& options_;
   ReducedLaplacian& reduced_;
@@ -682,6 +691,7 @@ void BcdRun::WarmStart() {
     }
     stats.objective_history.push_back(objective);
     stats.iterations = ++iter_;
+    ReportSweep(objective, (*x - before).norm());
     probe_sweeps = 1;
   };
   const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
@@ -743,12 +753,7 @@ bool BcdRun::Stage() {
     ++diag_.stage_sweeps.back();
     stats.objective_history.push_back(objective);
     result_.primal_residual = change;
-    IterationRow row;
-    row.iteration = it;
-    row.objective = objective;
-    row.primal_residual = change;
-    row.step = change;
-    driver_.Report(row);
+    ReportSweep(objective, change);
     // Algorithm 1's stopping test, relative (see BcdNpklOptions::tolerance).
     if (change <= stage_tolerance * v_.norm()) return driver_.Stop(Termination::kConverged);
     driver_.MaybeCheckpoint(it, [&] {

@@ -573,7 +573,7 @@ class AdmmRun {
         polish_(options.polish == KlAdmmOptions::Polish::kLbfgs),
         escalate_(polish_ && options.certify && options.rank == 0 && options.rank_escalation),
         setup_clock_(setup_clock),
-        driver_(control, kCheckpointTag, options.max_iterations, setup_clock),
+        driver_(control, kCheckpointTag, options.max_iterations, setup_clock, &result_.stats),
         r_(FirstStageRank(options, escalate_, r_cap_)),
         // Cache blocks sized for the current rank (re-cut when the escalation grows
         // it; the product is bitwise the same for any block size).

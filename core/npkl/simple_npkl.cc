@@ -815,7 +815,7 @@ SimpleRun::SimpleRun(const NpklProblem& problem, const SimpleNpklOptions& option
                   options.low_rank == 0 && n_ <= options.dense_threshold &&
                   (options.loss == NpklLoss::kSquareHinge || options.loss == NpklLoss::kSquare)),
       setup_watch_(setup_watch),
-      driver_(control, kCheckpointTag, linear_ ? 0 : options.max_iterations, setup_watch) {
+      driver_(control, kCheckpointTag, linear_ ? 0 : options.max_iterations, setup_watch, &result_.stats) {
   // Only the sparse full-K path uses Lanczos, so only it is ever loose.
   const bool may_loosen = options.low_rank == 0 && n_ > options.dense_threshold && !linear_ &&
                           options.early_lanczos_tolerance > options.lanczos_tolerance;
@@ -1048,14 +1048,7 @@ Status SimpleRun::Step(int it, StepOutcome* outcome) {
   stats.iterations = it;
   stats.objective_history.push_back(cur_.primal);
   double gap = RelativeGap(cur_);
-  IterationRow row;
-  row.iteration = it;
-  row.objective = cur_.primal;
-  row.primal_residual = gap;
-  row.dual_residual = step_inf;
-  row.gap = gap;
-  row.step = step_inf;
-  driver_.Report(row);
+  driver_.Report(IterationRow::GapAndStep(it, cur_.primal, gap, step_inf));
   if (gap <= options_.tolerance && cur_.from_block) {
     KLS_RETURN_IF_ERROR(Tighten());  // confirm with Lanczos before claiming convergence
     gap = RelativeGap(cur_);

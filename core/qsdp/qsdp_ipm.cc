@@ -463,7 +463,7 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
         best.rank = cert.rank;
         best.mu = mu;
       }
-      control.Report(CertificateProgress(it, cert, watch.Seconds(), options.max_iterations));
+      ReportIteration(control, CertificateRow(it, cert, watch.Seconds()), options.max_iterations, &result.stats);
       return cert.certificate.gap <= options.gap_tolerance;
     };
     // The fingerprint costs O(K m + m²): only computed when checkpoints are used.

@@ -100,16 +100,15 @@ double PsdTermFloor(const QsdpProblem& p, Eigen::VectorXd* indicator) {
 
 }  // namespace
 
-ProgressEvent CertificateProgress(int iteration, const QsdpResult& cert, double elapsed_seconds, int max_iterations) {
-  ProgressEvent e;
-  e.iteration = iteration;
-  e.objective = cert.objective;
-  e.primal_residual = cert.certificate.kkt_residual;
-  e.dual_residual = cert.certificate.gap;
-  e.gap = cert.certificate.gap;
-  e.elapsed_seconds = elapsed_seconds;
-  e.max_iterations = max_iterations;
-  return e;
+IterationRow CertificateRow(int iteration, const QsdpResult& cert, double elapsed_seconds) {
+  IterationRow row;
+  row.iteration = iteration;
+  row.objective = cert.objective;
+  row.primal_residual = cert.certificate.kkt_residual;
+  row.dual_residual = cert.certificate.gap;
+  row.gap = cert.certificate.gap;
+  row.seconds = elapsed_seconds;
+  return row;
 }
 
 void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, double face_threshold,
@@ -422,7 +421,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     auto certify = [&]() -> bool {
       EvaluateCertificate(problem, original(y), options.face_threshold, &result);
       result.stats.objective_history.push_back(result.objective);
-      control.Report(CertificateProgress(it, result, watch.Seconds(), options.max_iterations));
+      ReportIteration(control, CertificateRow(it, result, watch.Seconds()), options.max_iterations, &result.stats);
       return result.certificate.gap <= options.gap_tolerance;
     };
     while (it < options.max_iterations && !done) {

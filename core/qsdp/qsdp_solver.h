@@ -121,10 +121,10 @@ struct QsdpResult {
 StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& options = {},
                                const SolveControl& control = SolveControl());
 
-/// A certified iterate's progress report, the same for the three QSDP
+/// A certified iterate's row (ReportIteration), the same for the three QSDP
 /// solvers: objective, primal_residual = the KKT residual, dual_residual and
 /// gap = the certified relative gap.
-ProgressEvent CertificateProgress(int iteration, const QsdpResult& cert, double elapsed_seconds, int max_iterations);
+IterationRow CertificateRow(int iteration, const QsdpResult& cert, double elapsed_seconds);
 
 /// The certificate of the file comment at a PSD Y: sets objective,
 /// certificate (gap, lower_bound, kkt_residual; not `certified`) and rank of `out`.

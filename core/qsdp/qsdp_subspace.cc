@@ -209,6 +209,7 @@ void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, Qsd
   result->stats.objective_history = r.stats.objective_history;
   // Resumed from a "qsdp_ipm/1" checkpoint: in IPM iterations, as the progress events.
   result->stats.resumed_from_iteration = r.stats.resumed_from_iteration;
+  result->stats.rows = r.stats.rows;
   QsdpResult cert;
   cert.objective = r.objective;
   cert.certificate = r.certificate;
@@ -349,7 +350,8 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       round.gap = cert.certificate.gap;
       round.seconds = round_watch.Seconds();
       result.rounds.push_back(round);
-      control.Report(CertificateProgress(round_index + 1, cert, watch.Seconds(), options.max_rounds));
+      ReportIteration(control, CertificateRow(round_index + 1, cert, watch.Seconds()), options.max_rounds,
+                      &result.stats);
       if (cert.certificate.gap < best_cert.certificate.gap) {
         best_cert = cert;
         best_y = yk;

@@ -267,16 +267,9 @@ StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const 
       step *= 2.0;
       result.stats.iterations = it;
       result.stats.objective_history.push_back(cur.primal);
-      ProgressEvent e;
-      e.iteration = it;
-      e.objective = cur.primal;
-      e.primal_residual = RelativeGap(cur);
-      e.dual_residual = change;
-      e.gap = e.primal_residual;
-      e.step = change;
-      e.elapsed_seconds = watch.Seconds();
-      e.max_iterations = options.max_iterations;
-      control.Report(e);
+      IterationRow row = IterationRow::GapAndStep(it, cur.primal, RelativeGap(cur), change);
+      row.seconds = watch.Seconds();
+      ReportIteration(control, row, options.max_iterations, &result.stats);
       if (RelativeGap(cur) <= options.tolerance) {
         result.stats.termination = Termination::kConverged;
         break;

@@ -77,12 +77,11 @@ StatusOr<VisualRankResult> SolveVisualRank(const Eigen::MatrixXd& kernel, const 
       result.stats.iterations = t;
       result.stats.objective_history.push_back(change);
       result.stats.final_objective = change;
-      ProgressEvent e;
-      e.iteration = t;
-      e.objective = change;
-      e.elapsed_seconds = watch.Seconds();
-      e.max_iterations = options.max_iterations;
-      control.Report(e);
+      IterationRow row;
+      row.iteration = t;
+      row.objective = change;
+      row.seconds = watch.Seconds();
+      ReportIteration(control, row, options.max_iterations, &result.stats);
       if (!std::isfinite(change)) {
         result.stats.termination = Termination::kNumericalIssue;
         break;

@@ -508,14 +508,13 @@ StatusOr<PairwiseKlrResult> SolvePairwiseKlr(const Eigen::MatrixXd& user_kernel,
       const int k = q + 1;
       result.stats.iterations = k;
       result.stats.objective_history.push_back(sys.objective);
-      ProgressEvent e;
-      e.iteration = k;
-      e.objective = sys.objective;
-      e.primal_residual = sys.grad.lpNorm<Eigen::Infinity>();
-      e.dual_residual = before - sys.objective;
-      e.elapsed_seconds = watch.Seconds();
-      e.max_iterations = max_q;
-      control.Report(e);
+      IterationRow row;
+      row.iteration = k;
+      row.objective = sys.objective;
+      row.primal_residual = sys.grad.lpNorm<Eigen::Infinity>();
+      row.dual_residual = before - sys.objective;
+      row.seconds = watch.Seconds();
+      ReportIteration(control, row, max_q, &result.stats);
       if (k >= options.stop_window &&
           history[k - options.stop_window] - history[k] <= options.relative_tolerance * std::abs(history[k])) {
         result.stats.termination = Termination::kConverged;

@@ -111,6 +111,16 @@ void ExpectIdenticalRuns(const Case<R>& c, const R& a, const R& b, const std::st
   c.expect_same_solution(a, b, 0.0);
 }
 
+// SolveReport::rows are the run's progress events, value for value.
+void ExpectRowsAreEvents(const SolveReport& stats, const std::vector<ProgressEvent>& events) {
+  ASSERT_EQ(stats.rows.size(), events.size()) << "one row per progress event";
+  for (size_t k = 0; k < events.size(); ++k) {
+    EXPECT_EQ(stats.rows[k].iteration, events[k].iteration) << "row " << k;
+    EXPECT_EQ(stats.rows[k].objective, events[k].objective) << "row " << k;
+    EXPECT_EQ(stats.rows[k].seconds, events[k].elapsed_seconds) << "row " << k;
+  }
+}
+
 double RelDiff(double a, double b) { return std::abs(a - b) / std::max(1.0, std::max(std::abs(a), std::abs(b))); }
 
 template <typename R>
@@ -119,6 +129,7 @@ void CheckResumable(const Case<R>& c) {
   SolveControl plain;
   plain.progress = [&](const ProgressEvent& e) { fresh_events.push_back(e); };
   const R fresh = Run(c, plain);
+  ExpectRowsAreEvents(fresh.stats, fresh_events);
   std::vector<Checkpoint> recorded;
   const R with_sink = Run(c, Recording(&recorded));
   ExpectIdenticalRuns(c, fresh, with_sink, "a checkpoint sink changes nothing");
@@ -150,6 +161,7 @@ void CheckResumable(const Case<R>& c) {
     control.progress = [&](const ProgressEvent& e) { events.push_back(e); };
     const R resumed = Run(c, control);
     EXPECT_EQ(resumed.stats.resumed_from_iteration, k.iteration);
+    ExpectRowsAreEvents(resumed.stats, events);  // from the resume point on: checkpoints store no rows
     // Progress numbering goes on: the events are the uninterrupted run's
     // last ones (a solver that reports per certified iterate re-reports the
     // checkpoint's own iterate, numbered k).

@@ -35,7 +35,8 @@ TEST(IterationDriver, RunsEveryIterationUpToTheCapAndReportsTheIterationLimit) {
   std::vector<ProgressEvent> events;
   control.progress = [&](const ProgressEvent& e) { events.push_back(e); };
   Stopwatch clock;
-  IterationDriver driver(control, kTag, 5, clock);
+  SolveReport report;
+  IterationDriver driver(control, kTag, 5, clock, &report);
   driver.Start();
   std::vector<int> seen;
   const Termination t = driver.Run(3, [&](int it) {
@@ -56,17 +57,26 @@ TEST(IterationDriver, RunsEveryIterationUpToTheCapAndReportsTheIterationLimit) {
     EXPECT_EQ(events[k].max_iterations, 5);
     EXPECT_GE(events[k].elapsed_seconds, 0.0);
   }
-  ASSERT_EQ(driver.rows().size(), 3u);
-  EXPECT_EQ(driver.rows().front().iteration, 3);
-  EXPECT_EQ(driver.rows().back().step, 0.5);
-  EXPECT_EQ(driver.rows().back().seconds, events.back().elapsed_seconds);
-  EXPECT_TRUE(std::isnan(driver.rows().back().gap));
+  // Each report is one row of the SolveReport, with its event's values.
+  const std::vector<IterationRow>& rows = report.rows;
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k].iteration, events[k].iteration);
+    EXPECT_EQ(rows[k].objective, events[k].objective);
+    EXPECT_EQ(rows[k].primal_residual, events[k].primal_residual);
+    EXPECT_EQ(rows[k].dual_residual, events[k].dual_residual);
+    EXPECT_EQ(rows[k].step, events[k].step);
+    EXPECT_EQ(rows[k].seconds, events[k].elapsed_seconds);
+  }
+  EXPECT_EQ(rows.back().step, 0.5);
+  EXPECT_TRUE(std::isnan(rows.back().gap));
 }
 
 TEST(IterationDriver, AFirstIterationPastTheCapRunsNothing) {
   SolveControl control;
   Stopwatch clock;
-  IterationDriver driver(control, kTag, 4, clock);
+  SolveReport report;
+  IterationDriver driver(control, kTag, 4, clock, &report);
   driver.Start();
   int calls = 0;
   EXPECT_EQ(driver.Run(5, [&](int) {
@@ -80,7 +90,8 @@ TEST(IterationDriver, AFirstIterationPastTheCapRunsNothing) {
 TEST(IterationDriver, AStepEndsTheRunWithItsReasonOrLeavesItForAPhaseChange) {
   SolveControl control;
   Stopwatch clock;
-  IterationDriver driver(control, kTag, 100, clock);
+  SolveReport report;
+  IterationDriver driver(control, kTag, 100, clock, &report);
   driver.Start();
   EXPECT_EQ(driver.Run(1, [&](int it) { return it == 7 ? driver.Stop(Termination::kConverged) : StepOutcome::kContinue; }),
             Termination::kConverged);
@@ -103,7 +114,8 @@ TEST(IterationDriver, CancellationIsCheckedBeforeEveryIteration) {
     if (e.iteration == 3) control.cancel.Cancel();
   };
   Stopwatch clock;
-  IterationDriver driver(control, kTag, 100, clock);
+  SolveReport report;
+  IterationDriver driver(control, kTag, 100, clock, &report);
   driver.Start();
   int calls = 0;
   EXPECT_EQ(driver.Run(1, [&](int it) {
@@ -117,7 +129,8 @@ TEST(IterationDriver, CancellationIsCheckedBeforeEveryIteration) {
   SolveControl polled;
   int polls = 0;
   polled.stop_requested = [&] { return ++polls > 2; };
-  IterationDriver polled_driver(polled, kTag, 100, clock);
+  SolveReport polled_report;
+  IterationDriver polled_driver(polled, kTag, 100, clock, &polled_report);
   polled_driver.Start();
   calls = 0;
   EXPECT_EQ(polled_driver.Run(1, [&](int) {
@@ -132,7 +145,8 @@ TEST(IterationDriver, APastDeadlineStopsBeforeTheFirstIteration) {
   SolveControl control;
   control.deadline = SolveControl::Clock::now() - std::chrono::seconds(1);
   Stopwatch clock;
-  IterationDriver driver(control, kTag, 100, clock);
+  SolveReport report;
+  IterationDriver driver(control, kTag, 100, clock, &report);
   driver.Start();
   int calls = 0;
   EXPECT_EQ(driver.Run(1, [&](int) {
@@ -147,7 +161,8 @@ TEST(IterationDriver, CheckpointsFollowTheScheduleAndEncodeOnlyWhenDue) {
   Stopwatch clock;
   {
     SolveControl none;  // no sink: never due, never encoded
-    IterationDriver driver(none, kTag, 10, clock);
+    SolveReport report;
+    IterationDriver driver(none, kTag, 10, clock, &report);
     EXPECT_FALSE(driver.uses_checkpoints());
     driver.Start();
     int encodes = 0;
@@ -165,7 +180,8 @@ TEST(IterationDriver, CheckpointsFollowTheScheduleAndEncodeOnlyWhenDue) {
     SolveControl every;  // an interval below any iteration: every call is due
     every.checkpoint_interval_seconds = 1e-9;
     every.checkpoint = [&](const Checkpoint& c) { saved.push_back(c); };
-    IterationDriver driver(every, kTag, 4, clock);
+    SolveReport report;
+    IterationDriver driver(every, kTag, 4, clock, &report);
     EXPECT_TRUE(driver.uses_checkpoints());
     driver.Start();
     driver.Run(1, [&](int it) {
@@ -186,7 +202,8 @@ TEST(IterationDriver, CheckpointsFollowTheScheduleAndEncodeOnlyWhenDue) {
     drain.min_checkpoint_interval_seconds = 3600.0;
     drain.checkpoint = [&](const Checkpoint& c) { saved.push_back(c); };
     drain.checkpoint_requested = std::make_shared<std::atomic<bool>>(false);
-    IterationDriver driver(drain, kTag, 6, clock);
+    SolveReport report;
+    IterationDriver driver(drain, kTag, 6, clock, &report);
     driver.Start();
     driver.Run(1, [&](int it) {
       if (it == 4) drain.checkpoint_requested->store(true);
@@ -211,7 +228,8 @@ TEST(IterationDriver, ResumeDecodesOnlyItsOwnFormatAndRecordsTheIteration) {
   {
     SolveControl control;
     control.resume_from = checkpoint(kTag, 12);
-    IterationDriver driver(control, kTag, 100, clock);
+    SolveReport report;
+    IterationDriver driver(control, kTag, 100, clock, &report);
     EXPECT_TRUE(driver.uses_checkpoints());  // a resume needs the fingerprint
     std::string decoded;
     EXPECT_TRUE(driver.Resume([&](const Checkpoint& c) {
@@ -224,14 +242,16 @@ TEST(IterationDriver, ResumeDecodesOnlyItsOwnFormatAndRecordsTheIteration) {
   {
     SolveControl control;  // not this run's checkpoint: the solve starts afresh
     control.resume_from = checkpoint(kTag, 12);
-    IterationDriver driver(control, kTag, 100, clock);
+    SolveReport report;
+    IterationDriver driver(control, kTag, 100, clock, &report);
     EXPECT_FALSE(driver.Resume([](const Checkpoint&) { return DataLossError("truncated"); }));
     EXPECT_EQ(driver.resumed_from_iteration(), 0);
   }
   {
     SolveControl control;  // another format is never decoded
     control.resume_from = checkpoint("other/1", 12);
-    IterationDriver driver(control, kTag, 100, clock);
+    SolveReport report;
+    IterationDriver driver(control, kTag, 100, clock, &report);
     EXPECT_FALSE(driver.uses_checkpoints());
     int calls = 0;
     EXPECT_FALSE(driver.Resume([&](const Checkpoint&) {
@@ -243,19 +263,20 @@ TEST(IterationDriver, ResumeDecodesOnlyItsOwnFormatAndRecordsTheIteration) {
   }
 }
 
-TEST(IterationDriver, RowsKeepABoundedTail) {
+TEST(IterationDriver, EveryReportIsKeptAsARowOfTheReport) {
   SolveControl control;
   Stopwatch clock;
-  const int n = static_cast<int>(IterationDriver::kRowTail) + 100;
-  IterationDriver driver(control, kTag, n, clock);
+  SolveReport report;
+  const int n = 5000;
+  IterationDriver driver(control, kTag, n, clock, &report);
   driver.Start();
   driver.Run(1, [&](int it) {
     driver.Report(Row(it, 0.0));
     return StepOutcome::kContinue;
   });
-  ASSERT_EQ(driver.rows().size(), IterationDriver::kRowTail);
-  EXPECT_EQ(driver.rows().front().iteration, 101);
-  EXPECT_EQ(driver.rows().back().iteration, n);
+  ASSERT_EQ(report.rows.size(), static_cast<size_t>(n));
+  EXPECT_EQ(report.rows.front().iteration, 1);
+  EXPECT_EQ(report.rows.back().iteration, n);
 }
 
 }  // namespace
