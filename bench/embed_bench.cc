@@ -532,12 +532,12 @@ Runner RegisterEmbed(CLI::App& app, bool* json) {
           }
           if (!r.ok()) return Fail(r.status());
           if (r->stats.termination != Termination::kConverged) ++not_converged;
-          if (!(r->certificate.gap <= opt.tolerance)) ++uncertified;  // the returned K's own solve
+          if (!(r->stats.certificate.gap <= opt.tolerance)) ++uncertified;  // the returned K's own solve
           iters.Add(r->stats.iterations);
           newton_steps.Add(r->newton_steps);
           cg_products.Add(static_cast<double>(r->cg_products));
           c_abs.Add(r->slack_weight);
-          gaps.Add(r->certificate.gap);
+          gaps.Add(r->stats.certificate.gap);
           if (method == "cmvu" || method == "mve") {
             // Distance fidelity: RMS of (‖v_i − v_j‖² − D_e) / D̄ over the graph edges.
             const Eigen::MatrixXd& v = r->kernel.embedding();

@@ -131,8 +131,8 @@ Runner RegisterExact(CLI::App& app, bool* json) {
                           {"cpu_seconds", cpu_seconds},
                           {"tolerance", a->tolerance},
                           {"admm_mode", params.admm_mode.empty() ? "default" : params.admm_mode},
-                          {"certified_gap", std::isnan(result->certificate.gap) ? nlohmann::json(nullptr)
-                                                                             : nlohmann::json(result->certificate.gap)},
+                          {"certified_gap", std::isnan(result->stats.certificate.gap) ? nlohmann::json(nullptr)
+                                                                             : nlohmann::json(result->stats.certificate.gap)},
                           {"machine", MachineInfo()}};
     if (std::isnan(reached)) {
       out["seconds_to_tolerance"] = nullptr;

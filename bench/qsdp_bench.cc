@@ -28,11 +28,8 @@ QsdpResult AsQsdpResult(const Result& r) {
   QsdpResult q;
   q.y = r.y;
   q.objective = r.objective;
-  q.certificate.lower_bound = r.certificate.lower_bound;
-  q.certificate.gap = r.certificate.gap;
-  q.certificate.kkt_residual = r.certificate.kkt_residual;
   q.rank = r.rank;
-  q.stats = r.stats;
+  q.stats = r.stats;  // with the certificate
   return q;
 }
 
@@ -138,9 +135,9 @@ Runner RegisterQsdp(CLI::App& app, bool* json) {
                           {"graph_edges", built->num_edges},
                           {"objective", result->objective},
                           {"paper_objective", built->sign * result->objective},
-                          {"lower_bound", result->certificate.lower_bound},
-                          {"gap", result->certificate.gap},
-                          {"kkt_residual", result->certificate.kkt_residual},
+                          {"lower_bound", result->stats.certificate.lower_bound},
+                          {"gap", result->stats.certificate.gap},
+                          {"kkt_residual", result->stats.certificate.kkt_residual},
                           {"seconds", seconds},
                           {"iterations", result->stats.iterations},
                           {"polishes", result->polishes},

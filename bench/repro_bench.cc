@@ -469,9 +469,9 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
       iters.Add(result->stats.iterations);
       rank.Add(result->kernel.rank());
       cons.Add(constraints->size());
-      if (std::isfinite(result->certificate.gap)) {
-        gap.Add(result->certificate.gap);
-        gap_max = std::max(gap_max, result->certificate.gap);
+      if (std::isfinite(result->stats.certificate.gap)) {
+        gap.Add(result->stats.certificate.gap);
+        gap_max = std::max(gap_max, result->stats.certificate.gap);
       }
     }
     nlohmann::json extra = nlohmann::json::object();

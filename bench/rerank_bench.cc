@@ -305,7 +305,7 @@ Runner RegisterRerank(CLI::App& app, bool* json) {
                  const double secs = watch.Seconds();
                  npk_seconds += secs;
                  npk_seconds_max = std::max(npk_seconds_max, secs);
-                 gap_sum += r.certificate.gap;
+                 gap_sum += r.stats.certificate.gap;
                  iter_sum += r.stats.iterations;
                  ++npk_solves;
                  return o;

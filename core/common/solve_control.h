@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/certificate.h"
 #include "core/common/status.h"
 
 namespace kls {
@@ -287,6 +288,11 @@ struct SolveReport {
   /// resumed_from_iteration + 1, …), while `iterations` and
   /// objective_history count from the original start.
   std::vector<IterationRow> rows;
+  /// The optimality certificate of the returned solution (gap, lower bound,
+  /// KKT residual, certified: Certificate::CheckAgainst, the one meaning),
+  /// for every family; the default (gap NaN, not certified) where the solver
+  /// has none.
+  Certificate certificate;
 };
 
 /// Reports one completed iteration: sends `row` to control.progress as one

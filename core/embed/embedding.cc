@@ -31,8 +31,7 @@ Eigen::MatrixXd TopCenteredDirections(const Eigen::MatrixXd& v, int d) {
 EmbeddingResult MakeResult(EmbeddingMinimaxResult inner, LearnedKernel kernel) {
   EmbeddingResult r;
   r.kernel = std::move(kernel);
-  r.stats = std::move(inner.stats);
-  r.certificate = inner.certificate;
+  r.stats = std::move(inner.stats);  // with its certificate
   r.stationarity = inner.stationarity;
   r.quasi_newton_iterations = inner.quasi_newton_iterations;
   r.newton_steps = inner.newton_steps;
@@ -172,7 +171,7 @@ std::string EncodeMve(uint64_t fingerprint, int iteration, const MveState& s, co
   w.Put<double>(k.stats.final_objective);
   w.Put<double>(k.primal);
   w.Put<double>(k.dual);
-  w.Put<double>(k.certificate.gap);
+  w.Put<double>(k.stats.certificate.gap);
   w.Put<double>(k.stationarity);
   w.Put<int32_t>(k.quasi_newton_iterations);
   w.Put<int32_t>(k.newton_steps);
@@ -226,8 +225,8 @@ Status DecodeMve(const Checkpoint& c, uint64_t fingerprint, int n, int d, int nu
   KLS_RETURN_IF_ERROR(in.Get(&k.stats.final_objective));
   KLS_RETURN_IF_ERROR(in.Get(&k.primal));
   KLS_RETURN_IF_ERROR(in.Get(&k.dual));
-  KLS_RETURN_IF_ERROR(in.Get(&k.certificate.gap));
-  k.certificate.lower_bound = k.dual;
+  KLS_RETURN_IF_ERROR(in.Get(&k.stats.certificate.gap));
+  k.stats.certificate.lower_bound = k.dual;
   KLS_RETURN_IF_ERROR(in.Get(&k.stationarity));
   KLS_RETURN_IF_ERROR(in.Get(&qn));
   KLS_RETURN_IF_ERROR(in.Get(&newton));
@@ -442,9 +441,10 @@ StatusOr<EmbeddingResult> Mve(const MveProblem& problem, const MveOptions& optio
   total.final_objective = have_kept ? s.kept_objective : (s.objective.empty() ? 0.0 : s.objective.back());
   KLS_ASSIGN_OR_RETURN(LearnedKernel k, KernelOf(s.kept.v, n));
   EmbeddingResult result = MakeResult(std::move(s.kept), std::move(k));
-  // A kept solve decoded from a checkpoint carries its gap, not the verdict.
-  result.certificate.CheckAgainst(options.inner.tolerance);
+  total.certificate = result.stats.certificate;  // the kept solve's
   result.stats = std::move(total);
+  // A kept solve decoded from a checkpoint carries its gap, not the verdict.
+  result.stats.certificate.CheckAgainst(options.inner.tolerance);
   result.quasi_newton_iterations = s.quasi_newton;
   result.newton_steps = s.newton;
   result.cg_products = s.cg;

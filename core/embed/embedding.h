@@ -97,10 +97,10 @@ struct MveStartComparison {
 /// Result of every embedding solver.
 struct EmbeddingResult {
   LearnedKernel kernel;          ///< K = V Vᵀ (centered)
-  SolveReport stats;              ///< termination, iterations (all inner iterations), P history
-  /// The last inner solve's: gap = its relative duality gap (P − J)/max(1, |P|),
+  /// termination, iterations (all inner iterations), P history; certificate:
+  /// the last inner solve's, gap = its relative duality gap (P − J)/max(1, |P|),
   /// lower_bound = J, certified when the gap <= the inner tolerance.
-  Certificate certificate;
+  SolveReport stats;
   double stationarity = 0.0;     ///< ‖α − Π(α + ∇J)‖∞ of the last solve
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS (MVE: all solves)
   int newton_steps = 0;          ///< Newton directions (inner.method = kNewton; MVE: all solves)

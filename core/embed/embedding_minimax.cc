@@ -830,8 +830,8 @@ StatusOr<EmbeddingMinimaxResult> Solve(const EmbeddingMinimaxProblem& problem,
   stats.solve_seconds = solve_watch.Seconds();
   result.primal = cur.primal;
   result.dual = cur.dual;
-  result.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
-  result.certificate.lower_bound = cur.dual;
+  result.stats.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
+  result.stats.certificate.lower_bound = cur.dual;
   result.stationarity =
       nd == 0 ? 0.0 : (cur.alpha - eval.Project(cur.alpha + cur.grad)).cwiseAbs().maxCoeff();
   result.slack_weight = options.c;

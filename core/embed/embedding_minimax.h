@@ -139,11 +139,12 @@ struct EmbeddingMinimaxOptions {
 struct EmbeddingMinimaxResult {
   Eigen::MatrixXd v;      ///< n × r, K = V Vᵀ = √B A₊/‖A₊‖_F, columns in descending eigenvalue order
   Eigen::VectorXd alpha;  ///< final dual variables (num_duals)
-  SolveReport stats;       ///< objective_history = P per iterate (element 0: the start)
+  /// objective_history = P per iterate (element 0: the start);
+  /// certificate: gap = (P − J) / max(1, |P|), lower_bound = J,
+  /// certified when gap <= tolerance.
+  SolveReport stats;
   double primal = 0.0;    ///< P(K)
   double dual = 0.0;      ///< J(α)
-  /// gap = (P − J) / max(1, |P|), lower_bound = J, certified when gap <= tolerance.
-  Certificate certificate;
   double stationarity = 0.0;  ///< ‖α − Π(α + ∇J(α))‖∞
   int quasi_newton_iterations = 0;  ///< of stats.iterations, those spent in L-BFGS
   int newton_steps = 0;             ///< kNewton: Newton directions computed

@@ -791,7 +791,7 @@ bool BcdRun::Stage() {
 StatusOr<NpklResult> BcdRun::Finish(int n, BcdNpklDiagnostics* diagnostics) {
   SolveReport& stats = result_.stats;
   diag_.final_rank = static_cast<int>(v_.rows());
-  result_.certificate = Certificate::FromGap(
+  result_.stats.certificate = Certificate::FromGap(
       diag_.certificate_checks > 0 ? diag_.gap : std::numeric_limits<double>::quiet_NaN(),
       options_.certificate_tolerance);
   if (diagnostics != nullptr) *diagnostics = diag_;

@@ -204,7 +204,7 @@ using BcdNpklDiagnostics = FactorDiagnostics;
 /// stationarity residual ‖V G̃‖_F / (‖V‖_F · max(1, ‖Δ̃‖_F)) of eq. (5) at
 /// the returned V, G̃ = Δ̃ + C Σ ℓ'(T_ij v_iᵀv_j) T_ij (E_ij + E_ji)/2 (½ the
 /// gradient of eq. (5) is V G̃); NaN for the hinge loss.
-/// result.certificate.gap: for the smooth losses, the certificate's relative gap
+/// result.stats.certificate.gap: for the smooth losses, the certificate's relative gap
 /// bound (see BcdNpklDiagnostics) when one was computed; NaN otherwise.
 ///
 /// Checkpoints (format "bcd_npkl/1"). With control.checkpoint set, the state

@@ -897,7 +897,7 @@ bool AdmmRun::EndStage(int* tightenings) {
   const FactorCertificate cert =
       CertifyPcp(l_, gamma_, rows_, d_, v_, f, std::max(1, options_.escalation_step), threads_);
   diag_.Record(cert, certificate_clock.Seconds(), options_.certificate_tolerance);
-  result_.certificate = Certificate::FromGap(cert.gap, options_.certificate_tolerance);
+  result_.stats.certificate = Certificate::FromGap(cert.gap, options_.certificate_tolerance);
   certificate_current_ = true;
   if (diag_.certified || result_.stats.iterations >= options_.max_iterations) return false;
   const int added = r_ < r_cap_ ? AppendNegativeDirections(cert, PcpCurvature(gamma_, rows_), r_cap_ - r_, &v_) : 0;
@@ -936,7 +936,7 @@ StatusOr<NpklResult> AdmmRun::Finish(FactorDiagnostics* diagnostics) {
     const double f = FactoredObjective(v_, work_, gamma_, d_);
     const FactorCertificate cert = CertifyPcp(l_, gamma_, rows_, d_, v_, f, 1, threads_);
     diag_.Record(cert, certificate_clock.Seconds(), options_.certificate_tolerance);
-    result_.certificate = Certificate::FromGap(cert.gap, options_.certificate_tolerance);
+    result_.stats.certificate = Certificate::FromGap(cert.gap, options_.certificate_tolerance);
   }
   diag_.final_rank = static_cast<int>(v_.rows());
   if (diagnostics != nullptr) *diagnostics = diag_;

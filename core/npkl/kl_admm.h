@@ -122,7 +122,7 @@ struct KlAdmmOptions {
   /// primal_residual = 0 (V = U) and dual_residual = ‖∇f(V)‖_F.
   /// and at the end the global-optimality certificate of the convex problem
   /// (1) is computed: S = L + γ R (R_ij = v_iᵀv_j − T_ij on T, the gradient of
-  /// eq. (1) in K) must be PSD; result.certificate.gap receives the resulting
+  /// eq. (1) in K) must be PSD; result.stats.certificate.gap receives the resulting
   /// bound on f − f*, see certify.
   enum class Polish { kNone, kLbfgs };
   Polish polish = Polish::kLbfgs;
@@ -137,7 +137,7 @@ struct KlAdmmOptions {
   /// With kLbfgs: compute λ_min(S) by Spectra (Lanczos on the sparse S) after
   /// the polish. Since f is convex in K and S = ∇f(K), for any optimal K*
   ///   f(K) − f(K*) ≤ ⟨S, K⟩ − λ_min(S)·tr(K*)   (if λ_min(S) < 0),
-  /// reported as result.certificate.gap relative to max(|f|, 1) with tr(K*)
+  /// reported as result.stats.certificate.gap relative to max(|f|, 1) with tr(K*)
   /// bounded by tr(K) (equal at the optimum). NaN when not computed.
   bool certify = true;
 
@@ -193,7 +193,7 @@ struct KlAdmmOptions {
 /// result.primal_residual / dual_residual: the absolute eq. (14) values of the
 /// last iteration (the same numbers each ProgressEvent carries; in the polish
 /// phase 0 and ‖∇f(V)‖_F).
-/// result.certificate.gap: with Polish::kLbfgs and certify, the bound of the
+/// result.stats.certificate.gap: with Polish::kLbfgs and certify, the bound of the
 /// certify option at the returned V (the escalation's last certificate, or
 /// one computed after solve_seconds stops); NaN otherwise. `diagnostics`
 /// (optional) receives the escalation's stages and the last certificate.

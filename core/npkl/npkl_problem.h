@@ -45,13 +45,12 @@ struct NpklProblem {
 /// What every NPKL solver returns.
 struct NpklResult {
   LearnedKernel kernel;  ///< K = V Vᵀ, V n × r
+  /// stats.certificate, the optimality certificate: `gap` is the certified
+  /// relative duality gap where the method has one (NaN otherwise),
+  /// `certified` that it is within the solver's tolerance.
   SolveReport stats;
   double primal_residual = 0.0;  ///< solver-specific (e.g. ‖V − U‖ for KL-ADMM)
   double dual_residual = 0.0;    ///< solver-specific
-  /// The optimality certificate: `gap` is the certified relative duality gap
-  /// where the method has one (NaN otherwise), `certified` that it is within
-  /// the solver's tolerance.
-  Certificate certificate;
 };
 
 /// A warm start (issue 25, item 4): the n × r' factor F of an earlier kernel

@@ -1085,8 +1085,8 @@ StatusOr<NpklResult> SimpleRun::Finish() {
   stats.termination = termination_;
   stats.final_objective = cur_.primal;
   stats.solve_seconds = solve_watch_.Seconds();
-  result_.certificate = Certificate::FromGap(RelativeGap(cur_), options_.tolerance);
-  result_.certificate.lower_bound = cur_.dual;
+  result_.stats.certificate = Certificate::FromGap(RelativeGap(cur_), options_.tolerance);
+  result_.stats.certificate.lower_bound = cur_.dual;
   result_.dual_residual = cur_.primal - cur_.dual;
   result_.primal_residual = linear_ || m_ == 0
                                 ? 0.0

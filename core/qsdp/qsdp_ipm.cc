@@ -185,9 +185,9 @@ std::string EncodeCheckpoint(uint64_t fingerprint, int iteration, const SolveRep
   w.PutVector(z);
   w.PutMatrix(best.y);
   w.Put<double>(best.objective);
-  w.Put<double>(best.certificate.lower_bound);
-  w.Put<double>(best.certificate.gap);
-  w.Put<double>(best.certificate.kkt_residual);
+  w.Put<double>(best.stats.certificate.lower_bound);
+  w.Put<double>(best.stats.certificate.gap);
+  w.Put<double>(best.stats.certificate.kkt_residual);
   w.Put<int32_t>(best.rank);
   w.Put<double>(best.mu);
   return w.Take();
@@ -208,9 +208,9 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   KLS_RETURN_IF_ERROR(in.GetVector(&s->z));
   KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best.y));
   KLS_RETURN_IF_ERROR(in.Get(&s->best.objective));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.lower_bound));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.gap));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best.certificate.kkt_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.stats.certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.stats.certificate.gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best.stats.certificate.kkt_residual));
   int32_t rank = 0;
   KLS_RETURN_IF_ERROR(in.Get(&rank));
   s->best.rank = rank;
@@ -449,22 +449,22 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
     Stopwatch watch;
     QsdpResult cert;
     QsdpIpmResult best;
-    best.certificate.gap = std::numeric_limits<double>::infinity();
+    best.stats.certificate.gap = std::numeric_limits<double>::infinity();
     Termination why = Termination::kIterationLimit;
     int it = 0;
     auto certify = [&](const Eigen::VectorXd& yv, double mu) -> bool {
       const Eigen::MatrixXd yo = sys.Original(Smat(yv, m));
       EvaluateCertificate(problem, yo, options.rank_threshold, &cert);
       result.stats.objective_history.push_back(cert.objective);
-      if (cert.certificate.gap < best.certificate.gap || best.y.size() == 0) {
+      if (cert.stats.certificate.gap < best.stats.certificate.gap || best.y.size() == 0) {
         best.y = yo;
         best.objective = cert.objective;
-        best.certificate = cert.certificate;
+        best.stats.certificate = cert.stats.certificate;
         best.rank = cert.rank;
         best.mu = mu;
       }
       ReportIteration(control, CertificateRow(it, cert, watch.Seconds()), options.max_iterations, &result.stats);
-      return cert.certificate.gap <= options.gap_tolerance;
+      return cert.stats.certificate.gap <= options.gap_tolerance;
     };
     // The fingerprint costs O(K m + m²): only computed when checkpoints are used.
     const bool use_checkpoints = static_cast<bool>(control.checkpoint) || control.ResumeFrom(kCheckpointTag);
@@ -507,12 +507,14 @@ StatusOr<QsdpIpmResult> SolveQsdpInteriorPoint(const QsdpProblem& problem, const
                               [&] { return EncodeCheckpoint(fingerprint, it, result.stats, y, z, best); });
       }
     }
+    const Certificate certificate = best.stats.certificate;  // the best iterate's
     best.stats = std::move(result.stats);
+    best.stats.certificate = certificate;
     best.stats.termination = why;
     best.stats.iterations = it;
     best.stats.final_objective = best.objective;
     best.stats.solve_seconds = watch.Seconds();
-    best.certificate.CheckAgainst(options.gap_tolerance);
+    best.stats.certificate.CheckAgainst(options.gap_tolerance);
     best.factor_seconds = factor_seconds;
     best.low_rank_newton = sys.low_rank;
     return best;

@@ -82,15 +82,15 @@ struct QsdpIpmOptions {
 struct QsdpIpmResult {
   Eigen::MatrixXd y;          ///< the m × m PSD solution
   double objective = 0.0;     ///< f(Y), including the constant Σ w t²
-  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
-  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
-  /// certified when gap <= gap_tolerance.
-  Certificate certificate;
   double mu = 0.0;            ///< final ⟨Y, Z⟩/m of the (preconditioned) IPM iterate
   int rank = 0;               ///< eigenvalues of Y above rank_threshold · max
   double factor_seconds = 0.0;  ///< time in forming and factorizing the Newton matrix
   bool low_rank_newton = false; ///< the Woodbury (K × K) Newton system was used
-  SolveReport stats;           ///< termination, iterations, timings, objective history
+  /// termination, iterations, timings, objective history;
+  /// certificate: gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
+  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
+  /// certified when gap <= gap_tolerance.
+  SolveReport stats;
 };
 
 /// Solves the QSDP by the interior-point method of the file comment.

@@ -104,9 +104,9 @@ IterationRow CertificateRow(int iteration, const QsdpResult& cert, double elapse
   IterationRow row;
   row.iteration = iteration;
   row.objective = cert.objective;
-  row.primal_residual = cert.certificate.kkt_residual;
-  row.dual_residual = cert.certificate.gap;
-  row.gap = cert.certificate.gap;
+  row.primal_residual = cert.stats.certificate.kkt_residual;
+  row.dual_residual = cert.stats.certificate.gap;
+  row.gap = cert.stats.certificate.gap;
   row.seconds = elapsed_seconds;
   return row;
 }
@@ -134,10 +134,10 @@ void EvaluateCertificate(const QsdpProblem& problem, const Eigen::MatrixXd& y, d
     }
   }
   out->objective = f;
-  out->certificate.lower_bound = lb;
-  out->certificate.gap = (f - lb) / std::max(1.0, std::abs(f));
+  out->stats.certificate.lower_bound = lb;
+  out->stats.certificate.gap = (f - lb) / std::max(1.0, std::abs(f));
   const Eigen::MatrixXd r = y - ProjectPsd(y - s);
-  out->certificate.kkt_residual = r.norm() / (1.0 + y.norm());
+  out->stats.certificate.kkt_residual = r.norm() / (1.0 + y.norm());
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> ey(y, Eigen::EigenvaluesOnly);
   const double top = std::max(ey.eigenvalues().maxCoeff(), 0.0);
   out->rank = static_cast<int>((ey.eigenvalues().array() > face_threshold * top).count());
@@ -297,17 +297,17 @@ struct FistaState {
 
 void PutCertificate(ByteWriter* w, const QsdpResult& r) {
   w->Put<double>(r.objective);
-  w->Put<double>(r.certificate.lower_bound);
-  w->Put<double>(r.certificate.gap);
-  w->Put<double>(r.certificate.kkt_residual);
+  w->Put<double>(r.stats.certificate.lower_bound);
+  w->Put<double>(r.stats.certificate.gap);
+  w->Put<double>(r.stats.certificate.kkt_residual);
   w->Put<int32_t>(r.rank);
 }
 
 Status GetCertificate(ByteReader* in, QsdpResult* r) {
   KLS_RETURN_IF_ERROR(in->Get(&r->objective));
-  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.lower_bound));
-  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.gap));
-  KLS_RETURN_IF_ERROR(in->Get(&r->certificate.kkt_residual));
+  KLS_RETURN_IF_ERROR(in->Get(&r->stats.certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in->Get(&r->stats.certificate.gap));
+  KLS_RETURN_IF_ERROR(in->Get(&r->stats.certificate.kkt_residual));
   int32_t rank = 0;
   KLS_RETURN_IF_ERROR(in->Get(&rank));
   r->rank = rank;
@@ -409,7 +409,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
         t = state.t;
         last_polish = state.last_polish;
         result.objective = state.certificate.objective;
-        result.certificate = state.certificate.certificate;
+        result.stats.certificate = state.certificate.stats.certificate;
         result.rank = state.certificate.rank;
         result.polishes = state.certificate.polishes;
         result.cg_iterations = state.certificate.cg_iterations;
@@ -422,7 +422,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
       EvaluateCertificate(problem, original(y), options.face_threshold, &result);
       result.stats.objective_history.push_back(result.objective);
       ReportIteration(control, CertificateRow(it, result, watch.Seconds()), options.max_iterations, &result.stats);
-      return result.certificate.gap <= options.gap_tolerance;
+      return result.stats.certificate.gap <= options.gap_tolerance;
     };
     while (it < options.max_iterations && !done) {
       Termination stop;
@@ -449,7 +449,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
           done = true;
           break;
         }
-        if (options.polish_threshold > 0.0 && result.certificate.kkt_residual < options.polish_threshold &&
+        if (options.polish_threshold > 0.0 && result.stats.certificate.kkt_residual < options.polish_threshold &&
             it - last_polish >= options.check_every) {
           last_polish = it;
           Eigen::MatrixXd polished;
@@ -474,7 +474,7 @@ StatusOr<QsdpResult> SolveQsdp(const QsdpProblem& problem, const QsdpOptions& op
     if (result.stats.objective_history.empty() || !done) {
       EvaluateCertificate(problem, result.y, options.face_threshold, &result);
     }
-    result.certificate.CheckAgainst(options.gap_tolerance);
+    result.stats.certificate.CheckAgainst(options.gap_tolerance);
     result.stats.termination = why;
     result.stats.iterations = it;
     result.stats.final_objective = result.objective;

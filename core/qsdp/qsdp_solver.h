@@ -87,15 +87,15 @@ struct QsdpOptions {
 struct QsdpResult {
   Eigen::MatrixXd y;               ///< the m × m PSD solution
   double objective = 0.0;          ///< f(Y), including the constant Σ w t²
-  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound =
-  /// g(λ'), a certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F
-  /// / (1 + ‖Y‖_F); certified when gap <= gap_tolerance.
-  Certificate certificate;
   double lipschitz = 0.0;          ///< the step constant L used
   int rank = 0;                    ///< eigenvalues of Y above face_threshold · max
   int polishes = 0;                ///< accepted face-polish steps
   int cg_iterations = 0;           ///< total CG iterations in polishes
-  SolveReport stats;                ///< termination, iterations, timings, objective history
+  /// termination, iterations, timings, objective history;
+  /// certificate: gap = (objective − lower_bound) / max(1, |objective|), lower_bound =
+  /// g(λ'), a certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F
+  /// / (1 + ‖Y‖_F); certified when gap <= gap_tolerance.
+  SolveReport stats;
 };
 
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an

@@ -124,9 +124,9 @@ std::string EncodeCheckpoint(uint64_t fingerprint, int rounds_done, const QsdpSu
   w.Put<double>(previous_gap);
   w.PutMatrix(best_y);
   w.Put<double>(best_cert.objective);
-  w.Put<double>(best_cert.certificate.lower_bound);
-  w.Put<double>(best_cert.certificate.gap);
-  w.Put<double>(best_cert.certificate.kkt_residual);
+  w.Put<double>(best_cert.stats.certificate.lower_bound);
+  w.Put<double>(best_cert.stats.certificate.gap);
+  w.Put<double>(best_cert.stats.certificate.kkt_residual);
   w.Put<int32_t>(best_cert.rank);
   w.Put<int32_t>(result.ipm_iterations);
   w.Put<uint64_t>(result.rounds.size());
@@ -152,9 +152,9 @@ Status DecodeCheckpoint(const Checkpoint& c, uint64_t fingerprint, int m, Resume
   KLS_RETURN_IF_ERROR(in.Get(&s->previous_gap));
   KLS_RETURN_IF_ERROR(GetMatrixOfShape(&in, m, m, &s->best_y));
   KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.objective));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.lower_bound));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.gap));
-  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.certificate.kkt_residual));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.stats.certificate.lower_bound));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.stats.certificate.gap));
+  KLS_RETURN_IF_ERROR(in.Get(&s->best_cert.stats.certificate.kkt_residual));
   KLS_RETURN_IF_ERROR(in.Get(&rank));
   KLS_RETURN_IF_ERROR(in.Get(&ipm_iterations));
   uint64_t count = 0;
@@ -189,7 +189,7 @@ void Finish(const QsdpResult& cert, const Eigen::MatrixXd& y, Termination why, i
             QsdpSubspaceResult* result) {
   result->y = y;
   result->objective = cert.objective;
-  result->certificate = cert.certificate;
+  result->stats.certificate = cert.stats.certificate;
   result->rank = cert.rank;
   result->stats.termination = why;
   result->stats.iterations = rounds;
@@ -202,7 +202,7 @@ void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, Qsd
   QsdpSubspaceRound round;
   round.dimension = m;
   round.ipm_iterations = r.stats.iterations;
-  round.gap = r.certificate.gap;
+  round.gap = r.stats.certificate.gap;
   round.seconds = r.stats.solve_seconds + r.stats.setup_seconds;
   result->rounds.push_back(round);
   result->ipm_iterations = r.stats.iterations;
@@ -212,7 +212,7 @@ void FullSystemResult(const QsdpIpmResult& r, int m, const Stopwatch& watch, Qsd
   result->stats.rows = r.stats.rows;
   QsdpResult cert;
   cert.objective = r.objective;
-  cert.certificate = r.certificate;
+  cert.stats.certificate = r.stats.certificate;
   cert.rank = r.rank;
   Finish(cert, r.y, r.stats.termination, 1, watch, result);
 }
@@ -286,7 +286,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       ipm.gap_tolerance = options.gap_tolerance;
       KLS_ASSIGN_OR_RETURN(QsdpIpmResult r, SolveQsdpInteriorPoint(problem, ipm, control));
       FullSystemResult(r, m, watch, &result);
-      result.certificate.CheckAgainst(options.gap_tolerance);
+      result.stats.certificate.CheckAgainst(options.gap_tolerance);
       return result;
     }
 
@@ -296,7 +296,7 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
     Eigen::MatrixXd grad = problem.Gradient(y);
     QsdpResult cert, best_cert;
     Eigen::MatrixXd best_y = y;
-    best_cert.certificate.gap = std::numeric_limits<double>::infinity();
+    best_cert.stats.certificate.gap = std::numeric_limits<double>::infinity();
     Termination why = Termination::kIterationLimit;
     int p = std::min(m, options.initial_dimension);
     double previous_gap = std::numeric_limits<double>::infinity();
@@ -347,16 +347,16 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       QsdpSubspaceRound round;
       round.dimension = static_cast<int>(u.cols());
       round.ipm_iterations = r.stats.iterations;
-      round.gap = cert.certificate.gap;
+      round.gap = cert.stats.certificate.gap;
       round.seconds = round_watch.Seconds();
       result.rounds.push_back(round);
       ReportIteration(control, CertificateRow(round_index + 1, cert, watch.Seconds()), options.max_rounds,
                       &result.stats);
-      if (cert.certificate.gap < best_cert.certificate.gap) {
+      if (cert.stats.certificate.gap < best_cert.stats.certificate.gap) {
         best_cert = cert;
         best_y = yk;
       }
-      if (cert.certificate.gap <= options.gap_tolerance) {
+      if (cert.stats.certificate.gap <= options.gap_tolerance) {
         why = Termination::kConverged;
         ++round_index;
         break;
@@ -368,8 +368,8 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
       }
       // Next face: range(Y_k) (face coordinates → m-space) plus a margin.
       y = yk;
-      p = NextFace(problem, options, u, r.y, y, cert.certificate.gap, previous_gap, &range, &grad, &rotation);
-      previous_gap = cert.certificate.gap;
+      p = NextFace(problem, options, u, r.y, y, cert.stats.certificate.gap, previous_gap, &range, &grad, &rotation);
+      previous_gap = cert.stats.certificate.gap;
       if (round_index + 1 < options.max_rounds) {
         const int done = round_index + 1;
         checkpoints.MaybeSave(kCheckpointTag, done, [&] {
@@ -377,9 +377,9 @@ StatusOr<QsdpSubspaceResult> SolveQsdpSubspace(const QsdpProblem& problem, const
         });
       }
     }
-    if (!std::isfinite(best_cert.certificate.gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
+    if (!std::isfinite(best_cert.stats.certificate.gap)) EvaluateCertificate(problem, best_y, options.ipm.rank_threshold, &best_cert);
     Finish(best_cert, best_y, why, round_index, watch, &result);
-    result.certificate.CheckAgainst(options.gap_tolerance);
+    result.stats.certificate.CheckAgainst(options.gap_tolerance);
     return result;
   });
 }

@@ -79,14 +79,14 @@ struct QsdpSubspaceRound {
 struct QsdpSubspaceResult {
   Eigen::MatrixXd y;          ///< the m × m PSD solution
   double objective = 0.0;     ///< f(Y), including the constant Σ w t²
-  /// gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
-  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
-  /// certified when gap <= gap_tolerance.
-  Certificate certificate;
   int rank = 0;               ///< eigenvalues of Y above ipm.rank_threshold · max
   int ipm_iterations = 0;     ///< total over rounds
   std::vector<QsdpSubspaceRound> rounds;
-  SolveReport stats;           ///< termination, iterations (= rounds), timings, objective history
+  /// termination, iterations (= rounds), timings, objective history;
+  /// certificate: gap = (objective − lower_bound) / max(1, |objective|), lower_bound a
+  /// certified lower bound on f*, kkt_residual = ‖Y − Π₊(Y − ∇f(Y))‖_F / (1 + ‖Y‖_F);
+  /// certified when gap <= gap_tolerance.
+  SolveReport stats;
 };
 
 /// Solves the QSDP; see the file comment. Errors: INVALID_ARGUMENT for an

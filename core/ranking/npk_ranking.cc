@@ -282,8 +282,8 @@ StatusOr<NpkRankingResult> SolveNpkRanking(const Eigen::MatrixXd& visual, const 
     }
     result.stats.solve_seconds = watch.Seconds();
     result.stats.final_objective = cur.primal;
-    result.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
-    result.certificate.lower_bound = cur.dual;
+    result.stats.certificate = Certificate::FromGap(RelativeGap(cur), options.tolerance);
+    result.stats.certificate.lower_bound = cur.dual;
     result.alpha = cur.alpha;
     result.squared_distances = d2;
     result.pairs = r.pairs;

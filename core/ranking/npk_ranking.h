@@ -86,11 +86,11 @@ struct NpkRankingResult {
   std::vector<std::pair<int, int>> pairs;  ///< N, i < j
   Eigen::VectorXd alpha;         ///< dual variables, one per pair
   Eigen::VectorXd squared_distances;  ///< the (rescaled) d_ij², one per pair
-  /// gap: the relative gap (P − g)/max(1, |P|) at the returned K, certified
-  /// when <= tolerance; lower_bound: the dual value g.
-  Certificate certificate;
   double hsic = 0.0;             ///< tr(H K H K_t) / (n−1)² (Definition 6.1; K_t as given)
-  SolveReport stats;              ///< objective_history = primal P per iteration
+  /// objective_history = primal P per iteration;
+  /// certificate: gap = the relative gap (P − g)/max(1, |P|) at the
+  /// returned K, certified when <= tolerance; lower_bound = the dual value g.
+  SolveReport stats;
 };
 
 /// Learns the kernel of (6.2) from visual features (n × d) and a text kernel

@@ -197,7 +197,7 @@ StatusOr<JobOutput> RunPairwise(const JobSpec& spec, const store::StoredDataset&
   if (out.cross_validation) out.stats.setup_seconds += out.cross_validation->seconds;
   out.primal_residual = r.primal_residual;
   out.dual_residual = r.dual_residual;
-  out.certificate = r.certificate;
+  out.certificate = r.stats.certificate;
   if (spec.baseline_guard) {
     KLS_ASSIGN_OR_RETURN(std::string guard, BaselineGuardNotes(spec, data, problem, chosen, warm, out, control));
     out.summary_notes += guard;

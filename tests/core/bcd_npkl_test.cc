@@ -554,7 +554,7 @@ TEST(BcdNpklTest, RankEscalationReachesCsdpOptimumWithCertificate) {
     EXPECT_TRUE(d.certified);
     EXPECT_GE(d.min_eigenvalue, -1e-8);
     EXPECT_LE(std::abs(gap), 1e-6);
-    EXPECT_DOUBLE_EQ(result->certificate.gap, d.gap);
+    EXPECT_DOUBLE_EQ(result->stats.certificate.gap, d.gap);
     EXPECT_LE(result->kernel.rank(), RankBound(p.constraints.size()));
     // Monotone across the stages (appending rows descends).
     const auto& h = result->stats.objective_history;

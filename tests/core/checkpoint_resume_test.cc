@@ -273,7 +273,7 @@ void ExpectSameNpkl(const NpklResult& a, const NpklResult& b, double tolerance) 
   }
   ExpectSameScalar(a.primal_residual, b.primal_residual, tolerance, "primal_residual");
   ExpectSameScalar(a.dual_residual, b.dual_residual, tolerance, "dual_residual");
-  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tolerance, "certificate.gap");
+  ExpectSameScalar(a.stats.certificate.gap, b.stats.certificate.gap, tolerance, "certificate.gap");
 }
 
 NpklProblem IrisNpklProblem(int per_class, EdgeWeight weight, double delta, bool admm_protocol, uint64_t seed) {
@@ -547,9 +547,9 @@ template <typename R>
 void ExpectSameQsdp(const R& a, const R& b, double tolerance) {
   ExpectSameMatrix(a.y, b.y, tolerance, "Y");
   ExpectSameScalar(a.objective, b.objective, tolerance, "objective");
-  ExpectSameScalar(a.certificate.lower_bound, b.certificate.lower_bound, tolerance, "lower_bound");
-  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tolerance, "certificate.gap");
-  ExpectSameScalar(a.certificate.kkt_residual, b.certificate.kkt_residual, tolerance, "kkt_residual");
+  ExpectSameScalar(a.stats.certificate.lower_bound, b.stats.certificate.lower_bound, tolerance, "lower_bound");
+  ExpectSameScalar(a.stats.certificate.gap, b.stats.certificate.gap, tolerance, "certificate.gap");
+  ExpectSameScalar(a.stats.certificate.kkt_residual, b.stats.certificate.kkt_residual, tolerance, "kkt_residual");
   if (tolerance == 0.0) EXPECT_EQ(a.rank, b.rank);
 }
 
@@ -766,7 +766,7 @@ void ExpectSameEmbedding(const EmbeddingResult& a, const EmbeddingResult& b, dou
   } else {
     ExpectSameMatrix(a.kernel.Dense(), b.kernel.Dense(), tol, "kernel K");
   }
-  ExpectSameScalar(a.certificate.gap, b.certificate.gap, tol, "certificate.gap");
+  ExpectSameScalar(a.stats.certificate.gap, b.stats.certificate.gap, tol, "certificate.gap");
   ExpectSameScalar(a.stationarity, b.stationarity, tol, "stationarity");
   ExpectSameMatrix(a.dual, b.dual, tol, "dual");
   if (tol == 0.0) {

@@ -513,7 +513,7 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   EXPECT_LT(ri->stats.iterations, r->stats.iterations);
   // The stop is confirmed by a solve at the full tolerance: the returned K is
   // certified at inner.tolerance, not at a loose early one.
-  EXPECT_LE(ri->certificate.gap, inexact.inner.tolerance);
+  EXPECT_LE(ri->stats.certificate.gap, inexact.inner.tolerance);
 
   // Curvature memory (the default, r above) against a fresh L-BFGS per K₀
   // update: the same ascent to the same F, in fewer spectra.
@@ -539,7 +539,7 @@ TEST(Mve, OuterLoopAscendsTheMveObjectiveAndStopsOnItsChange) {
   for (size_t t = 1; t < rn->mve_objective.size(); ++t)
     EXPECT_GE(rn->mve_objective[t], rn->mve_objective[t - 1] - rn->mve_ascent_slack[t]) << "outer step " << t;
   EXPECT_NEAR(rn->stats.final_objective, r->stats.final_objective, 1e-5 * std::max(1.0, std::abs(f)));
-  EXPECT_LE(rn->certificate.gap, newton.inner.tolerance);
+  EXPECT_LE(rn->stats.certificate.gap, newton.inner.tolerance);
 
   MveOptions bad = options;
   bad.objective_tolerance = -1.0;

@@ -95,8 +95,8 @@ TEST(QsdpIpmTest, DenseAndLowRankNewtonSystemsReachTheSameCertifiedOptimum) {
     EXPECT_TRUE(b->low_rank_newton);
     for (const QsdpIpmResult* r : {&*a, &*b}) {
       EXPECT_EQ(r->stats.termination, Termination::kConverged);
-      EXPECT_LE(r->certificate.gap, 1e-8);
-      EXPECT_LE(r->certificate.lower_bound, r->objective);
+      EXPECT_LE(r->stats.certificate.gap, 1e-8);
+      EXPECT_LE(r->stats.certificate.lower_bound, r->objective);
       EXPECT_LT(r->stats.iterations, 40);  // second-order: tens of iterations, not thousands
       ExpectKkt(p, r->y, r->objective);
     }
@@ -114,7 +114,7 @@ TEST(QsdpIpmTest, MatchesCsdpOnTheSchurComplementSdp) {
     const double csdp = CsdpObjective(p);
     const double scale = std::max(1.0, std::abs(csdp));
     EXPECT_NEAR(r->objective, csdp, 1e-6 * scale);
-    EXPECT_GE(csdp, r->certificate.lower_bound - 1e-9 * scale);  // the certificate bounds every PSD Y
+    EXPECT_GE(csdp, r->stats.certificate.lower_bound - 1e-9 * scale);  // the certificate bounds every PSD Y
   }
 }
 
@@ -140,7 +140,7 @@ TEST(QsdpSubspaceTest, FaceRoundsReachTheFullProblemsOptimum) {
     auto faces = SolveQsdpSubspace(p, o);
     ASSERT_TRUE(faces.ok()) << faces.status();
     EXPECT_EQ(faces->stats.termination, Termination::kConverged);
-    EXPECT_LE(faces->certificate.gap, 1e-8);
+    EXPECT_LE(faces->stats.certificate.gap, 1e-8);
     EXPECT_GE(faces->rounds.size(), 2u);
     ExpectKkt(p, faces->y, faces->objective);
     auto full = SolveQsdpInteriorPoint(p);
@@ -160,7 +160,7 @@ TEST(QsdpSubspaceTest, SmallProblemsUseOneFullIpmSolve) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->rounds.size(), 1u);
   EXPECT_EQ(r->rounds[0].dimension, 6);
-  EXPECT_LE(r->certificate.gap, 1e-8);
+  EXPECT_LE(r->stats.certificate.gap, 1e-8);
 }
 
 TEST(QsdpSubspaceTest, ValidatesOptionsAndHonoursCancellation) {

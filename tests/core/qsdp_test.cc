@@ -107,8 +107,8 @@ void ExpectOptimalAndMatchesCsdp(const QsdpProblem& p) {
   auto r = SolveQsdp(p);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->stats.termination, Termination::kConverged);
-  EXPECT_LE(r->certificate.gap, 1e-8);
-  EXPECT_LE(r->certificate.lower_bound, r->objective);
+  EXPECT_LE(r->stats.certificate.gap, 1e-8);
+  EXPECT_LE(r->stats.certificate.lower_bound, r->objective);
   // PSD solution.
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(r->y, Eigen::EigenvaluesOnly);
   EXPECT_GE(eig.eigenvalues()[0], -1e-12 * (1 + eig.eigenvalues().maxCoeff()));
@@ -117,7 +117,7 @@ void ExpectOptimalAndMatchesCsdp(const QsdpProblem& p) {
   const double scale = std::max(1.0, std::abs(csdp));
   EXPECT_NEAR(r->objective, csdp, 1e-6 * scale);
   // The certificate is a true lower bound: no PSD Y (CSDP's included) beats it.
-  EXPECT_GE(csdp, r->certificate.lower_bound - 1e-9 * scale);
+  EXPECT_GE(csdp, r->stats.certificate.lower_bound - 1e-9 * scale);
 }
 
 TEST(QsdpSolverTest, RegMvuMatchesCsdpOnSchurComplementSdp) {

@@ -183,8 +183,8 @@ void CheckNpkOptimality(const SmallQuery& q, const NpkRankingOptions& o) {
   auto r = SolveNpkRanking(q.x, q.kt, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->stats.termination, Termination::kConverged);
-  EXPECT_LE(r->certificate.gap, o.tolerance);
-  EXPECT_GE(r->certificate.gap, -1e-9);  // weak duality
+  EXPECT_LE(r->stats.certificate.gap, o.tolerance);
+  EXPECT_GE(r->stats.certificate.gap, -1e-9);  // weak duality
   const Eigen::MatrixXd k = r->kernel.Dense();
   // Feasibility: PSD (factored) and tr KK <= B.
   EXPECT_LE((k * k).trace(), o.b * (1 + 1e-9));

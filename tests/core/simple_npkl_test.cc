@@ -411,7 +411,7 @@ TEST(SimpleNpklLinear, ClosedFormMatchesDenseAndKkt) {
     EXPECT_GE(ez.eigenvalues().minCoeff(), -1e-9);
     EXPECT_NEAR((k * z).trace(), 0.0, 1e-9);
     EXPECT_NEAR(k.squaredNorm(), o.b, 1e-9);
-    EXPECT_LE(std::abs(r->certificate.gap), 1e-10);
+    EXPECT_LE(std::abs(r->stats.certificate.gap), 1e-10);
     EXPECT_NEAR(r->stats.final_objective, PrimalObjective(sc.problem, o, k), 1e-9);
   }
 }
@@ -439,7 +439,7 @@ TEST(SimpleNpklLinear, GeneralPAndPenaltyForm) {
       const Eigen::VectorXd& lam = cap == SimpleNpklOptions::Capacity::kConstraint ? lam_b : lam_g;
       const Eigen::MatrixXd k_ref = eig.eigenvectors() * lam.asDiagonal() * eig.eigenvectors().transpose();
       EXPECT_LE((r->kernel.Dense() - k_ref).cwiseAbs().maxCoeff(), 1e-9) << "p " << p;
-      EXPECT_LE(std::abs(r->certificate.gap), 1e-10);
+      EXPECT_LE(std::abs(r->stats.certificate.gap), 1e-10);
     }
   }
 }
@@ -484,15 +484,15 @@ TEST(SimpleNpklMinimax, CertifiedGapAndCsdpAgreement) {
                                (lc.capacity == SimpleNpklOptions::Capacity::kPenalty ? "/G" : "/B") +
                                " B " + std::to_string(static_cast<int>(b)) + " seed " + std::to_string(seed);
       EXPECT_EQ(r->stats.termination, Termination::kConverged) << what;
-      EXPECT_LE(r->certificate.gap, 1e-6) << what;
-      EXPECT_GE(r->certificate.gap, -1e-10) << what;  // weak duality
+      EXPECT_LE(r->stats.certificate.gap, 1e-6) << what;
+      EXPECT_GE(r->stats.certificate.gap, -1e-10) << what;  // weak duality
       const Eigen::MatrixXd k = r->kernel.Dense();
       const double p_here = PrimalObjective(sc.problem, o, k);
       EXPECT_NEAR(p_here, r->stats.final_objective, 1e-9 * std::max(1.0, std::abs(p_here))) << what;
       if (lc.capacity == SimpleNpklOptions::Capacity::kConstraint) {
         EXPECT_LE(k.squaredNorm(), o.b * (1 + 1e-9)) << what;
       }
-      std::printf("%-22s iterations %5d  rel. gap %.2e", what.c_str(), r->stats.iterations, r->certificate.gap);
+      std::printf("%-22s iterations %5d  rel. gap %.2e", what.c_str(), r->stats.iterations, r->stats.certificate.gap);
       if (csdp) {
         auto opt = SolveWithCsdp(sc.problem, o);
         ASSERT_TRUE(opt.ok()) << opt.status();
@@ -540,9 +540,9 @@ TEST(SimpleNpklMinimax, StoppingRuleCertifiesTheKernelNotTheConstantLoss) {
       const double reducible = std::max(1.0, std::abs(*opt - p_zero));
       const double rel_k = (k - k_star).norm() / k_star.norm();
       std::printf("seed %d: m %d, %d iterations, gap %.1e, P − P* %.1e (P(0) − P* %.3f), ‖K − K*‖/‖K*‖ %.1e\n",
-                  static_cast<int>(seed), p.constraints.size(), r->stats.iterations, r->certificate.gap,
+                  static_cast<int>(seed), p.constraints.size(), r->stats.iterations, r->stats.certificate.gap,
                   p_here - *opt, p_zero - *opt, rel_k);
-      EXPECT_LE(r->certificate.gap, o.tolerance);
+      EXPECT_LE(r->stats.certificate.gap, o.tolerance);
       // Certified: P − P* <= P − J <= tolerance · max(1, |P − P(0)|) (+ CSDP's accuracy).
       EXPECT_LE(p_here - *opt, o.tolerance * reducible * 1.01 + 1e-6 * std::abs(*opt)) << "seed " << seed;
       EXPECT_LE(rel_k, 1e-2) << "seed " << seed;
@@ -572,7 +572,7 @@ TEST(SimpleNpklMinimax, StepRulesReachTheSameOptimum) {
         std::printf("%s %s %s: %d iterations, %.3f s, gap %.1e, P %.8f\n",
                     bound == SimpleNpklOptions::LipschitzBound::kSharp ? "sharp " : "thesis",
                     adaptive ? "adaptive" : "fixed   ", cap == SimpleNpklOptions::Capacity::kPenalty ? "G" : "B",
-                    r->stats.iterations, r->stats.solve_seconds, r->certificate.gap, r->stats.final_objective);
+                    r->stats.iterations, r->stats.solve_seconds, r->stats.certificate.gap, r->stats.final_objective);
         if (cap == SimpleNpklOptions::Capacity::kPenalty) {
           if (i++ == 0) reference = r->stats.final_objective;
           EXPECT_NEAR(r->stats.final_objective, reference, 2e-7 * std::max(1.0, std::abs(reference)));
@@ -603,7 +603,7 @@ TEST(SimpleNpklMinimax, AcceleratedReachesTheSameCertifiedOptimumInFewerIteratio
     ASSERT_TRUE(fast.ok()) << fast.status();
     for (const auto* r : {&*plain, &*fast}) {
       EXPECT_EQ(r->stats.termination, Termination::kConverged);
-      EXPECT_LE(r->certificate.gap, o.tolerance);
+      EXPECT_LE(r->stats.certificate.gap, o.tolerance);
     }
     std::printf("dense_threshold %d: plain %d iterations, accelerated %d\n", dense_threshold,
                 plain->stats.iterations, fast->stats.iterations);
@@ -638,7 +638,7 @@ TEST(SimpleNpklMinimax, NewtonStepsReachTheSameOptimumInAFewIterations) {
       ASSERT_TRUE(newton.ok()) << newton.status();
       for (const auto* r : {&*gradient, &*newton}) {
         EXPECT_EQ(r->stats.termination, Termination::kConverged);
-        EXPECT_LE(r->certificate.gap, o.tolerance);
+        EXPECT_LE(r->stats.certificate.gap, o.tolerance);
       }
       std::printf("%s: gradient %d iterations, newton %d\n", NpklLossName(loss), gradient->stats.iterations,
                   newton->stats.iterations);
@@ -669,7 +669,7 @@ TEST(SimpleNpklMinimax, LowRankStartEndsAtTheSameOptimum) {
   ASSERT_TRUE(low.ok()) << low.status();
   for (const auto* r : {&*full, &*low}) {
     EXPECT_EQ(r->stats.termination, Termination::kConverged);
-    EXPECT_LE(r->certificate.gap, o.tolerance);
+    EXPECT_LE(r->stats.certificate.gap, o.tolerance);
   }
   // P(K(α⁰)): a lower-rank start has a different (worse) first objective.
   EXPECT_NE(full->stats.objective_history.front(), low->stats.objective_history.front());
@@ -727,7 +727,7 @@ TEST(SimpleNpklMinimax, LowRankAndActiveSetModes) {
   auto r_half = SolveSimpleNpkl(sc.problem, as);
   ASSERT_TRUE(r_half.ok());
   EXPECT_EQ(r_half->stats.termination, Termination::kConverged);
-  EXPECT_LE(r_half->certificate.gap, o.tolerance);
+  EXPECT_LE(r_half->stats.certificate.gap, o.tolerance);
 }
 
 TEST(SimpleNpklMinimax, SelectActiveConstraintsPicksSmallMargins) {
@@ -764,14 +764,14 @@ TEST(SimpleNpklMinimax, LanczosPathOnLargerProblem) {
     const double seconds = Elapsed(t0);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->stats.termination, Termination::kConverged) << "B " << b;
-    EXPECT_LE(r->certificate.gap, 1e-4);
+    EXPECT_LE(r->stats.certificate.gap, 1e-4);
     KMeansOptions km;
     km.num_clusters = 4;
     auto cl = KernelKMeans(ToColMajor(r->kernel), km);
     ASSERT_TRUE(cl.ok());
     auto acc = PairAccuracy(d.labels, cl->assignment);
     std::printf("n %d, m %d, B %g: %d iterations, rank %d, gap %.1e, %.2f s, pair accuracy %.1f\n", n,
-                p.constraints.size(), b, r->stats.iterations, r->kernel.rank(), r->certificate.gap, seconds,
+                p.constraints.size(), b, r->stats.iterations, r->kernel.rank(), r->stats.certificate.gap, seconds,
                 100 * *acc);
   }
 }
@@ -862,7 +862,7 @@ TEST(SimpleNpklControl, LooseEarlyLanczosKeepsCertifiedGap) {
   ASSERT_TRUE(exact.ok() && loose.ok() && loose2.ok());
   EXPECT_EQ(exact->stats.termination, Termination::kConverged);
   EXPECT_EQ(loose->stats.termination, Termination::kConverged);
-  EXPECT_LE(loose->certificate.gap, o.tolerance);
+  EXPECT_LE(loose->stats.certificate.gap, o.tolerance);
   EXPECT_GT(loose->stats.iterations, 1);
   // Both are within tolerance · max(1, |P|) of the common optimum.
   const double scale = std::max(1.0, std::abs(exact->stats.final_objective));
@@ -966,7 +966,7 @@ QualityRun RunProtocol(const Dataset& d, const SimpleNpklOptions& o, int trials,
     EXPECT_TRUE(acc.ok());
     out.mean_accuracy += *acc / trials;
     out.mean_iterations += static_cast<double>(r->stats.iterations) / trials;
-    out.max_gap = std::max(out.max_gap, r->certificate.gap);
+    out.max_gap = std::max(out.max_gap, r->stats.certificate.gap);
   }
   out.seconds = Elapsed(t0);
   return out;
@@ -1047,7 +1047,7 @@ TEST(SimpleNpklControl, BlockWarmStartKeepsTheCertifiedOptimum) {
   ASSERT_TRUE(lanczos.ok() && block1.ok() && block2.ok());
   for (const auto* r : {&*lanczos, &*block1}) {
     EXPECT_EQ(r->stats.termination, Termination::kConverged);
-    EXPECT_LE(r->certificate.gap, o.tolerance);
+    EXPECT_LE(r->stats.certificate.gap, o.tolerance);
     EXPECT_GT(r->stats.iterations, 3);
   }
   const double scale = std::max(1.0, std::abs(lanczos->stats.final_objective));
@@ -1105,7 +1105,7 @@ TEST(SimpleNpklMinimax, InactiveCapacityIsCertifiedByTheFacePrimal) {
   ASSERT_TRUE(large.ok()) << large.status();
   for (const auto* r : {&*small, &*large}) {
     EXPECT_EQ(r->stats.termination, Termination::kConverged);
-    EXPECT_LE(r->certificate.gap, o.tolerance);
+    EXPECT_LE(r->stats.certificate.gap, o.tolerance);
   }
   std::printf("B = 30: %d iterations, P %.6f; B = 100: %d iterations, P %.6f\n", small->stats.iterations,
               small->stats.final_objective, large->stats.iterations, large->stats.final_objective);

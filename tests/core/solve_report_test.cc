@@ -63,7 +63,9 @@ void ExpectOneRowPerIteration(const SolveReport& stats) {
     SCOPED_TRACE("row " + std::to_string(k));
     const IterationRow& row = stats.rows[k];
     EXPECT_EQ(row.iteration, stats.resumed_from_iteration + 1 + static_cast<int>(k));
-    if (k > 0) EXPECT_GT(row.iteration, stats.rows[k - 1].iteration);
+    if (k > 0) {
+      EXPECT_GT(row.iteration, stats.rows[k - 1].iteration);
+    }
     const int entry = history - 1 - (stats.iterations - row.iteration);
     ASSERT_GE(entry, 0);
     EXPECT_EQ(row.objective, stats.objective_history[entry]);
@@ -73,6 +75,7 @@ void ExpectOneRowPerIteration(const SolveReport& stats) {
 template <typename R>
 void CheckFreshRun(const StatusOr<R>& r, const std::vector<ProgressEvent>& events) {
   ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(r->stats.iterations, 3) << "too few iterations to check the rows";
   EXPECT_EQ(r->stats.resumed_from_iteration, 0);
   ExpectOneRowPerIteration(r->stats);
   ExpectRowsAreEvents(r->stats, events);
@@ -128,7 +131,7 @@ TEST(SolveReport, AResumedKlAdmmRunKeepsTheRowsFromItsResumePoint) {
   auto fresh = SolveKlAdmm(p, AdmmOptions(), sink);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   ASSERT_GE(checkpoints.size(), 2u);
-  for (const Checkpoint& k : {checkpoints[checkpoints.size() / 2], checkpoints.back()}) {
+  for (const Checkpoint& k : {checkpoints.front(), checkpoints[checkpoints.size() / 2]}) {
     SCOPED_TRACE("resumed from iteration " + std::to_string(k.iteration));
     std::vector<ProgressEvent> events;
     SolveControl control = Recording(&events);
@@ -164,7 +167,9 @@ TEST(SolveReport, BcdNpklKeepsOneRowPerSweep) {
 TEST(SolveReport, SimpleNpklKeepsOneRowPerIterationAfterItsInitialEntry) {
   const NpklProblem p = IrisProblem(10, /*admm_protocol=*/false);
   SimpleNpklOptions o;
-  o.max_iterations = 200;
+  o.newton = false;  // gradient steps: more than a couple of iterations
+  o.tolerance = 1e-6;
+  o.max_iterations = 500;
   std::vector<ProgressEvent> events;
   auto r = SolveSimpleNpkl(p, o, Recording(&events));
   CheckFreshRun(r, events);
@@ -189,6 +194,9 @@ TEST(SolveReport, NpkRankingKeepsOneRowPerIteration) {
   std::vector<ProgressEvent> events;
   auto r = SolveNpkRanking(x, t * t.transpose(), o, Recording(&events));
   CheckFreshRun(r, events);
+  ASSERT_TRUE(r.ok());
+  // Its certificate is in the report: the last iterate's gap.
+  EXPECT_EQ(r->stats.certificate.gap, r->stats.rows.back().gap) << r->stats.certificate.Json();
 }
 
 TEST(SolveReport, VisualRankKeepsOneRowPerIteration) {
@@ -200,6 +208,10 @@ TEST(SolveReport, VisualRankKeepsOneRowPerIteration) {
   std::vector<ProgressEvent> events;
   auto r = SolveVisualRank(x * x.transpose(), Eigen::VectorXd(), VisualRankOptions(), Recording(&events));
   CheckFreshRun(r, events);
+  ASSERT_TRUE(r.ok());
+  // VisualRank has no certificate: the default one.
+  EXPECT_TRUE(std::isnan(r->stats.certificate.gap));
+  EXPECT_FALSE(r->stats.certificate.certified);
 }
 
 }  // namespace

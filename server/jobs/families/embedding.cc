@@ -118,7 +118,7 @@ class EmbeddingFamily : public TypedFamily<kls::v1::EmbeddingOptions, EmbeddingJ
       KLS_RETURN_IF_ERROR(r.status());
       out.stats = r->stats;
       out.primal_residual = r->stationarity;
-      out.certificate = r->certificate;
+      out.certificate = r->stats.certificate;
       out.certificate.kkt_residual = r->stationarity;
       if (out.stats.termination == Termination::kCancelled) return out;
       if (r->mve_start) {

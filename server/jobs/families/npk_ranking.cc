@@ -82,7 +82,7 @@ class NpkRankingFamily : public TypedFamily<kls::v1::NpkRankingOptions, NpkRanki
     KLS_ASSIGN_OR_RETURN(NpkRankingResult r, SolveNpkRanking(data.data.features, kt, o.options, control));
     JobOutput out;
     out.stats = r.stats;
-    out.certificate = r.certificate;
+    out.certificate = r.stats.certificate;
     if (out.stats.termination == Termination::kCancelled) return out;
     out.kernel = std::move(r.kernel);
     return out;

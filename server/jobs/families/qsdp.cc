@@ -78,8 +78,8 @@ class QsdpFamily : public TypedFamily<kls::v1::QsdpKernelOptions, QsdpJobOptions
     if (o.mvu) out.connect = problem->connect;
     out.stats = r.stats;
     out.stats.setup_seconds += problem->graph_seconds + problem->basis_seconds;
-    out.primal_residual = r.certificate.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
-    out.certificate = r.certificate;
+    out.primal_residual = r.stats.certificate.kkt_residual;  // ‖Y − Π₊(Y − ∇f)‖_F / (1 + ‖Y‖_F)
+    out.certificate = r.stats.certificate;
     if (out.stats.termination == Termination::kCancelled) return out;
     KLS_ASSIGN_OR_RETURN(out.kernel, KernelFromBasis(problem->basis.vectors, r.y));
     return out;
