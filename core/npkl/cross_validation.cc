@@ -76,6 +76,15 @@ Status CrossValidationOptions::Validate() const {
     return InvalidArgumentError("cross_validation.num_threads = " + std::to_string(num_threads) + " must be in [0, " +
                                 std::to_string(kMaxSolverThreads) + "]");
   }
+  std::vector<bool> seen(folds, false);
+  for (size_t i = 0; i < only_folds.size(); ++i) {
+    const int f = only_folds[i];
+    if (f < 0 || f >= folds || seen[f]) {
+      return InvalidArgumentError("cross_validation.only_folds[" + std::to_string(i) + "] = " + std::to_string(f) +
+                                  " must be a fold in [0, " + std::to_string(folds) + ") listed once");
+    }
+    seen[f] = true;
+  }
   return OkStatus();
 }
 
@@ -185,12 +194,17 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
   inner.cancel = control.cancel;
   inner.deadline = control.deadline;
 
-  const int tasks = static_cast<int>(grid.size()) * folds;
+  std::vector<int> run = options.only_folds;  // the folds evaluated
+  if (run.empty()) {
+    for (int f = 0; f < folds; ++f) run.push_back(f);
+  }
+  const int nrun = static_cast<int>(run.size());
+  const int tasks = static_cast<int>(grid.size()) * nrun;
   std::vector<double> score(tasks, 0.0);
   std::vector<Status> error(tasks);
   ParallelFor(tasks, ResolveThreadCount(options.num_threads), [&](int begin, int end) {
     for (int task = begin; task < end; ++task) {
-      const int c = task / folds, f = task % folds;
+      const int c = task / nrun, f = run[task % nrun];
       Termination why;
       if (inner.ShouldStop(&why)) {
         error[task] = why == Termination::kCancelled ? CancelledError("cross-validation cancelled")
@@ -232,10 +246,10 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
   for (size_t c = 0; c < grid.size(); ++c) {
     CrossValidationCandidate cand;
     cand.value = grid[c];
-    cand.fold_scores.assign(score.begin() + c * folds, score.begin() + (c + 1) * folds);
+    cand.fold_scores.assign(score.begin() + c * nrun, score.begin() + (c + 1) * nrun);
     double sum = 0.0;
     for (double s : cand.fold_scores) sum += s;
-    cand.mean_score = sum / folds;
+    cand.mean_score = sum / nrun;
     r.candidates.push_back(std::move(cand));
   }
   for (size_t c = 1; c < r.candidates.size(); ++c) {

@@ -64,6 +64,12 @@ struct CrossValidationOptions {
   /// 0 = the threshold score; c in [2, 1000] = the clustering score with c
   /// clusters (file comment), which needs c <= the number of points.
   int clusters = 0;
+  /// The folds evaluated (each in [0, folds), no repeats); empty = all. The
+  /// folds are assigned as always (AssignPairFolds over all `folds`); only
+  /// these are learned and scored, so fold f's scores are the same whether it
+  /// runs alone or with the others. `method auto` screens its candidates on
+  /// fold 0 and finishes the leaders on the rest (core/npkl/auto_select.h).
+  std::vector<int> only_folds;
 
   /// INVALID_ARGUMENT naming the field and value ("cross_validation.folds = 1
   /// must be in [2, 20]").
@@ -72,8 +78,8 @@ struct CrossValidationOptions {
 
 struct CrossValidationCandidate {
   double value = 0.0;
-  std::vector<double> fold_scores;  ///< held-out pair accuracy per fold, in [0, 1]
-  double mean_score = 0.0;
+  std::vector<double> fold_scores;  ///< held-out pair accuracy per fold evaluated (only_folds' order), in [0, 1]
+  double mean_score = 0.0;          ///< over the folds evaluated
 };
 
 struct CrossValidationResult {
