@@ -44,18 +44,115 @@ AutoEntry Scored(const AutoCandidate& c, const CrossValidationResult& r, double 
   return e;
 }
 
+// The screening score of `e`: its best grid value's score on fold 0; its
+// mean when it has none (an entry of a checkpoint from before the screening).
+double ScreenScore(const AutoEntry& e) {
+  return e.screen_means.empty() ? e.mean : *std::max_element(e.screen_means.begin(), e.screen_means.end());
+}
+
+// Whether `e` has a screening score (ScreenScore).
+bool HasScreenScore(const AutoEntry& e) {
+  return e.status != "failed" && (!e.screen_means.empty() || e.status == "scored");
+}
+
 // The best learned and the best plain entry (file comment: a plain kernel
-// needs a lead of r->margin).
+// needs a lead of the margin), compared at one depth: all the folds when a
+// learned entry (or, with no learned one screened, a plain one) is scored on
+// all of them; else the screening's fold 0, every screened entry by its
+// screening score.
 void PickBest(AutoSelectResult* r) {
+  bool learned_full = false, learned_screened = false, any_full = false;
+  for (const AutoEntry& e : r->entries) {
+    if (e.status == "scored") (e.baseline ? any_full : learned_full) = true;
+    if (!e.baseline && !e.screen_means.empty() && e.status != "failed") learned_screened = true;
+  }
+  const bool full = learned_full || (any_full && !learned_screened);
+  auto score = [&](const AutoEntry& e) { return full ? e.mean : ScreenScore(e); };
+  auto eligible = [&](const AutoEntry& e) {
+    return full ? e.status == "scored" : HasScreenScore(e);
+  };
   int learned = -1, plain = -1;
   for (size_t i = 0; i < r->entries.size(); ++i) {
     const AutoEntry& e = r->entries[i];
-    if (e.status != "scored") continue;
+    if (!eligible(e)) continue;
     int& slot = e.baseline ? plain : learned;
-    if (slot < 0 || e.mean > r->entries[slot].mean) slot = static_cast<int>(i);
+    if (slot < 0 || score(e) > score(r->entries[slot])) slot = static_cast<int>(i);
   }
+  const double margin = full ? r->margin : r->screen_margin;
   r->best = learned;
-  if (plain >= 0 && (learned < 0 || r->entries[plain].mean >= r->entries[learned].mean + r->margin)) r->best = plain;
+  if (plain >= 0 && (learned < 0 || score(r->entries[plain]) >= score(r->entries[learned]) + margin)) r->best = plain;
+  r->chosen_folds = r->best < 0 ? 0 : full ? r->folds : 1;
+}
+
+// The leaders of the screening (file comment), plain ones first (their other
+// folds cost only the scores), then the learned ones by screening score,
+// best first (ties: in the candidates' order).
+std::vector<int> Leaders(const AutoSelectResult& r) {
+  double top[2] = {-1.0, -1.0};  // the best screening score: learned, plain
+  for (const AutoEntry& e : r.entries) {
+    if (!HasScreenScore(e)) continue;
+    top[e.baseline] = std::max(top[e.baseline], ScreenScore(e));
+  }
+  std::vector<int> plain, learned;
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    const AutoEntry& e = r.entries[i];
+    if (!HasScreenScore(e) || ScreenScore(e) < top[e.baseline] - r.screen_margin) continue;
+    (e.baseline ? plain : learned).push_back(static_cast<int>(i));
+  }
+  std::stable_sort(learned.begin(), learned.end(),
+                   [&](int a, int b) { return ScreenScore(r.entries[a]) > ScreenScore(r.entries[b]); });
+  plain.insert(plain.end(), learned.begin(), learned.end());
+  return plain;
+}
+
+// The entry of a screened candidate: fold 0's score at every grid value
+// (ascending), its best value's (the first of equal ones) as its score.
+AutoEntry ScreenedEntry(const AutoCandidate& c, const std::vector<double>& grid, const std::vector<double>& means,
+                        double seconds) {
+  AutoEntry e = Unscored(c, "screened");
+  size_t best = 0;
+  for (size_t v = 1; v < means.size(); ++v) best = means[v] > means[best] ? v : best;
+  e.value = grid[best];
+  e.mean = means[best];
+  e.fold_scores = {e.mean};
+  e.grid = grid;
+  e.grid_means = means;
+  e.screen_means = means;
+  e.seconds = e.screen_seconds = seconds;
+  return e;
+}
+
+// The cross-validation over all the folds of a screened entry `e` and its
+// other folds `rest` (CrossValidate on only_folds 1..k-1, the same grid): the
+// fold scores in fold order, their means summed in the same order as
+// CrossValidate's, so a candidate scores exactly what one call on all the
+// folds gives it.
+StatusOr<CrossValidationResult> WithScreening(const AutoEntry& e, const CrossValidationResult& rest) {
+  if (rest.candidates.size() != e.screen_means.size()) {
+    return InternalError("auto: " + e.Key() + "'s screening has " + std::to_string(e.screen_means.size()) +
+                         " grid values, its other folds " + std::to_string(rest.candidates.size()));
+  }
+  CrossValidationResult all = rest;
+  for (size_t v = 0; v < all.candidates.size(); ++v) {
+    CrossValidationCandidate& c = all.candidates[v];
+    c.fold_scores.insert(c.fold_scores.begin(), e.screen_means[v]);
+    double sum = 0.0;
+    for (double s : c.fold_scores) sum += s;
+    c.mean_score = sum / static_cast<double>(c.fold_scores.size());
+  }
+  all.best_index = 0;
+  for (size_t v = 1; v < all.candidates.size(); ++v) {
+    if (all.candidates[v].mean_score > all.candidates[all.best_index].mean_score) all.best_index = static_cast<int>(v);
+  }
+  all.best_value = all.candidates[all.best_index].value;
+  return all;
+}
+
+// The reference's cross-validation seconds (the default budget's unit): its
+// seconds, scaled to all `folds` when it was screened on one.
+double ReferenceSeconds(const AutoEntry& e, int folds) {
+  const size_t n = e.fold_scores.size();
+  return n > 0 && n < static_cast<size_t>(folds) ? e.seconds * folds / static_cast<double>(n) : e.seconds;
 }
 
 // Sample standard deviation of `v` around `mean`; 0 for fewer than 2 values.
@@ -66,15 +163,21 @@ double SampleSd(const std::vector<double>& v, double mean) {
 }
 
 // The refinement's expected cost (file comment): 1.5 × the leading learned
-// entry's seconds per grid value; 0 without a scored learned entry.
+// entry's seconds per grid value on all the folds (a screened leader's fold-0
+// seconds × the folds: the screening leaves room for the refinement the
+// winner gets when its other folds fit too); 0 without a scored or screened
+// learned entry.
 double RefineReserve(const AutoSelectResult& r) {
   int leader = -1;
   for (size_t i = 0; i < r.entries.size(); ++i) {
     const AutoEntry& e = r.entries[i];
-    if (e.status == "scored" && !e.baseline && (leader < 0 || e.mean > r.entries[leader].mean)) leader = static_cast<int>(i);
+    if ((e.status == "scored" || e.status == "screened") && !e.baseline &&
+        (leader < 0 || e.mean > r.entries[leader].mean)) {
+      leader = static_cast<int>(i);
+    }
   }
   if (leader < 0 || r.entries[leader].grid.size() < 2) return 0.0;
-  return 1.5 * r.entries[leader].seconds / static_cast<double>(r.entries[leader].grid.size());
+  return 1.5 * ReferenceSeconds(r.entries[leader], r.folds) / static_cast<double>(r.entries[leader].grid.size());
 }
 
 // The refinement's candidate value for `e` (file comment); 0 when there is none.
@@ -104,7 +207,7 @@ Status Refine(const PairwiseConstraints& constraints, const AutoCandidate& c, co
     return OkStatus();
   }
   if (done != nullptr && done->key == f.key && done->from == f.from && done->value == f.value &&
-      done->status != "budget") {
+      done->status != "budget" && (done->status != "scored" || done->fold_scores.size() == w.fold_scores.size())) {
     f = *done;
     *restored = true;
     return OkStatus();
@@ -124,6 +227,7 @@ Status Refine(const PairwiseConstraints& constraints, const AutoCandidate& c, co
   cv.clusters = options.clusters;
   cv.num_threads = options.num_threads;
   cv.grid = {f.value};
+  if (w.fold_scores.size() < static_cast<size_t>(options.folds)) cv.only_folds = {0};  // decided on the screening
   const Stopwatch watch;
   StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner);
   f.seconds = watch.Seconds();
@@ -187,9 +291,14 @@ std::string AutoSelectResult::Json() const {
   out += ",\"folds\":" + std::to_string(folds);
   out += ",\"budget_seconds\":" + JsonNumber(budget_seconds);
   out += ",\"held_out_pairs\":" + std::to_string(held_out_pairs) + ",\"margin\":" + JsonNumber(margin);
+  if (screening) {
+    out += ",\"screening\":{\"fold\":0,\"held_out_pairs\":" + std::to_string(screen_pairs) +
+           ",\"margin\":" + JsonNumber(screen_margin) + ",\"leaders\":" + std::to_string(leaders) + "}";
+  }
   out += std::string(",\"budget_reached\":") + (budget_reached ? "true" : "false");
   if (best >= 0) {
-    out += ",\"chosen\":\"" + JsonEscaped(entries[best].Key()) + "\",\"chosen_value\":" + JsonNumber(ChosenValue());
+    out += ",\"chosen\":\"" + JsonEscaped(entries[best].Key()) + "\",\"chosen_value\":" + JsonNumber(ChosenValue()) +
+           ",\"chosen_folds\":" + std::to_string(chosen_folds);
   }
   if (!refine.status.empty()) out += ",\"refine\":" + refine.Json();
   out += ",\"candidates\":[";
@@ -198,10 +307,14 @@ std::string AutoSelectResult::Json() const {
     out += (i ? ",{" : "{") + std::string("\"name\":\"") + JsonEscaped(e.name) + "\",\"scaling\":\"" +
            JsonEscaped(e.scaling) + "\",\"kind\":\"" + (e.baseline ? "plain" : "learned") + "\",\"status\":\"" +
            e.status + "\"";
-    if (e.status == "scored") {
+    if (!e.fold_scores.empty()) {  // scored, or screened (a leader the budget cut too): fold 0 only
       out += ",\"value\":" + JsonNumber(e.value) + ",\"mean\":" + JsonNumber(e.mean) + ",\"sd\":" + JsonNumber(e.sd) +
              ",\"fold_scores\":" + JsonArray(e.fold_scores) + ",\"grid\":" + JsonArray(e.grid) +
              ",\"grid_means\":" + JsonArray(e.grid_means);
+    }
+    if (!e.screen_means.empty()) {
+      out += ",\"screen_mean\":" + JsonNumber(*std::max_element(e.screen_means.begin(), e.screen_means.end())) +
+             ",\"screen_seconds\":" + JsonNumber(e.screen_seconds);
     }
     if (!e.error.empty()) out += ",\"error\":\"" + JsonEscaped(e.error) + "\"";
     if (e.restored) out += ",\"restored\":true";
@@ -224,9 +337,12 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   }
   // The folds are CrossValidate's; checked once here so that "too few pairs"
   // is one error, not one per candidate.
-  KLS_RETURN_IF_ERROR(AssignPairFolds(constraints, options.folds, options.seed).status());
-  int held_out_pairs = 0;  // every pair i != j is held out by exactly one fold
-  for (const Pair& p : constraints.pairs) held_out_pairs += p.i != p.j ? 1 : 0;
+  KLS_ASSIGN_OR_RETURN(std::vector<int> fold_of, AssignPairFolds(constraints, options.folds, options.seed));
+  int held_out_pairs = 0, screen_pairs = 0;  // every pair i != j is held out by exactly one fold
+  for (int f : fold_of) {
+    held_out_pairs += f >= 0 ? 1 : 0;
+    screen_pairs += f == 0 ? 1 : 0;
+  }
   std::map<std::string, AutoEntry> restored;
   for (const AutoEntry& e : done) restored[e.Key()] = e;
 
@@ -242,59 +358,146 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   r.budget_seconds = options.max_seconds;
   r.held_out_pairs = held_out_pairs;
   r.margin = PlainKernelMargin(held_out_pairs);
+  r.screening = options.screening;
+  r.screen_pairs = options.screening ? screen_pairs : 0;
+  r.screen_margin = options.screening ? PlainKernelMargin(screen_pairs) : 0.0;
+  // The control of one evaluation: cancellation and the earlier of the job's
+  // deadline and the budget's end.
+  auto inner_control = [&] {
+    SolveControl inner;
+    inner.cancel = control.cancel;
+    inner.stop_requested = control.stop_requested;
+    inner.deadline = control.deadline;
+    if (r.budget_seconds > 0.0) {
+      inner.deadline = std::min(inner.deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                    std::chrono::duration<double>(r.budget_seconds - elapsed())));
+    }
+    return inner;
+  };
+  // Runs `c` on `only_folds` (empty = all); a stop of the budget's making is
+  // "budget" (and ends the evaluation), another error "failed".
+  auto evaluate = [&](const AutoCandidate& c, std::vector<int> only_folds, double* seconds,
+                      std::string* status, std::string* error) -> StatusOr<CrossValidationResult> {
+    CrossValidationOptions cv;
+    cv.folds = options.folds;
+    cv.seed = options.seed;
+    cv.clusters = options.clusters;
+    cv.num_threads = options.num_threads;
+    cv.grid = c.grid;
+    cv.only_folds = std::move(only_folds);
+    const Stopwatch watch;
+    StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner_control());
+    *seconds = watch.Seconds();
+    if (!cvr.ok()) {
+      KLS_RETURN_IF_ERROR(control.CheckStop("auto"));  // the job's own cancellation or deadline
+      if (cvr.status().code() == StatusCode::kDeadlineExceeded || cvr.status().code() == StatusCode::kCancelled) {
+        *status = "budget";  // only the budget's deadline can have passed
+        r.budget_reached = true;
+      } else {
+        *status = "failed";
+        *error = cvr.status().ToString();
+      }
+    }
+    return cvr;
+  };
+  auto report = [&] {
+    PickBest(&r);
+    r.seconds = elapsed();
+    if (after_each) after_each(r);
+  };
+
+  // Round 1, the screening (file comment): every candidate on fold 0 — or,
+  // without screening, on all the folds.
+  const std::vector<int> first_folds = options.screening ? std::vector<int>{0} : std::vector<int>{};
   for (size_t i = 0; i < candidates.size(); ++i) {
     const AutoCandidate& c = candidates[i];
-    if (auto it = restored.find(c.Key()); it != restored.end() && it->second.status != "budget") {
-      r.entries.push_back(it->second);
+    const auto it = restored.find(c.Key());
+    const bool finished = it != restored.end() && (it->second.status == "scored" || it->second.status == "failed");
+    const bool screened = options.screening && it != restored.end() && it->second.screen_means.size() == c.grid.size() &&
+                          !c.grid.empty() && it->second.status != "failed";
+    if (finished || screened) {
+      // A leader cut in round 2 ("budget") is screened again only in its status.
+      r.entries.push_back(finished || it->second.status == "screened"
+                              ? it->second
+                              : ScreenedEntry(c, it->second.grid, it->second.screen_means, it->second.screen_seconds));
       r.entries.back().restored = true;
     } else if (r.budget_reached) {
       r.entries.push_back(Unscored(c, "budget"));
     } else {
       KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
-      SolveControl inner;  // cancellation and the earlier of the job's deadline and the budget
-      inner.cancel = control.cancel;
-      inner.stop_requested = control.stop_requested;
-      inner.deadline = control.deadline;
-      if (r.budget_seconds > 0.0) {
-        const double left = r.budget_seconds - elapsed();
-        if (left <= 0.0 || (i > 0 && left <= RefineReserve(r))) {  // the rest of the budget is the refinement's
-          r.budget_reached = true;
-          r.entries.push_back(Unscored(c, "budget"));
-          continue;
-        }
-        inner.deadline = std::min(inner.deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                      std::chrono::duration<double>(left)));
-      }
-      CrossValidationOptions cv;
-      cv.folds = options.folds;
-      cv.seed = options.seed;
-      cv.clusters = options.clusters;
-      cv.num_threads = options.num_threads;
-      cv.grid = c.grid;
-      if (options.on_start) options.on_start(c.Key());
-      const Stopwatch watch;
-      StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner);
-      if (cvr.ok()) {
-        r.entries.push_back(Scored(c, *cvr, watch.Seconds()));
+      const double left = r.budget_seconds - elapsed();
+      if (r.budget_seconds > 0.0 && (left <= 0.0 || (i > 0 && left <= RefineReserve(r)))) {
+        r.budget_reached = true;  // the rest of the budget is the refinement's
+        r.entries.push_back(Unscored(c, "budget"));
       } else {
-        KLS_RETURN_IF_ERROR(control.CheckStop("auto"));  // the job's own cancellation or deadline
-        AutoEntry e = Unscored(c, "failed");
-        e.seconds = watch.Seconds();
-        if (cvr.status().code() == StatusCode::kDeadlineExceeded || cvr.status().code() == StatusCode::kCancelled) {
-          e.status = "budget";  // only the budget's deadline can have passed
-          r.budget_reached = true;
+        if (options.on_start) options.on_start(c.Key(), 1);
+        double seconds = 0.0;
+        AutoEntry e = Unscored(c, "");
+        StatusOr<CrossValidationResult> cvr = evaluate(c, first_folds, &seconds, &e.status, &e.error);
+        if (cvr.ok() && options.screening) {
+          std::vector<double> grid, means;
+          for (const CrossValidationCandidate& v : cvr->candidates) {
+            grid.push_back(v.value);
+            means.push_back(v.mean_score);
+          }
+          e = ScreenedEntry(c, grid, means, seconds);
+        } else if (cvr.ok()) {
+          e = Scored(c, *cvr, seconds);
         } else {
-          e.error = cvr.status().ToString();
+          e.seconds = seconds;
         }
         r.entries.push_back(std::move(e));
       }
     }
     if (i == 0 && options.max_seconds == 0.0 && options.reference_multiple > 0.0) {
-      r.budget_seconds = options.reference_multiple * std::max(r.entries.front().seconds, 1e-3);
+      r.budget_seconds = options.reference_multiple * std::max(ReferenceSeconds(r.entries.front(), r.folds), 1e-3);
     }
-    PickBest(&r);
-    r.seconds = elapsed();
-    if (after_each) after_each(r);
+    ++r.steps;
+    report();
+  }
+
+  // Round 2 (screening only): the leaders on the other folds, best first.
+  if (options.screening) {
+    const std::vector<int> leaders = Leaders(r);
+    r.leaders = static_cast<int>(leaders.size());
+    std::vector<int> rest;
+    for (int f = 1; f < options.folds; ++f) rest.push_back(f);
+    for (int l : leaders) {
+      AutoEntry& e = r.entries[l];
+      const AutoCandidate& c = candidates[l];
+      if (e.status != "screened") continue;  // restored finished, or cut in the screening
+      if (!r.budget_reached && r.budget_seconds > 0.0) {
+        // Started only when it and its refinement (learned) can be expected to fit.
+        const double cost = e.screen_seconds * (options.folds - 1);
+        const double refine = c.baseline || c.grid.size() < 2 ? 0.0 : 1.5 * e.screen_seconds * options.folds /
+                                                                           static_cast<double>(c.grid.size());
+        if (r.budget_seconds - elapsed() <= cost + refine) r.budget_reached = true;
+      }
+      if (r.budget_reached) {
+        e.status = "budget";  // keeps its screening score
+      } else {
+        KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
+        if (options.on_start) options.on_start(c.Key(), 2);
+        double seconds = 0.0;
+        std::string status, error;
+        StatusOr<CrossValidationResult> cvr = evaluate(c, rest, &seconds, &status, &error);
+        if (cvr.ok()) {
+          KLS_ASSIGN_OR_RETURN(CrossValidationResult all, WithScreening(e, *cvr));
+          const std::vector<double> screen_means = e.screen_means;
+          const double screen_seconds = e.screen_seconds;
+          e = Scored(c, all, e.seconds + seconds);
+          e.screen_means = screen_means;
+          e.screen_seconds = screen_seconds;
+        } else {
+          e.status = status;
+          e.error = error;
+          e.seconds += seconds;
+        }
+        e.restored = false;
+      }
+      ++r.steps;
+      report();
+    }
   }
   PickBest(&r);
   r.seconds = elapsed();

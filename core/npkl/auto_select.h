@@ -19,26 +19,66 @@
 // 11 of 20 trials, 1.7 points below the best learned kernel on the labels).
 // Among candidates of one kind the best mean wins, ties to the one listed first.
 //
-// Budget. Candidates run in the order given (the caller orders them by
-// expected cost, the reference first). With options.max_seconds > 0 the
-// selection stops evaluating at that many seconds after its start (counting
-// the seconds of candidates restored from a checkpoint); with
+// Two rounds: successive halving (options.screening, the default).
+//   1. Screening: every candidate, in the order given, is scored on fold 0
+//      alone (every grid value; CrossValidationOptions.only_folds) — a third
+//      of its cost with 3 folds, so a budget that used to end before the last
+//      candidates (the z-scored twins, the costly families) now sees them.
+//   2. The leaders get the other folds: the learned candidates whose
+//      screening score is within the screening margin max(0.01, 1/√m₀) of the
+//      best learned one's, and likewise the plain kernels of the best plain
+//      one's, m₀ the pairs i ≠ j fold 0 holds out — the noise margin of the
+//      plain-kernel guard (below) on the pairs the screening was scored on:
+//      a candidate that far behind on one fold has no evidence of being
+//      better, and one within it none of being worse, however many candidates
+//      there are (a fixed top-k would drop a tie, or keep a distant one). The
+//      plain leaders go first (their factors are cached: the other folds cost
+//      only the scores), then the learned ones by screening score, best first,
+//      so that a budget cuts the least promising. A fully scored candidate's
+//      fold scores and mean are exactly those of one CrossValidate call on
+//      all the folds (fold 0's scores are kept, not recomputed).
+//   Candidates not among the leaders keep status "screened" with their
+//   one-fold score (value, mean, fold_scores = [fold 0], grid_means on fold 0).
+//   The winner is chosen among the fully scored entries as below; when the
+//   budget left no learned candidate fully scored, among the screening scores
+//   of every screened entry instead (one fold for all, margin max(0.01,
+//   1/√m₀)) — like with like (AutoSelectResult::chosen_folds says which).
+// Without screening every candidate is scored on all the folds in round 1,
+// and there is no round 2 (the behaviour before the screening).
+//
+// Budget. Round 1 runs the candidates in the order given (the caller orders
+// them by expected cost, the reference first). With options.max_seconds > 0
+// the selection stops evaluating at that many seconds after its start
+// (counting the seconds of candidates restored from a checkpoint); with
 // options.reference_multiple > 0 and no max_seconds, the budget is that
-// multiple of the first candidate's seconds. A candidate cut short by the
-// budget, and every later one, is reported with status "budget" and no score;
-// the winner is the best among those scored. The caller's own deadline and
-// cancellation end the selection with DEADLINE_EXCEEDED / CANCELLED.
+// multiple of the first candidate's cross-validation seconds (with the
+// screening: its fold-0 seconds × the folds). A candidate cut short by the
+// budget, and every later one, is reported with status "budget" and no score.
+// In round 2 a leader starts only while the budget left exceeds its expected
+// cost (its screening seconds × the other folds) plus, for a learned one, its
+// refinement's (below); once one does not fit, it and every later leader are
+// "budget" (keeping the screening score in their fields) — a cheaper leader
+// further down is not evaluated in its place, so that the budget never turns
+// a worse candidate into the only fully scored one. The caller's own
+// deadline and cancellation end the selection with DEADLINE_EXCEEDED /
+// CANCELLED.
 //
 // Resume. `done` holds entries of an earlier, interrupted run (the caller
-// keeps them in its checkpoint, after_each gives them): a candidate whose key
-// (name@scaling) is among them is not evaluated again.
+// keeps them in its checkpoint, after_each gives them), by key (name@scaling):
+// a "scored" or "failed" one is not evaluated again in either round; one with
+// screening scores (AutoEntry::screen_means: "screened", or a leader the
+// budget or an interruption cut in round 2) is not screened again — when a
+// leader, it gets only the other folds. Entries of checkpoints from before
+// the screening ("scored" on all folds, no screen_means) are restored as
+// finished, their mean standing for their screening score.
 //
 // Refinement. After the selection, the winner — when it is a learned
 // candidate with a grid of at least two values — is scored at one more value
 // on the same folds: the geometric midpoint √(v · u) of its best value v and
 // its better-scored grid neighbour u (ties: the larger; at an end of the grid
 // the one neighbour). The midpoint is learned instead of v when its mean
-// over the folds is higher. Why (docs/reproduction/auto.md, measured on
+// over the folds is higher (on fold 0 alone when the winner was chosen on the
+// screening). Why (docs/reproduction/auto.md, measured on
 // chessboard and adult_like): the held-out score tracks the fold kernels'
 // accuracy on the labels within ~0.02 at every C and does not change its
 // choice with 5 folds or other folds (not noise), but the fold kernels,
@@ -47,8 +87,11 @@
 // the coarse grid chose C = 1. One value costs a third of a candidate; it is
 // part of the budget: after the first candidate a candidate starts only while
 // the budget's end is more than 1.5 × the leading learned candidate's seconds
-// per grid value away (the refinement's expected cost, with room for its
-// variance over C), and the refinement itself stops at the budget ("budget").
+// per grid value on all the folds away (the refinement's expected cost, with
+// room for its variance over C; a screened leader's fold-0 seconds × the
+// folds — the screening keeps what the measured gain of the refinement needs,
+// docs/reproduction/auto.md; round 2's rule above), and the refinement itself
+// stops at the budget ("budget").
 // The learn must accept a value off its grid.
 //
 // Plain kernels (PlainKernelCandidate): on the candidate's (scaled) features,
@@ -142,14 +185,20 @@ struct AutoCandidate {
 struct AutoEntry {
   std::string name, scaling;
   bool baseline = false;
-  /// "scored", "failed" (error says why) or "budget" (not finished within the budget).
+  /// "scored" (on all the folds), "screened" (on fold 0 only: not a leader of
+  /// the screening, file comment), "failed" (error says why) or "budget" (not
+  /// finished within the budget; a leader cut in round 2 keeps its screening score).
   std::string status;
   std::string error;
   double value = 0.0;               ///< the best grid value (C, γ or width multiple)
   std::vector<double> fold_scores;  ///< at that value, one per fold
   double mean = 0.0, sd = 0.0;      ///< over the folds (sd: sample standard deviation)
   std::vector<double> grid, grid_means;  ///< every grid value and its mean score
-  double seconds = 0.0;
+  /// The screening: fold 0's score at every grid value (empty: not screened,
+  /// or restored from a checkpoint written before the screening), and its seconds.
+  std::vector<double> screen_means;
+  double screen_seconds = 0.0;
+  double seconds = 0.0;  ///< of both rounds
   /// Taken from `done` (an earlier, interrupted run), not evaluated in this one.
   /// In the JSON as "restored":true (absent when false); not in checkpoints.
   bool restored = false;
@@ -165,9 +214,13 @@ struct AutoSelectOptions {
   double max_seconds = 0.0;
   /// With max_seconds = 0: budget = this × the first candidate's seconds; 0 = none.
   double reference_multiple = 0.0;
-  /// Called with a candidate's key just before it is evaluated (not for the
-  /// candidates restored from `done`, nor those the budget cut): for logs.
-  std::function<void(const std::string& key)> on_start;
+  /// Successive halving (file comment): screen every candidate on fold 0,
+  /// then the leaders on the other folds; false: every candidate on all the folds.
+  bool screening = true;
+  /// Called with a candidate's key and the round (1: the screening, or all
+  /// the folds without it; 2: a leader's other folds) just before it is
+  /// evaluated (not for what is restored from `done`, nor what the budget cut): for logs.
+  std::function<void(const std::string& key, int round)> on_start;
   /// INVALID_ARGUMENT naming "auto.<field> = value".
   Status Validate() const;
 };
@@ -201,6 +254,16 @@ struct AutoSelectResult {
   double budget_seconds = 0.0;     ///< 0 = none
   bool budget_reached = false;
   double seconds = 0.0;            ///< of the whole selection, restored candidates included
+  bool screening = false;          ///< options.screening
+  int screen_pairs = 0;            ///< m₀: pairs i != j fold 0 holds out (with the screening)
+  double screen_margin = 0.0;      ///< the screening's margin max(0.01, 1/√m₀)
+  int leaders = 0;                 ///< candidates the screening kept for the other folds
+  /// The folds the winner was chosen on: folds, or 1 when the budget left no
+  /// learned candidate scored on all of them (file comment); 0 before a winner.
+  int chosen_folds = 0;
+  /// Evaluations finished (restored ones included): one per candidate in
+  /// round 1, one per leader in round 2 — the caller's progress and checkpoint count.
+  int steps = 0;
   /// The value to learn the winner with: refine.value when the refinement was
   /// chosen, else entries[best].value.
   double ChosenValue() const;
@@ -208,11 +271,15 @@ struct AutoSelectResult {
   ///  "candidates":[{"name":"kl_admm","scaling":"zscore","kind":"learned","status":"scored","value":1,
   ///  "mean":…,"sd":…,"fold_scores":[…],"grid":[…],"grid_means":[…],"seconds":…},…],
   ///  "held_out_pairs":…,"margin":…,"chosen_value":…,"refine":{AutoRefinement::Json},"seconds":…}
+  /// With the screening also "screening":{"fold":0,"held_out_pairs":m₀,"margin":…,"leaders":…} and
+  /// "chosen_folds"; a candidate's score fields are present when it has a score (status "scored",
+  /// "screened", or "budget" for a leader cut in round 2: then over fold 0 only, fold_scores has one),
+  /// and "screen_mean" (its best fold-0 score) and "screen_seconds" when it was screened.
   std::string Json() const;
 };
 
 /// Runs the selection (file comment). `after_each` is called after every
-/// candidate and after the refinement with the result so far (for
+/// evaluation of either round (AutoSelectResult::steps counts them) and after the refinement with the result so far (for
 /// checkpoints and progress); `done_refine` is a refinement restored from such
 /// a checkpoint, used when its candidate and value are the ones this run
 /// would try (else the refinement is run). Errors:

@@ -87,8 +87,10 @@ TEST(AutoSelectTest, TheBestMeanWinsAndEveryCandidateIsOnTheLeaderboard) {
   EXPECT_EQ(r->entries[r->best].name, "clean");
   EXPECT_DOUBLE_EQ(r->entries[1].mean, 1.0);
   for (const AutoEntry& e : r->entries) {
-    EXPECT_EQ(e.status, "scored") << e.name;
-    EXPECT_EQ(e.fold_scores.size(), 3u);
+    // Scored on all folds, or screened out on fold 0 (the noisy learner, far behind the clean one).
+    EXPECT_TRUE(e.status == "scored" || e.status == "screened") << e.name << ": " << e.status;
+    EXPECT_EQ(e.fold_scores.size(), e.status == "scored" ? 3u : 1u) << e.name;
+    EXPECT_EQ(e.screen_means.size(), e.grid.size()) << e.name;
     EXPECT_EQ(e.grid.size(), e.grid_means.size());
     EXPECT_GE(e.sd, 0.0);
     // The reported value is the grid value with the best mean.
@@ -108,6 +110,10 @@ TEST(AutoSelectTest, TheBestMeanWinsAndEveryCandidateIsOnTheLeaderboard) {
   EXPECT_THAT(json, HasSubstr("\"score\":\"threshold\""));
   EXPECT_THAT(json, HasSubstr("{\"name\":\"rbf\",\"scaling\":\"none\",\"kind\":\"plain\",\"status\":\"scored\""));
   EXPECT_THAT(json, HasSubstr("\"kind\":\"learned\""));
+  EXPECT_EQ(r->entries[0].status, "screened");
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"noisy\",\"scaling\":\"none\",\"kind\":\"learned\",\"status\":\"screened\""));
+  EXPECT_THAT(json, HasSubstr("\"screening\":{\"fold\":0,\"held_out_pairs\":"));
+  EXPECT_THAT(json, HasSubstr("\"chosen_folds\":3"));
 }
 
 TEST(AutoSelectTest, OnATieTheLearnedKernelWinsOverAPlainOne) {
@@ -155,13 +161,20 @@ TEST(AutoSelectTest, TheBudgetStopsTheRestAndTheBestScoredOneWins) {
   auto r = AutoSelect(pairs, c, o, SolveControl());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->entries[0].status, "scored");
+  // The reference was screened; the slow one, cut in its screening, spent the
+  // rest, so the reference's other folds did not start ("budget", with its
+  // fold-0 score) and the winner was chosen on fold 0.
+  EXPECT_EQ(r->entries[0].status, "budget");
+  EXPECT_EQ(r->entries[0].fold_scores.size(), 1u);
   EXPECT_EQ(r->entries[1].status, "budget");
+  EXPECT_TRUE(r->entries[1].fold_scores.empty());
   EXPECT_EQ(r->entries[2].status, "budget");
   EXPECT_EQ(late_calls.load(), 0);
   EXPECT_TRUE(r->budget_reached);
   EXPECT_EQ(r->best, 0);
-  EXPECT_NEAR(r->budget_seconds, 3.0 * r->entries[0].seconds, 1e-9);
+  EXPECT_EQ(r->chosen_folds, 1);
+  // 3 × the reference's cross-validation: its screening seconds × 3 folds.
+  EXPECT_NEAR(r->budget_seconds, 3.0 * 3.0 * r->entries[0].screen_seconds, 1e-9);
   EXPECT_LT(seconds, 1.5);  // not the slow candidate's 12 s
   EXPECT_EQ(r->refine.status, "budget");  // the budget is spent: no refinement
   EXPECT_FALSE(r->refine.chosen);
@@ -180,10 +193,14 @@ TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
   const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 150, 8);
   std::atomic<int> first_calls{0}, second_calls{0};
   std::vector<AutoCandidate> c = {Fake("first", d, 1.0, &first_calls), Fake("second", d, 0.5, &second_calls)};
-  // The first run is cancelled after its first candidate.
+  // Without the screening (every candidate on all folds; the screening's
+  // resume: ResumeSkipsWhatEitherRoundFinished). The first run is cancelled
+  // after its first candidate.
+  AutoSelectOptions o;
+  o.screening = false;
   SolveControl control;
   std::vector<AutoEntry> saved;
-  auto interrupted = AutoSelect(pairs, c, AutoSelectOptions(), control, {}, [&](const AutoSelectResult& r) {
+  auto interrupted = AutoSelect(pairs, c, o, control, {}, [&](const AutoSelectResult& r) {
     saved = r.entries;
     control.cancel.Cancel();
   });
@@ -193,7 +210,7 @@ TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
   EXPECT_EQ(first_calls.load(), 6);  // 2 values × 3 folds
   EXPECT_EQ(second_calls.load(), 0);
 
-  auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), saved);
+  auto resumed = AutoSelect(pairs, c, o, SolveControl(), saved);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(first_calls.load(), 6);  // not again
   EXPECT_EQ(second_calls.load(), 6 + 3);  // its grid, then the refinement's one value × 3 folds
@@ -206,6 +223,113 @@ TEST(AutoSelectTest, EntriesOfAnInterruptedRunAreNotEvaluatedAgain) {
   EXPECT_FALSE(resumed->entries[1].restored);
   EXPECT_THAT(resumed->Json(), HasSubstr("\"restored\":true"));
   EXPECT_EQ(Count(resumed->Json(), "\"restored\""), 1);
+}
+
+TEST(AutoSelectTest, TheScreeningCoversEveryCandidateUnderABudgetThatCutSomeOnAllFolds) {
+  const Labelled d = Blobs(60, 31);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 150, 32);
+  // The slow one needs 2 values × 3 folds × 0.25 s = 1.5 s on all folds, 0.5 s on fold 0.
+  std::atomic<int> late_calls{0};
+  const std::vector<AutoCandidate> c = {Fake("reference", d, 1.0, nullptr, 0.01), Fake("slow", d, 3.0, nullptr, 0.25),
+                                        Fake("late", d, 0.0, &late_calls)};
+  AutoSelectOptions o;
+  o.max_seconds = 1.0;
+  o.screening = false;
+  auto all_folds = AutoSelect(pairs, c, o, SolveControl());
+  ASSERT_TRUE(all_folds.ok()) << all_folds.status();
+  EXPECT_EQ(all_folds->entries[1].status, "budget");
+  EXPECT_EQ(all_folds->entries[2].status, "budget");
+  EXPECT_EQ(late_calls.load(), 0);
+  EXPECT_EQ(all_folds->entries[all_folds->best].name, "reference");
+
+  o.screening = true;
+  auto screened = AutoSelect(pairs, c, o, SolveControl());
+  ASSERT_TRUE(screened.ok()) << screened.status();
+  for (const AutoEntry& e : screened->entries) EXPECT_EQ(e.screen_means.size(), e.grid.size()) << e.name;
+  EXPECT_EQ(screened->entries[1].status, "screened");  // far behind on fold 0: no other folds
+  EXPECT_EQ(screened->entries[2].status, "scored");
+  EXPECT_EQ(screened->entries[screened->best].name, "late");
+  EXPECT_EQ(screened->chosen_folds, 3);
+}
+
+TEST(AutoSelectTest, AScreenedOutCandidateIsNeverEvaluatedOnTheOtherFolds) {
+  const Labelled d = Blobs(90, 33);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 34);
+  std::atomic<int> good_calls{0}, bad_calls{0};
+  const std::vector<AutoCandidate> c = {Fake("bad", d, 3.0, &bad_calls), Fake("good", d, 0.0, &good_calls)};
+  auto r = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->screen_pairs, 100);
+  EXPECT_DOUBLE_EQ(r->screen_margin, 0.1);  // 1/√100
+  EXPECT_EQ(r->leaders, 1);
+  EXPECT_EQ(bad_calls.load(), 2);  // its grid on fold 0, nothing more
+  const AutoEntry& bad = r->entries[0];
+  EXPECT_EQ(bad.status, "screened");
+  EXPECT_EQ(bad.fold_scores.size(), 1u);
+  EXPECT_EQ(bad.grid_means, bad.screen_means);
+  EXPECT_LT(bad.mean, r->entries[1].mean - r->screen_margin);
+  EXPECT_EQ(good_calls.load(), 2 * 3 + 3);  // its grid on the 3 folds, then the refinement's value
+  EXPECT_EQ(r->entries[r->best].name, "good");
+  const std::string json = r->Json();
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"bad\",\"scaling\":\"none\",\"kind\":\"learned\",\"status\":\"screened\",\"value\":"));
+  EXPECT_THAT(json, HasSubstr("\"screen_mean\":"));
+  EXPECT_THAT(json, HasSubstr("\"leaders\":1}"));
+
+  // The fully scored one scores exactly what all the folds in one call give it.
+  AutoSelectOptions o;
+  o.screening = false;
+  auto one_round = AutoSelect(pairs, c, o, SolveControl());
+  ASSERT_TRUE(one_round.ok()) << one_round.status();
+  EXPECT_EQ(r->entries[1].fold_scores, one_round->entries[1].fold_scores);
+  EXPECT_EQ(r->entries[1].grid_means, one_round->entries[1].grid_means);
+  EXPECT_EQ(r->entries[1].value, one_round->entries[1].value);
+  EXPECT_EQ(r->ChosenValue(), one_round->ChosenValue());
+}
+
+TEST(AutoSelectTest, ResumeSkipsWhatEitherRoundFinished) {
+  const Labelled d = Blobs(90, 35);
+  const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 36);
+  std::atomic<int> a_calls{0}, b_calls{0}, c_calls{0};
+  // a and b lead the screening (both perfect), c is screened out.
+  const std::vector<AutoCandidate> c = {Fake("a", d, 0.0, &a_calls), Fake("b", d, 0.0, &b_calls),
+                                        Fake("c", d, 3.0, &c_calls)};
+  // Cancelled after the screening and a's other folds (step 4 of 5).
+  SolveControl control;
+  std::vector<AutoEntry> saved;
+  auto interrupted = AutoSelect(pairs, c, AutoSelectOptions(), control, {}, [&](const AutoSelectResult& r) {
+    saved = r.entries;
+    if (r.steps == 4) control.cancel.Cancel();
+  });
+  ASSERT_EQ(interrupted.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(a_calls.load(), 2 + 4);
+  EXPECT_EQ(b_calls.load(), 2);
+  EXPECT_EQ(c_calls.load(), 2);
+  ASSERT_EQ(saved.size(), 3u);
+  EXPECT_EQ(saved[0].status, "scored");
+  EXPECT_EQ(saved[1].status, "screened");
+  EXPECT_EQ(saved[2].status, "screened");
+
+  auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), saved);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(a_calls.load(), 2 + 4 + 3);  // only the refinement (a wins the tie, listed first)
+  EXPECT_EQ(b_calls.load(), 2 + 4);      // not screened again: only its other folds
+  EXPECT_EQ(c_calls.load(), 2);          // nothing
+  EXPECT_EQ(resumed->entries[resumed->best].name, "a");
+  EXPECT_TRUE(resumed->entries[0].restored);
+  EXPECT_FALSE(resumed->entries[1].restored);
+  EXPECT_TRUE(resumed->entries[2].restored);
+  EXPECT_EQ(resumed->entries[1].status, "scored");
+  EXPECT_EQ(resumed->entries[1].fold_scores.size(), 3u);
+
+  // An entry of a checkpoint from before the screening (all folds, no
+  // screening scores) is restored as finished.
+  std::vector<AutoEntry> old = {resumed->entries[0]};
+  old[0].screen_means.clear();
+  const int before = a_calls.load();
+  auto from_old = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), old);
+  ASSERT_TRUE(from_old.ok()) << from_old.status();
+  EXPECT_EQ(a_calls.load(), before + 3);  // the refinement only
+  EXPECT_TRUE(from_old->entries[0].restored);
 }
 
 // A learned candidate whose kernel is best at value `peak`: the label factor
@@ -475,7 +599,9 @@ TEST(AutoSelectTest, OnTwoMoonsAutoPicksTheGraphsDiffusionKernelOverLinearRbfAnd
     AutoSelectOptions o;
     o.clusters = clusters;
     std::vector<std::string> started;
-    o.on_start = [&](const std::string& key) { started.push_back(key); };
+    o.on_start = [&](const std::string& key, int round) {
+      if (round == 1) started.push_back(key);  // the screening; round 2 continues the leaders
+    };
     auto r = AutoSelect(pairs, candidates, o, SolveControl());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(graphs.load(), 1);  // the graph and its eigenpairs once, for every value and fold
