@@ -338,9 +338,13 @@ std::string LeaderboardText(const std::string& summary_json) {
   const json candidates = a.value("candidates", json::array());
   std::vector<json> rows(candidates.begin(), candidates.end());
   std::stable_sort(rows.begin(), rows.end(), [](const json& x, const json& y) {
-    const bool xs = x.value("status", "") == "scored", ys = y.value("status", "") == "scored";
-    if (xs != ys) return xs;
-    return xs && x.value("mean", 0.0) > y.value("mean", 0.0);
+    // Scored on all folds first, then screened on fold 0 (core/npkl/auto_select.h), each best first.
+    auto rank = [](const json& r) {
+      const std::string s = r.value("status", "");
+      return s == "scored" ? 0 : s == "screened" ? 1 : 2;
+    };
+    if (rank(x) != rank(y)) return rank(x) < rank(y);
+    return rank(x) < 2 && x.value("mean", 0.0) > y.value("mean", 0.0);
   });
   const std::string chosen = a.value("chosen", "");
   std::ostringstream t;
@@ -355,7 +359,7 @@ std::string LeaderboardText(const std::string& summary_json) {
   t << "\n";
   std::vector<std::vector<std::string>> table = {{"", "candidate", "scaling", "kind", "value", "mean +- sd", "seconds", "status"}};
   for (const json& r : rows) {
-    const bool scored = r.value("status", "") == "scored";
+    const bool scored = r.value("status", "") == "scored" || r.value("status", "") == "screened";
     std::ostringstream score;
     if (scored) score << std::fixed << std::setprecision(4) << r.value("mean", 0.0) << " +- " << r.value("sd", 0.0);
     table.push_back({r.value("name", "") + "@" + r.value("scaling", "") == chosen ? "*" : "", r.value("name", ""),

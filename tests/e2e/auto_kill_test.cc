@@ -7,8 +7,12 @@
 //   - the server's log (both lives, one file) shows one "auto: candidate K
 //     started" line for every candidate finished before the kill, and at most
 //     two (the one running at the kill) for the others;
-//   - the leaderboard marks exactly the candidates of the last checkpoint
-//     before the kill "restored":true, with every candidate scored.
+//   - the leaderboard marks "restored":true exactly the candidates of the last
+//     checkpoint before the kill that the screening left out (the leaders
+//     among them got their other folds after the restart), with every
+//     candidate scored — on all folds, or screened out on fold 0
+//     (core/npkl/auto_select.h). The log's start lines are the screening's
+//     (a leader's other folds log "auto: leader K continues …").
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -125,8 +129,9 @@ TEST(AutoKillE2e, KillNineBetweenCandidatesThenRestartDoesNotRedoTheFinishedOnes
   checkpointed = std::stoi(resumed[1].str());
   ASSERT_LT(checkpointed, 6) << "every candidate was finished before the kill";
 
-  // The leaderboard: every candidate scored; the first `checkpointed` ones
-  // (in evaluation order) restored from the checkpoint, the others not.
+  // The leaderboard: every candidate scored or screened; the first
+  // `checkpointed` ones (in evaluation order) screened before the kill, and
+  // of those the screened-out ones restored whole, the others not.
   const nlohmann::json summary = nlohmann::json::parse(done.summary_json(), nullptr, false);
   ASSERT_TRUE(summary.is_object()) << done.summary_json();
   const nlohmann::json& candidates = summary.at("auto").at("candidates");
@@ -135,11 +140,13 @@ TEST(AutoKillE2e, KillNineBetweenCandidatesThenRestartDoesNotRedoTheFinishedOnes
   for (size_t i = 0; i < candidates.size(); ++i) {
     const nlohmann::json& c = candidates[i];
     const std::string key = c.value("name", "") + "@" + c.value("scaling", "");
-    EXPECT_EQ(c.value("status", ""), "scored") << key;
-    EXPECT_EQ(c.value("restored", false), static_cast<int>(i) < checkpointed) << key << ": " << summary.dump();
+    const std::string status = c.value("status", "");
+    EXPECT_TRUE(status == "scored" || status == "screened") << key << ": " << status;
+    EXPECT_EQ(c.value("restored", false), static_cast<int>(i) < checkpointed && status == "screened")
+        << key << ": " << summary.dump();
     restored += c.value("restored", false) ? 1 : 0;
   }
-  EXPECT_EQ(restored, checkpointed);
+  EXPECT_LE(restored, checkpointed);
 
   // The log of both lives: a finished candidate started once, in the first
   // life; the one running at the kill twice; the rest once, in the second.
