@@ -326,14 +326,9 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
         // on all pairs; the cross-validation run here when auto only screened it.
         double reference_seconds = r.entries[0].seconds, reference_value = r.entries[0].value;
         if (r.entries[0].status != "scored") {
-          CrossValidationOptions rcv;
-          rcv.folds = ao.folds;
-          rcv.seed = ao.seed;
-          rcv.clusters = ao.clusters;
-          rcv.num_threads = ao.num_threads;
-          rcv.grid = candidates[0].grid;
           Stopwatch cv_watch;
-          KLS_ASSIGN_OR_RETURN(CrossValidationResult rr, CrossValidate(*constraints, candidates[0].learn, rcv));
+          KLS_ASSIGN_OR_RETURN(CrossValidationResult rr, CrossValidate(*constraints, candidates[0].learn,
+                                                                       ao.CrossValidation(candidates[0].grid)));
           reference_seconds = cv_watch.Seconds();
           reference_value = rr.best_value;
         }

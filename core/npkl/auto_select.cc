@@ -221,12 +221,7 @@ Status Refine(const PairwiseConstraints& constraints, const AutoCandidate& c, co
   inner.cancel = control.cancel;
   inner.stop_requested = control.stop_requested;
   inner.deadline = std::min(control.deadline, deadline);
-  CrossValidationOptions cv;
-  cv.folds = options.folds;
-  cv.seed = options.seed;
-  cv.clusters = options.clusters;
-  cv.num_threads = options.num_threads;
-  cv.grid = {f.value};
+  CrossValidationOptions cv = options.CrossValidation({f.value});
   if (w.fold_scores.size() < static_cast<size_t>(options.folds)) cv.only_folds = {0};  // decided on the screening
   const Stopwatch watch;
   StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner);
@@ -283,6 +278,16 @@ Status AutoSelectOptions::Validate() const {
     return InvalidArgumentError("auto.reference_multiple = " + JsonNumber(reference_multiple) + " must be finite and >= 0");
   }
   return OkStatus();
+}
+
+CrossValidationOptions AutoSelectOptions::CrossValidation(std::vector<double> grid) const {
+  CrossValidationOptions cv;
+  cv.folds = folds;
+  cv.seed = seed;
+  cv.clusters = clusters;
+  cv.num_threads = num_threads;
+  cv.grid = std::move(grid);
+  return cv;
 }
 
 std::string AutoSelectResult::Json() const {
@@ -378,12 +383,7 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   // "budget" (and ends the evaluation), another error "failed".
   auto evaluate = [&](const AutoCandidate& c, std::vector<int> only_folds, double* seconds,
                       std::string* status, std::string* error) -> StatusOr<CrossValidationResult> {
-    CrossValidationOptions cv;
-    cv.folds = options.folds;
-    cv.seed = options.seed;
-    cv.clusters = options.clusters;
-    cv.num_threads = options.num_threads;
-    cv.grid = c.grid;
+    CrossValidationOptions cv = options.CrossValidation(c.grid);
     cv.only_folds = std::move(only_folds);
     const Stopwatch watch;
     StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner_control());
@@ -465,7 +465,10 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
     for (int l : leaders) {
       AutoEntry& e = r.entries[l];
       const AutoCandidate& c = candidates[l];
-      if (e.status != "screened") continue;  // restored finished, or cut in the screening
+      if (e.status != "screened") {  // restored finished: counted as in the run that finished it
+        ++r.steps;
+        continue;
+      }
       if (!r.budget_reached && r.budget_seconds > 0.0) {
         // Started only when it and its refinement (learned) can be expected to fit.
         const double cost = e.screen_seconds * (options.folds - 1);

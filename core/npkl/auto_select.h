@@ -223,6 +223,9 @@ struct AutoSelectOptions {
   std::function<void(const std::string& key, int round)> on_start;
   /// INVALID_ARGUMENT naming "auto.<field> = value".
   Status Validate() const;
+  /// The cross-validation every candidate is scored with (folds, seed,
+  /// clusters, threads) over `grid`, on all the folds.
+  CrossValidationOptions CrossValidation(std::vector<double> grid) const;
 };
 
 /// The second stage (file comment, "Refinement"): one more loss weight for the
