@@ -539,7 +539,9 @@ function leaderboardView(id, json) {
     return null;
   }
   if (!auto || !Array.isArray(auto.candidates)) return null;
-  const scored = (r) => (r.status === 'scored' ? 1 : 0);
+  // Scored on all folds first, then screened out on fold 0 (core/npkl/auto_select.h).
+  const scored = (r) => (r.status === 'scored' ? 2 : r.status === 'screened' ? 1 : 0);
+  const hasScore = (r) => r.status === 'scored' || r.status === 'screened';
   const rows = [...auto.candidates].sort((a, b) => scored(b) - scored(a) || (b.mean ?? 0) - (a.mean ?? 0));
   const key = (r) => `${r.name}@${r.scaling}`;
   return h('div', { id },
@@ -550,8 +552,8 @@ function leaderboardView(id, json) {
       h('tbody', {}, rows.map((r) => h('tr', { dataset: { candidate: key(r), chosen: key(r) === auto.chosen ? '1' : '0' } },
         h('td', {}, key(r) === auto.chosen ? '★' : ''),
         h('td', {}, r.name), h('td', {}, r.scaling), h('td', {}, r.kind),
-        h('td', { class: 'mono' }, r.status === 'scored' ? formatNumber(r.value) : '–'),
-        h('td', { class: 'mono' }, r.status === 'scored' ? `${r.mean.toFixed(4)} ± ${r.sd.toFixed(4)}` : '–'),
+        h('td', { class: 'mono' }, hasScore(r) ? formatNumber(r.value) : '–'),
+        h('td', { class: 'mono' }, hasScore(r) ? `${r.mean.toFixed(4)} ± ${r.sd.toFixed(4)}` : '–'),
         h('td', { class: 'mono' }, formatNumber(r.seconds)),
         h('td', {}, r.error ? `${r.status}: ${r.error}` : r.status)))))));
 }
