@@ -180,6 +180,17 @@ double RefineReserve(const AutoSelectResult& r) {
   return 1.5 * ReferenceSeconds(r.entries[leader], r.folds) / static_cast<double>(r.entries[leader].grid.size());
 }
 
+// The expected cost of screening a candidate named `name` (file comment,
+// "Budget"): the seconds its twin on another scaling took in this round
+// (screened, or cut by the budget: at least that); 0 without one.
+double TwinSeconds(const AutoSelectResult& r, const std::string& name) {
+  double seconds = 0.0;
+  for (const AutoEntry& e : r.entries) {
+    if (e.name == name) seconds = std::max(seconds, e.screen_seconds > 0.0 ? e.screen_seconds : e.seconds);
+  }
+  return seconds;
+}
+
 // The refinement's candidate value for `e` (file comment); 0 when there is none.
 double RefineValue(const AutoEntry& e) {
   if (e.baseline || e.grid.size() < 2 || e.grid.size() != e.grid_means.size()) return 0.0;
@@ -426,8 +437,8 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
     } else {
       KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
       const double left = r.budget_seconds - elapsed();
-      if (r.budget_seconds > 0.0 && (left <= 0.0 || (i > 0 && left <= RefineReserve(r)))) {
-        r.budget_reached = true;  // the rest of the budget is the refinement's
+      if (r.budget_seconds > 0.0 && (left <= 0.0 || (i > 0 && left <= RefineReserve(r) + TwinSeconds(r, c.name)))) {
+        r.budget_reached = true;  // the rest of the budget is the refinement's (and the twin's cost did not fit)
         r.entries.push_back(Unscored(c, "budget"));
       } else {
         if (options.on_start) options.on_start(c.Key(), 1);

@@ -54,6 +54,11 @@
 // multiple of the first candidate's cross-validation seconds (with the
 // screening: its fold-0 seconds × the folds). A candidate cut short by the
 // budget, and every later one, is reported with status "budget" and no score.
+// In round 1 a candidate whose twin on another scaling has run starts only
+// while the budget left exceeds the twin's seconds besides the refinement's
+// reserve (below): measured on iris, the screening reached BCDNPKL hinge,
+// whose learn answers the deadline late, and its second scaling overran the
+// budget by up to 0.4 s (14 × a KL-ADMM job; docs/reproduction/auto.md).
 // In round 2 a leader starts only while the budget left exceeds its expected
 // cost (its screening seconds × the other folds) plus, for a learned one, its
 // refinement's (below); once one does not fit, it and every later leader are
