@@ -444,8 +444,14 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
         if (options.on_start) options.on_start(c.Key(), 1);
         double seconds = 0.0;
         AutoEntry e = Unscored(c, "");
-        StatusOr<CrossValidationResult> cvr = evaluate(c, first_folds, &seconds, &e.status, &e.error);
-        if (cvr.ok() && options.screening) {
+        // The reference (the first candidate) on all the folds: its seconds are the budget's unit.
+        StatusOr<CrossValidationResult> cvr =
+            evaluate(c, i == 0 ? std::vector<int>{} : first_folds, &seconds, &e.status, &e.error);
+        if (cvr.ok() && options.screening && i == 0) {
+          e = Scored(c, *cvr, seconds);
+          for (const CrossValidationCandidate& v : cvr->candidates) e.screen_means.push_back(v.fold_scores.front());
+          e.screen_seconds = seconds / options.folds;
+        } else if (cvr.ok() && options.screening) {
           std::vector<double> grid, means;
           for (const CrossValidationCandidate& v : cvr->candidates) {
             grid.push_back(v.value);

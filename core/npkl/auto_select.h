@@ -24,6 +24,11 @@
 //      alone (every grid value; CrossValidationOptions.only_folds) — a third
 //      of its cost with 3 folds, so a budget that used to end before the last
 //      candidates (the z-scored twins, the costly families) now sees them.
+//      The first candidate, the reference, is scored on all the folds (its
+//      fold-0 scores are its screening): its seconds are the default budget's
+//      unit, and one fold's seconds carry its one-time costs (the graph, the
+//      first allocations) three times over — measured on iris, a budget from
+//      the reference's fold 0 came out up to 3 × the intended one.
 //   2. The leaders get the other folds: the learned candidates whose
 //      screening score is within the screening margin max(0.01, 1/√m₀) of the
 //      best learned one's, and likewise the plain kernels of the best plain
@@ -51,8 +56,8 @@
 // the selection stops evaluating at that many seconds after its start
 // (counting the seconds of candidates restored from a checkpoint); with
 // options.reference_multiple > 0 and no max_seconds, the budget is that
-// multiple of the first candidate's cross-validation seconds (with the
-// screening: its fold-0 seconds × the folds). A candidate cut short by the
+// multiple of the first candidate's cross-validation seconds (on all the
+// folds, in both modes). A candidate cut short by the
 // budget, and every later one, is reported with status "budget" and no score.
 // In round 1 a candidate whose twin on another scaling has run starts only
 // while the budget left exceeds the twin's seconds besides the refinement's

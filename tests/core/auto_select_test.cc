@@ -110,8 +110,8 @@ TEST(AutoSelectTest, TheBestMeanWinsAndEveryCandidateIsOnTheLeaderboard) {
   EXPECT_THAT(json, HasSubstr("\"score\":\"threshold\""));
   EXPECT_THAT(json, HasSubstr("{\"name\":\"rbf\",\"scaling\":\"none\",\"kind\":\"plain\",\"status\":\"scored\""));
   EXPECT_THAT(json, HasSubstr("\"kind\":\"learned\""));
-  EXPECT_EQ(r->entries[0].status, "screened");
-  EXPECT_THAT(json, HasSubstr("{\"name\":\"noisy\",\"scaling\":\"none\",\"kind\":\"learned\",\"status\":\"screened\""));
+  // The first candidate, the budget's reference, is scored on all folds in the screening.
+  EXPECT_EQ(r->entries[0].status, "scored");
   EXPECT_THAT(json, HasSubstr("\"screening\":{\"fold\":0,\"held_out_pairs\":"));
   EXPECT_THAT(json, HasSubstr("\"chosen_folds\":3"));
 }
@@ -161,20 +161,19 @@ TEST(AutoSelectTest, TheBudgetStopsTheRestAndTheBestScoredOneWins) {
   auto r = AutoSelect(pairs, c, o, SolveControl());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(r.ok()) << r.status();
-  // The reference was screened; the slow one, cut in its screening, spent the
-  // rest, so the reference's other folds did not start ("budget", with its
-  // fold-0 score) and the winner was chosen on fold 0.
-  EXPECT_EQ(r->entries[0].status, "budget");
-  EXPECT_EQ(r->entries[0].fold_scores.size(), 1u);
+  // The reference is scored on all folds (the budget's unit); the slow one is
+  // cut in its screening, the last one never starts.
+  EXPECT_EQ(r->entries[0].status, "scored");
+  EXPECT_EQ(r->entries[0].fold_scores.size(), 3u);
+  EXPECT_EQ(r->entries[0].screen_means.size(), 2u);
   EXPECT_EQ(r->entries[1].status, "budget");
   EXPECT_TRUE(r->entries[1].fold_scores.empty());
   EXPECT_EQ(r->entries[2].status, "budget");
   EXPECT_EQ(late_calls.load(), 0);
   EXPECT_TRUE(r->budget_reached);
   EXPECT_EQ(r->best, 0);
-  EXPECT_EQ(r->chosen_folds, 1);
-  // 3 × the reference's cross-validation: its screening seconds × 3 folds.
-  EXPECT_NEAR(r->budget_seconds, 3.0 * 3.0 * r->entries[0].screen_seconds, 1e-9);
+  EXPECT_EQ(r->chosen_folds, 3);
+  EXPECT_NEAR(r->budget_seconds, 3.0 * r->entries[0].seconds, 1e-9);
   EXPECT_LT(seconds, 1.5);  // not the slow candidate's 12 s
   EXPECT_EQ(r->refine.status, "budget");  // the budget is spent: no refinement
   EXPECT_FALSE(r->refine.chosen);
@@ -256,18 +255,20 @@ TEST(AutoSelectTest, AScreenedOutCandidateIsNeverEvaluatedOnTheOtherFolds) {
   const Labelled d = Blobs(90, 33);
   const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 34);
   std::atomic<int> good_calls{0}, bad_calls{0};
-  const std::vector<AutoCandidate> c = {Fake("bad", d, 3.0, &bad_calls), Fake("good", d, 0.0, &good_calls)};
+  // The first candidate (the reference) is scored on all folds in any case.
+  const std::vector<AutoCandidate> c = {Fake("reference", d, 3.0), Fake("bad", d, 3.0, &bad_calls),
+                                        Fake("good", d, 0.0, &good_calls)};
   auto r = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->screen_pairs, 100);
   EXPECT_DOUBLE_EQ(r->screen_margin, 0.1);  // 1/√100
   EXPECT_EQ(r->leaders, 1);
   EXPECT_EQ(bad_calls.load(), 2);  // its grid on fold 0, nothing more
-  const AutoEntry& bad = r->entries[0];
+  const AutoEntry& bad = r->entries[1];
   EXPECT_EQ(bad.status, "screened");
   EXPECT_EQ(bad.fold_scores.size(), 1u);
   EXPECT_EQ(bad.grid_means, bad.screen_means);
-  EXPECT_LT(bad.mean, r->entries[1].mean - r->screen_margin);
+  EXPECT_LT(bad.mean, r->entries[2].mean - r->screen_margin);
   EXPECT_EQ(good_calls.load(), 2 * 3 + 3);  // its grid on the 3 folds, then the refinement's value
   EXPECT_EQ(r->entries[r->best].name, "good");
   const std::string json = r->Json();
@@ -280,56 +281,60 @@ TEST(AutoSelectTest, AScreenedOutCandidateIsNeverEvaluatedOnTheOtherFolds) {
   o.screening = false;
   auto one_round = AutoSelect(pairs, c, o, SolveControl());
   ASSERT_TRUE(one_round.ok()) << one_round.status();
-  EXPECT_EQ(r->entries[1].fold_scores, one_round->entries[1].fold_scores);
-  EXPECT_EQ(r->entries[1].grid_means, one_round->entries[1].grid_means);
-  EXPECT_EQ(r->entries[1].value, one_round->entries[1].value);
+  EXPECT_EQ(r->entries[2].fold_scores, one_round->entries[2].fold_scores);
+  EXPECT_EQ(r->entries[2].grid_means, one_round->entries[2].grid_means);
+  EXPECT_EQ(r->entries[2].value, one_round->entries[2].value);
   EXPECT_EQ(r->ChosenValue(), one_round->ChosenValue());
 }
 
 TEST(AutoSelectTest, ResumeSkipsWhatEitherRoundFinished) {
   const Labelled d = Blobs(90, 35);
   const PairwiseConstraints pairs = test_util::RandomLabelPairs(d.labels, 300, 36);
-  std::atomic<int> a_calls{0}, b_calls{0}, c_calls{0};
-  // a and b lead the screening (both perfect), c is screened out.
-  const std::vector<AutoCandidate> c = {Fake("a", d, 0.0, &a_calls), Fake("b", d, 0.0, &b_calls),
-                                        Fake("c", d, 3.0, &c_calls)};
-  // Cancelled after the screening and a's other folds (step 4 of 5).
+  std::atomic<int> ref_calls{0}, a_calls{0}, b_calls{0}, c_calls{0};
+  // The reference (scored on all folds in round 1) and c are screened out; a and b lead (both perfect).
+  const std::vector<AutoCandidate> c = {Fake("reference", d, 3.0, &ref_calls), Fake("a", d, 0.0, &a_calls),
+                                        Fake("b", d, 0.0, &b_calls), Fake("c", d, 3.0, &c_calls)};
+  // Cancelled after the screening and a's other folds (step 5 of 6).
   SolveControl control;
   std::vector<AutoEntry> saved;
   auto interrupted = AutoSelect(pairs, c, AutoSelectOptions(), control, {}, [&](const AutoSelectResult& r) {
     saved = r.entries;
-    if (r.steps == 4) control.cancel.Cancel();
+    if (r.steps == 5) control.cancel.Cancel();
   });
   ASSERT_EQ(interrupted.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(ref_calls.load(), 2 * 3);
   EXPECT_EQ(a_calls.load(), 2 + 4);
   EXPECT_EQ(b_calls.load(), 2);
   EXPECT_EQ(c_calls.load(), 2);
-  ASSERT_EQ(saved.size(), 3u);
+  ASSERT_EQ(saved.size(), 4u);
   EXPECT_EQ(saved[0].status, "scored");
-  EXPECT_EQ(saved[1].status, "screened");
+  EXPECT_EQ(saved[1].status, "scored");
   EXPECT_EQ(saved[2].status, "screened");
+  EXPECT_EQ(saved[3].status, "screened");
 
   auto resumed = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), saved);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(ref_calls.load(), 2 * 3);    // nothing
   EXPECT_EQ(a_calls.load(), 2 + 4 + 3);  // only the refinement (a wins the tie, listed first)
   EXPECT_EQ(b_calls.load(), 2 + 4);      // not screened again: only its other folds
   EXPECT_EQ(c_calls.load(), 2);          // nothing
   EXPECT_EQ(resumed->entries[resumed->best].name, "a");
   EXPECT_TRUE(resumed->entries[0].restored);
-  EXPECT_FALSE(resumed->entries[1].restored);
-  EXPECT_TRUE(resumed->entries[2].restored);
-  EXPECT_EQ(resumed->entries[1].status, "scored");
-  EXPECT_EQ(resumed->entries[1].fold_scores.size(), 3u);
+  EXPECT_TRUE(resumed->entries[1].restored);
+  EXPECT_FALSE(resumed->entries[2].restored);
+  EXPECT_TRUE(resumed->entries[3].restored);
+  EXPECT_EQ(resumed->entries[2].status, "scored");
+  EXPECT_EQ(resumed->entries[2].fold_scores.size(), 3u);
 
   // An entry of a checkpoint from before the screening (all folds, no
   // screening scores) is restored as finished.
-  std::vector<AutoEntry> old = {resumed->entries[0]};
+  std::vector<AutoEntry> old = {resumed->entries[1]};
   old[0].screen_means.clear();
   const int before = a_calls.load();
   auto from_old = AutoSelect(pairs, c, AutoSelectOptions(), SolveControl(), old);
   ASSERT_TRUE(from_old.ok()) << from_old.status();
   EXPECT_EQ(a_calls.load(), before + 3);  // the refinement only
-  EXPECT_TRUE(from_old->entries[0].restored);
+  EXPECT_TRUE(from_old->entries[1].restored);
 }
 
 // A learned candidate whose kernel is best at value `peak`: the label factor

@@ -8,7 +8,8 @@
 //     started" line for every candidate finished before the kill, and at most
 //     two (the one running at the kill) for the others;
 //   - the leaderboard marks "restored":true exactly the candidates of the last
-//     checkpoint before the kill that the screening left out (the leaders
+//     checkpoint before the kill that the screening left out or scored on all
+//     folds (the first, the budget's reference) (the leaders
 //     among them got their other folds after the restart), with every
 //     candidate scored — on all folds, or screened out on fold 0
 //     (core/npkl/auto_select.h). The log's start lines are the screening's
@@ -142,7 +143,8 @@ TEST(AutoKillE2e, KillNineBetweenCandidatesThenRestartDoesNotRedoTheFinishedOnes
     const std::string key = c.value("name", "") + "@" + c.value("scaling", "");
     const std::string status = c.value("status", "");
     EXPECT_TRUE(status == "scored" || status == "screened") << key << ": " << status;
-    EXPECT_EQ(c.value("restored", false), static_cast<int>(i) < checkpointed && status == "screened")
+    // The first candidate, the budget's reference, is scored on all folds in the screening.
+    EXPECT_EQ(c.value("restored", false), static_cast<int>(i) < checkpointed && (i == 0 || status == "screened"))
         << key << ": " << summary.dump();
     restored += c.value("restored", false) ? 1 : 0;
   }
