@@ -56,17 +56,22 @@ bool HasScreenScore(const AutoEntry& e) {
 }
 
 // The best learned and the best plain entry (file comment: a plain kernel
-// needs a lead of the margin), compared at one depth: all the folds when a
-// learned entry (or, with no learned one screened, a plain one) is scored on
-// all of them; else the screening's fold 0, every screened entry by its
-// screening score.
+// needs a lead of the margin), compared at one depth: all the folds when the
+// screening's best learned entry is scored on all of them (or, with no
+// learned entry screened, when a plain one is); else the screening's fold 0,
+// every screened entry by its screening score — so that the budget cutting
+// the leader's other folds never hands the win to a cheaper candidate that
+// was scored on all folds (the reference always is).
 void PickBest(AutoSelectResult* r) {
-  bool learned_full = false, learned_screened = false, any_full = false;
-  for (const AutoEntry& e : r->entries) {
-    if (e.status == "scored") (e.baseline ? any_full : learned_full) = true;
-    if (!e.baseline && !e.screen_means.empty() && e.status != "failed") learned_screened = true;
+  int top = -1;  // the best learned entry by screening score (ties: the first)
+  bool any_full = false;
+  for (size_t i = 0; i < r->entries.size(); ++i) {
+    const AutoEntry& e = r->entries[i];
+    any_full = any_full || (e.baseline && e.status == "scored");
+    if (e.baseline || !HasScreenScore(e)) continue;
+    if (top < 0 || ScreenScore(e) > ScreenScore(r->entries[top])) top = static_cast<int>(i);
   }
-  const bool full = learned_full || (any_full && !learned_screened);
+  const bool full = top >= 0 ? r->entries[top].status == "scored" : any_full;
   auto score = [&](const AutoEntry& e) { return full ? e.mean : ScreenScore(e); };
   auto eligible = [&](const AutoEntry& e) {
     return full ? e.status == "scored" : HasScreenScore(e);
