@@ -58,6 +58,7 @@ struct RunParams {
   int lbfgs_memory = 0;    ///< KL-ADMM polish memory; 0 = solver default
   int lbfgs_precondition = -1;  ///< KL-ADMM polish block-Jacobi: 1 / 0; -1 = solver default
   double switch_tolerance = 0.0;  ///< KL-ADMM polish switch; 0 = solver default
+  int multilevel = -1;     ///< KL-ADMM multilevel_min_points; -1 = solver default, 0 = off
   int block_warm_start = -1;      ///< SimpleNPKL block eigensolver: 1 / 0; -1 = solver default
   double tighten_factor = 0.0;    ///< SimpleNPKL tighten_factor; 0 = solver default
   int adaptive_step = -1;         ///< SimpleNPKL adaptive_step: 1 / 0; -1 = solver default

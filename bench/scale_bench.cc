@@ -63,6 +63,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--rank", a->solver.rank, "BCDNPKL / KL-ADMM rank r (0 = automatic)");
   app.add_option("--escalation", a->solver.escalation,
                  "BCDNPKL / KL-ADMM (polish) rank escalation: 1 on, 0 off (fixed RankBound), -1 default");
+  app.add_option("--multilevel", a->solver.multilevel,
+                 "KL-ADMM: multilevel start from this many points (0 = off, -1 = solver default)");
   app.add_option("--block-warm-start", a->solver.block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
   app.add_option("--adaptive-step", a->solver.adaptive_step,
@@ -74,7 +76,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--start-rank", a->solver.start_rank,
                  "SimpleNPKL: cold start alpha0 = s*C with at most this many positive eigenvalues (0 = alpha0 = C, "
                  "-1 = solver default 8)");
-  app.add_flag("--trace", a->trace, "one line per solver iteration on stderr (iteration, seconds, objective, gap)");
+  app.add_flag("--trace", a->trace, "one line per solver iteration on stderr (iteration, seconds, objective, primal and dual residuals, gap, step)");
   app.add_option("--tighten-factor", a->solver.tighten_factor,
                  "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");
   app.add_option("--admm-mode", a->admm_mode,
@@ -125,8 +127,8 @@ Runner RegisterScale(CLI::App& app, bool* json) {
     params.max_iterations = a->max_iterations > 0 ? a->max_iterations : (method->family == F::kAdmm ? admm_cap : 0);
     if (a->trace) {
       params.progress = [](const ProgressEvent& e) {
-        std::fprintf(stderr, "it %d  t %.2f s  objective %.9g  gap %.3g  step %.3g\n", e.iteration, e.elapsed_seconds,
-                     e.objective, e.primal_residual, e.dual_residual);
+        std::fprintf(stderr, "it %d  t %.2f s  objective %.9g  primal %.3g  dual %.3g  gap %.3g  step %.3g\n",
+                     e.iteration, e.elapsed_seconds, e.objective, e.primal_residual, e.dual_residual, e.gap, e.step);
       };
     }
     FactorDiagnostics bcd;

@@ -276,6 +276,13 @@ void BlockJacobi(const Eigen::MatrixXd& v, const Eigen::VectorXd& l_diag, double
         continue;
       }
       auto pt = p.leftCols(t);
+      if (t >= r) {  // the r×r block itself (a multilevel start's coarse rows are long)
+        small.noalias() = pt * pt.transpose();
+        small.diagonal().array() += a;
+        llt.compute(small);
+        llt.solveInPlace(col);
+        continue;
+      }
       small.noalias() = pt.transpose().lazyProduct(pt);
       small.diagonal().array() += a;
       llt.compute(small);
@@ -558,17 +565,19 @@ int FirstStageRank(const KlAdmmOptions& options, bool escalate, int r_cap) {
 // certificate and the kernel.
 class AdmmRun {
  public:
-  AdmmRun(const NpklProblem& problem, const KlAdmmOptions& options, const SolveControl& control,
-          const Stopwatch& setup_clock)
+  // `problem` (for the checkpoint fingerprint) is null for a multilevel
+  // start's coarse problem, which runs without checkpoints.
+  AdmmRun(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
+          const KlAdmmOptions& options, const SolveControl& control, const Stopwatch& setup_clock)
       : problem_(problem),
         options_(options),
-        n_(problem.num_points()),
-        rows_(BuildRows(problem.constraints, n_)),
+        n_(static_cast<int>(l.rows())),
+        rows_(std::move(rows)),
         // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
         // exceeds it); with the escalation the first stage starts lower.
         r_cap_(options.rank > 0 ? options.rank : std::min(n_, RankBound(rows_.num_entries()))),
         gamma_(options.gamma),
-        l_(problem.laplacian),
+        l_(l),
         threads_(ResolveThreadCount(options.num_threads)),
         polish_(options.polish == KlAdmmOptions::Polish::kLbfgs),
         escalate_(polish_ && options.certify && options.rank == 0 && options.rank_escalation),
@@ -580,6 +589,8 @@ class AdmmRun {
         block_columns_(BlockedLaplacian::CacheBlockColumns(r_, n_)),
         laplacian_(l_, block_columns_) {}
 
+  /// The warm start is a multilevel start's (MultilevelStart).
+  void MarkMultilevelStart() { multilevel_start_ = true; }
   void Start();
   void RunAdmm();
   void RunPolish();
@@ -592,7 +603,7 @@ class AdmmRun {
   bool PolishStage(int* tightenings);
   bool EndStage(int* tightenings);
 
-  const NpklProblem& problem_;
+  const NpklProblem* problem_;
   const KlAdmmOptions& options_;
   const int n_;
   const ConstraintRows rows_;
@@ -621,6 +632,7 @@ class AdmmRun {
   std::vector<double> alpha_hist_;  // the two-loop recursion's α_k
   Eigen::VectorXd l_diag_;
   bool certificate_current_ = false;  // diag_ holds the certificate of the final V
+  bool multilevel_start_ = false;
   Stopwatch clock_;
 };
 
@@ -642,7 +654,7 @@ void AdmmRun::Start() {
   diag_.stage_sweeps.push_back(0);
   polish_tolerance_ = options_.tolerance;
   // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
-  fingerprint_ = driver_.uses_checkpoints() ? CheckpointFingerprint(problem_, options_, r_) : 0;
+  fingerprint_ = driver_.uses_checkpoints() && problem_ != nullptr ? CheckpointFingerprint(*problem_, options_, r_) : 0;
   Resume();
   result_.stats.setup_seconds = setup_clock_.Seconds();
   clock_.Reset();
@@ -653,7 +665,9 @@ void AdmmRun::WarmStart() {
   std::vector<int> all(n_);
   for (int i = 0; i < n_; ++i) all[i] = i;
   v_ = WarmStartRows(*options_.initial_factor, all, r_, v_);
-  if (!(polish_ && escalate_)) return;
+  // A multilevel start goes straight to the polish: its coarse solution was
+  // certified on the coarse problem, and the stage's own certificate follows.
+  if (!(polish_ && escalate_) || multilevel_start_) return;
   // The previous optimum's degenerate directions go and the new problem's
   // negative ones come in at their exact step (PrepareWarmFactor).
   const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
@@ -952,9 +966,191 @@ StatusOr<NpklResult> AdmmRun::Finish(FactorDiagnostics* diagnostics) {
   return std::move(result_);
 }
 
+// ---- Multilevel start (KlAdmmOptions::multilevel_min_points) --------------
+//
+// The polish from a random start spends most of its iterations carrying the
+// constraints' information across the graph: the smooth modes of L are the
+// ill-conditioned ones (n = 200,000 adult-like: 395 of 678 iterations in the
+// first stage alone). So the problem is first solved on an aggregated graph —
+// points merged into aggregates, V piecewise constant on them — where those
+// modes are few and cheap, and its solution, copied to every point of its
+// aggregate, starts the fine solve (as a warm start does).
+//
+// The coarse problem: the aggregation's 0/1 prolongation P (n × n_c) gives
+// the Laplacian PᵀLP (the aggregated graph's Laplacian: tr(V_c PᵀLP V_cᵀ) =
+// tr(V L Vᵀ) at V = V_c Pᵀ) and moves every ordered entry (i, j) to
+// (a(i), a(j)). Not all of them: the exact restriction (all entries) puts
+// ~8× the fine problem's constraints on every coarse point, a completion
+// problem so dense that it converged more slowly than the fine problem itself
+// (n = 50,000: 5,000 coarse iterations, not converged). So the coarse problem
+// keeps one pair in s = n / n_c (a fixed hash of the pair, self pairs always),
+// the fine problem's density of constraints per point: a smaller problem of
+// the same kind, whose solution carries the pairs' information across the
+// graph. Entries that land on one coarse pair are kept apart (their squares
+// add), so ConstraintRows may repeat a neighbour.
+
+// A point's aggregate: every point not yet aggregated, in index order, opens
+// one with its up to kAggregateSize − 1 strongest free neighbours (largest
+// −L_ij); a point left alone joins its strongest neighbour's aggregate.
+// Deterministic, O(nnz(L) log k).
+constexpr int kAggregateSize = 8;
+
+std::vector<int> AggregatePoints(const Eigen::SparseMatrix<double>& l, int* num_aggregates) {
+  const int n = static_cast<int>(l.cols());
+  std::vector<int> agg(n, -1), size;
+  std::vector<std::pair<double, int>> free;
+  for (int i = 0; i < n; ++i) {
+    if (agg[i] >= 0) continue;
+    const int id = static_cast<int>(size.size());
+    agg[i] = id;
+    free.clear();
+    for (Eigen::SparseMatrix<double>::InnerIterator it(l, i); it; ++it) {
+      const int j = static_cast<int>(it.row());
+      if (j != i && agg[j] < 0 && it.value() < 0.0) free.emplace_back(-it.value(), j);
+    }
+    const size_t take = std::min(free.size(), static_cast<size_t>(kAggregateSize - 1));
+    std::partial_sort(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(take), free.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    for (size_t k = 0; k < take; ++k) agg[free[k].second] = id;
+    size.push_back(static_cast<int>(take) + 1);
+  }
+  // Singletons join their strongest neighbour's aggregate; ids are then made compact.
+  for (int i = 0; i < n; ++i) {
+    if (size[agg[i]] != 1) continue;
+    double best = 0.0;
+    int to = -1;
+    for (Eigen::SparseMatrix<double>::InnerIterator it(l, i); it; ++it) {
+      const int j = static_cast<int>(it.row());
+      if (j != i && -it.value() > best && size[agg[j]] > 1) {
+        best = -it.value();
+        to = agg[j];
+      }
+    }
+    if (to >= 0) {
+      --size[agg[i]];
+      agg[i] = to;
+      ++size[to];
+    }
+  }
+  std::vector<int> compact(size.size(), -1);
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (compact[agg[i]] < 0) compact[agg[i]] = m++;
+    agg[i] = compact[agg[i]];
+  }
+  *num_aggregates = m;
+  return agg;
+}
+
+// PᵀLP for the 0/1 prolongation of `agg`.
+Eigen::SparseMatrix<double> CoarseLaplacian(const Eigen::SparseMatrix<double>& l, const std::vector<int>& agg, int m) {
+  std::vector<Eigen::Triplet<double>> t;
+  t.reserve(static_cast<size_t>(l.nonZeros()));
+  for (int i = 0; i < l.outerSize(); ++i) {
+    for (Eigen::SparseMatrix<double>::InnerIterator it(l, i); it; ++it) {
+      t.emplace_back(agg[static_cast<int>(it.row())], agg[i], it.value());
+    }
+  }
+  Eigen::SparseMatrix<double> lc(m, m);
+  lc.setFromTriplets(t.begin(), t.end());
+  return lc;
+}
+
+// The kept ordered entries (i, j) of `rows` (one pair in round(n / m), both
+// of its entries; every self pair) as (a(i), a(j)) with their targets, in the
+// fine rows' order.
+ConstraintRows CoarseRows(const ConstraintRows& rows, const std::vector<int>& agg, int m) {
+  const int n = static_cast<int>(agg.size());
+  const uint64_t keep_one_in = static_cast<uint64_t>(std::max(1, (n + m / 2) / m));
+  auto kept = [&](int i, int j) {
+    if (i == j || keep_one_in == 1) return true;
+    const uint64_t a = static_cast<uint64_t>(std::min(i, j)), b = static_cast<uint64_t>(std::max(i, j));
+    return ((a * 0x9E3779B97F4A7C15ULL) ^ (b * 0xC2B2AE3D27D4EB4FULL)) % keep_one_in == 0;
+  };
+  ConstraintRows c;
+  c.offset.assign(m + 1, 0);
+  for (int i = 0; i < n; ++i)
+    for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) c.offset[agg[i] + 1] += kept(i, rows.neighbor[e]);
+  for (int a = 0; a < m; ++a) {
+    c.max_row = std::max(c.max_row, c.offset[a + 1]);
+    c.offset[a + 1] += c.offset[a];
+  }
+  c.neighbor.resize(c.offset[m]);
+  c.target.resize(c.offset[m]);
+  std::vector<int> fill(c.offset.begin(), c.offset.end() - 1);
+  for (int i = 0; i < n; ++i) {
+    for (int e = rows.offset[i]; e < rows.offset[i + 1]; ++e) {
+      if (!kept(i, rows.neighbor[e])) continue;
+      const int k = fill[agg[i]]++;
+      c.neighbor[k] = agg[rows.neighbor[e]];
+      c.target[k] = rows.target[e];
+    }
+  }
+  return c;
+}
+
+StatusOr<NpklResult> SolvePcp(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
+                              const KlAdmmOptions& options, const SolveControl& control, FactorDiagnostics* diagnostics);
+
+// The coarse solve's tolerance (polish and certificate): a start needs the
+// coarse solution's shape, not its last digits. Measured at n = 50,000
+// adult-like (docs/BENCHMARKS.md): 1e-2 took 212 coarse iterations, 1e-3
+// 903 and 1e-4 1,916, for the same fine iterations (149–161).
+constexpr double kCoarseTolerance = 1e-2;
+// The coarse solution's directions with singular value below this fraction
+// of the largest are dropped before it starts the fine solve (the loose coarse
+// escalation overshoots the rank: 48 at 50,000 points where the optimum has
+// 21; the fine certificate adds what is missing).
+constexpr double kCoarseDirectionFloor = 0.1;
+
+// The multilevel start: the coarse problem's solution copied to every point of
+// its aggregate (n × r), or null when the graph does not coarsen (fewer than
+// a third of the points merged) or the coarse solve did not converge. The
+// coarse solve has the caller's deadline and cancellation, no progress and no
+// checkpoints; it is itself multilevel when large enough.
+InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const ConstraintRows& rows,
+                              const KlAdmmOptions& options, const SolveControl& control) {
+  const int n = static_cast<int>(l.rows());
+  int m = 0;
+  const std::vector<int> agg = AggregatePoints(l, &m);
+  if (3 * m > 2 * n) return nullptr;
+  SolveControl coarse_control;
+  coarse_control.cancel = control.cancel;
+  coarse_control.deadline = control.deadline;
+  coarse_control.stop_requested = control.stop_requested;
+  KlAdmmOptions coarse_options = options;
+  coarse_options.initial_factor = nullptr;
+  coarse_options.tolerance = std::max(options.tolerance, kCoarseTolerance);
+  coarse_options.certificate_tolerance = std::max(options.certificate_tolerance, kCoarseTolerance);
+  const StatusOr<NpklResult> coarse =
+      SolvePcp(CoarseLaplacian(l, agg, m), CoarseRows(rows, agg, m), nullptr, coarse_options, coarse_control, nullptr);
+  if (!coarse.ok() || coarse->stats.termination != Termination::kConverged) return nullptr;
+  const Eigen::MatrixXd vc = DropDegenerateDirections(coarse->kernel.embedding().transpose(), kCoarseDirectionFloor);
+  auto start = std::make_shared<Eigen::MatrixXd>(n, vc.rows());
+  for (int i = 0; i < n; ++i) start->row(i) = vc.col(agg[i]).transpose();
+  return start;
+}
+
+StatusOr<NpklResult> SolvePcp(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
+                              const KlAdmmOptions& options, const SolveControl& control, FactorDiagnostics* diagnostics) {
+  Stopwatch setup_clock;
+  KlAdmmOptions o = options;
+  const bool escalates = o.polish == KlAdmmOptions::Polish::kLbfgs && o.certify && o.rank == 0 && o.rank_escalation;
+  bool multilevel = false;
+  if (escalates && !o.initial_factor && o.multilevel_min_points > 0 && l.rows() >= o.multilevel_min_points) {
+    o.initial_factor = MultilevelStart(l, rows, o, control);
+    multilevel = o.initial_factor != nullptr;
+  }
+  AdmmRun run(l, std::move(rows), problem, o, control, setup_clock);
+  if (multilevel) run.MarkMultilevelStart();
+  run.Start();
+  run.RunAdmm();
+  run.RunPolish();
+  return run.Finish(diagnostics);
+}
+
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& options,
                            const SolveControl& control, FactorDiagnostics* diagnostics) {
-  Stopwatch setup_clock;
   KLS_RETURN_IF_ERROR(problem.Validate());
   KLS_RETURN_IF_ERROR(options.Validate());
   KLS_RETURN_IF_ERROR(CheckSymmetric(problem.laplacian, "laplacian"));
@@ -964,11 +1160,7 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
                                 " exceeds the number of points " + std::to_string(n));
   }
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
-  AdmmRun run(problem, options, control, setup_clock);
-  run.Start();
-  run.RunAdmm();
-  run.RunPolish();
-  return run.Finish(diagnostics);
+  return SolvePcp(problem.laplacian, BuildRows(problem.constraints, n), &problem, options, control, diagnostics);
 }
 
 }  // namespace
@@ -1001,6 +1193,10 @@ Status KlAdmmOptions::Validate(std::string_view path) const {
                                 " must be positive and finite");
   }
   KLS_RETURN_IF_ERROR(ValidateEscalationOptions(initial_rank, escalation_step, certificate_tolerance, path));
+  if (multilevel_min_points < 0) {
+    return InvalidArgumentError(std::string(path) + ".multilevel_min_points = " + std::to_string(multilevel_min_points) +
+                                " must be >= 0 (0 = off)");
+  }
   if (lbfgs_memory < 1) {
     return InvalidArgumentError(std::string(path) + ".lbfgs_memory = " + std::to_string(lbfgs_memory) + " must be >= 1");
   }
