@@ -558,6 +558,11 @@ int FirstStageRank(const KlAdmmOptions& options, bool escalate, int r_cap) {
   return escalate ? std::max(1, std::min(r_cap, start_rank)) : r_cap;
 }
 
+// The multilevel start's coarse problems' rank cap (see MultilevelStart): the loose coarse certificate kept appending
+// directions after one-iteration stages (n = 200,000: rank 96 in 12 checks,
+// where the kept start has 24 directions).
+constexpr int kCoarseMaxRank = 32;
+
 // One KL-ADMM solve on the iteration driver (core/common/iteration_driver.h):
 // the start (random, warm or a checkpoint's), Algorithm 1's ADMM iterations
 // until the polish's switch tolerance, then the L-BFGS polish in stages of
@@ -575,7 +580,8 @@ class AdmmRun {
         rows_(std::move(rows)),
         // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
         // exceeds it); with the escalation the first stage starts lower.
-        r_cap_(options.rank > 0 ? options.rank : std::min(n_, RankBound(rows_.num_entries()))),
+        r_cap_(options.rank > 0 ? options.rank
+                                : std::min({n_, RankBound(rows_.num_entries()), problem ? n_ : kCoarseMaxRank})),
         gamma_(options.gamma),
         l_(l),
         threads_(ResolveThreadCount(options.num_threads)),
@@ -646,7 +652,11 @@ void AdmmRun::Start() {
   v_old_.resize(r_, n_);
   work_.resize(r_, n_);
   rho_ = options_.rho_initial;
-  if (polish_ && options_.initial_factor) {  // a warm start goes straight to the polish
+  // A warm start goes straight to the polish, and so does a multilevel
+  // start's coarse problem (problem_ null): its Laplacian PᵀLP sums the
+  // weights of whole aggregates, and ADMM's explicit U·L step, stable for
+  // ‖L‖ of the order of ρ, diverged on the second coarse level at 200,000 points.
+  if (polish_ && (options_.initial_factor || problem_ == nullptr)) {
     switched_ = true;
     laplacian_.Apply(v_, threads_, &work_);  // `work_` = V·L, as at the hand-over
   }
