@@ -344,6 +344,213 @@ std::string AutoSelectResult::Json() const {
   return out + "],\"seconds\":" + JsonNumber(seconds) + "}";
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One AutoSelect call's evaluation state: the result so far, the clock (with
+// the seconds of restored candidates), and the two rounds of the file comment.
+class Selection {
+ public:
+  Selection(const PairwiseConstraints& constraints, const std::vector<AutoCandidate>& candidates,
+            const AutoSelectOptions& options, const SolveControl& control, const std::vector<AutoEntry>& done,
+            const std::function<void(const AutoSelectResult&)>& after_each, AutoSelectResult* r)
+      : constraints_(constraints),
+        candidates_(candidates),
+        options_(options),
+        control_(control),
+        after_each_(after_each),
+        r_(*r),
+        start_(Clock::now()) {
+    std::set<std::string> keys;
+    for (const AutoCandidate& c : candidates) keys.insert(c.Key());
+    for (const AutoEntry& e : done) {
+      restored_[e.Key()] = e;
+      restored_seconds_ += keys.count(e.Key()) ? e.seconds : 0.0;
+    }
+  }
+
+  double Elapsed() const { return restored_seconds_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
+  void AddRestoredSeconds(double seconds) { restored_seconds_ += seconds; }
+
+  // Round 1, the screening (file comment): every candidate on fold 0 — or,
+  // without screening, on all the folds.
+  Status Screen() {
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      KLS_RETURN_IF_ERROR(ScreenOne(i));
+      if (i == 0 && options_.max_seconds == 0.0 && options_.reference_multiple > 0.0) {
+        r_.budget_seconds = options_.reference_multiple * std::max(ReferenceSeconds(r_.entries.front(), r_.folds), 1e-3);
+      }
+      ++r_.steps;
+      Report();
+    }
+    return OkStatus();
+  }
+
+  // Round 2 (screening only): the leaders on the other folds, best first.
+  Status CompleteLeaders() {
+    if (!options_.screening) return OkStatus();
+    const std::vector<int> leaders = Leaders(r_);
+    r_.leaders = static_cast<int>(leaders.size());
+    std::vector<int> rest;
+    for (int f = 1; f < options_.folds; ++f) rest.push_back(f);
+    for (int l : leaders) {
+      AutoEntry& e = r_.entries[l];
+      const AutoCandidate& c = candidates_[l];
+      if (e.status != "screened") {  // restored finished: counted as in the run that finished it
+        ++r_.steps;
+        continue;
+      }
+      if (!r_.budget_reached && r_.budget_seconds > 0.0) {
+        // Started only when it and its refinement (learned) can be expected to fit.
+        const double cost = e.screen_seconds * (options_.folds - 1);
+        const double refine = c.baseline || c.grid.size() < 2 ? 0.0 : 1.5 * e.screen_seconds * options_.folds /
+                                                                           static_cast<double>(c.grid.size());
+        if (r_.budget_seconds - Elapsed() <= cost + refine) r_.budget_reached = true;
+      }
+      if (r_.budget_reached) {
+        e.status = "budget";  // keeps its screening score
+      } else {
+        KLS_RETURN_IF_ERROR(CompleteOne(c, rest, &e));
+      }
+      ++r_.steps;
+      Report();
+    }
+    return OkStatus();
+  }
+
+ private:
+  // The control of one evaluation: cancellation and the earlier of the job's
+  // deadline and the budget's end.
+  SolveControl InnerControl() const {
+    SolveControl inner;
+    inner.cancel = control_.cancel;
+    inner.stop_requested = control_.stop_requested;
+    inner.deadline = control_.deadline;
+    if (r_.budget_seconds > 0.0) {
+      inner.deadline = std::min(inner.deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                    std::chrono::duration<double>(r_.budget_seconds - Elapsed())));
+    }
+    return inner;
+  }
+
+  // Runs `c` on `only_folds` (empty = all); a stop of the budget's making is
+  // "budget" (and ends the evaluation), another error "failed".
+  StatusOr<CrossValidationResult> Evaluate(const AutoCandidate& c, std::vector<int> only_folds, double* seconds,
+                                           std::string* status, std::string* error) {
+    CrossValidationOptions cv = options_.CrossValidation(c.grid);
+    cv.only_folds = std::move(only_folds);
+    const Stopwatch watch;
+    StatusOr<CrossValidationResult> cvr = CrossValidate(constraints_, c.learn, cv, InnerControl());
+    *seconds = watch.Seconds();
+    if (!cvr.ok()) {
+      KLS_RETURN_IF_ERROR(control_.CheckStop("auto"));  // the job's own cancellation or deadline
+      if (cvr.status().code() == StatusCode::kDeadlineExceeded || cvr.status().code() == StatusCode::kCancelled) {
+        *status = "budget";  // only the budget's deadline can have passed
+        r_.budget_reached = true;
+      } else {
+        *status = "failed";
+        *error = cvr.status().ToString();
+      }
+    }
+    return cvr;
+  }
+
+  void Report() {
+    PickBest(&r_);
+    r_.seconds = Elapsed();
+    if (after_each_) after_each_(r_);
+  }
+
+  // Candidate i's screening entry: restored, cut by the budget, or evaluated.
+  Status ScreenOne(size_t i) {
+    const AutoCandidate& c = candidates_[i];
+    const auto it = restored_.find(c.Key());
+    const bool finished = it != restored_.end() && (it->second.status == "scored" || it->second.status == "failed");
+    const bool screened = options_.screening && it != restored_.end() &&
+                          it->second.screen_means.size() == c.grid.size() && !c.grid.empty() &&
+                          it->second.status != "failed";
+    if (finished || screened) {
+      // A leader cut in round 2 ("budget") is screened again only in its status.
+      r_.entries.push_back(finished || it->second.status == "screened"
+                               ? it->second
+                               : ScreenedEntry(c, it->second.grid, it->second.screen_means, it->second.screen_seconds));
+      r_.entries.back().restored = true;
+      return OkStatus();
+    }
+    if (r_.budget_reached) {
+      r_.entries.push_back(Unscored(c, "budget"));
+      return OkStatus();
+    }
+    KLS_RETURN_IF_ERROR(control_.CheckStop("auto"));
+    const double left = r_.budget_seconds - Elapsed();
+    if (r_.budget_seconds > 0.0 && (left <= 0.0 || (i > 0 && left <= RefineReserve(r_) + TwinSeconds(r_, c.name)))) {
+      r_.budget_reached = true;  // the rest of the budget is the refinement's (and the twin's cost did not fit)
+      r_.entries.push_back(Unscored(c, "budget"));
+      return OkStatus();
+    }
+    if (options_.on_start) options_.on_start(c.Key(), 1);
+    double seconds = 0.0;
+    AutoEntry e = Unscored(c, "");
+    // The reference (the first candidate) on all the folds: its seconds are the budget's unit.
+    const std::vector<int> first_folds = options_.screening && i > 0 ? std::vector<int>{0} : std::vector<int>{};
+    StatusOr<CrossValidationResult> cvr = Evaluate(c, first_folds, &seconds, &e.status, &e.error);
+    if (cvr.ok() && options_.screening && i == 0) {
+      e = Scored(c, *cvr, seconds);
+      for (const CrossValidationCandidate& v : cvr->candidates) e.screen_means.push_back(v.fold_scores.front());
+      e.screen_seconds = seconds / options_.folds;
+    } else if (cvr.ok() && options_.screening) {
+      std::vector<double> grid, means;
+      for (const CrossValidationCandidate& v : cvr->candidates) {
+        grid.push_back(v.value);
+        means.push_back(v.mean_score);
+      }
+      e = ScreenedEntry(c, grid, means, seconds);
+    } else if (cvr.ok()) {
+      e = Scored(c, *cvr, seconds);
+    } else {
+      e.seconds = seconds;
+    }
+    r_.entries.push_back(std::move(e));
+    return OkStatus();
+  }
+
+  // A leader's other folds, joined with its screening fold.
+  Status CompleteOne(const AutoCandidate& c, const std::vector<int>& rest, AutoEntry* e) {
+    KLS_RETURN_IF_ERROR(control_.CheckStop("auto"));
+    if (options_.on_start) options_.on_start(c.Key(), 2);
+    double seconds = 0.0;
+    std::string status, error;
+    StatusOr<CrossValidationResult> cvr = Evaluate(c, rest, &seconds, &status, &error);
+    if (cvr.ok()) {
+      KLS_ASSIGN_OR_RETURN(CrossValidationResult all, WithScreening(*e, *cvr));
+      const std::vector<double> screen_means = e->screen_means;
+      const double screen_seconds = e->screen_seconds;
+      *e = Scored(c, all, e->seconds + seconds);
+      e->screen_means = screen_means;
+      e->screen_seconds = screen_seconds;
+    } else {
+      e->status = status;
+      e->error = error;
+      e->seconds += seconds;
+    }
+    e->restored = false;
+    return OkStatus();
+  }
+
+  const PairwiseConstraints& constraints_;
+  const std::vector<AutoCandidate>& candidates_;
+  const AutoSelectOptions& options_;
+  const SolveControl& control_;
+  const std::function<void(const AutoSelectResult&)>& after_each_;
+  AutoSelectResult& r_;
+  std::map<std::string, AutoEntry> restored_;
+  const Clock::time_point start_;
+  double restored_seconds_ = 0.0;
+};
+
+}  // namespace
+
 StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
                                       const std::vector<AutoCandidate>& candidates, const AutoSelectOptions& options,
                                       const SolveControl& control, const std::vector<AutoEntry>& done,
@@ -364,15 +571,6 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
     held_out_pairs += f >= 0 ? 1 : 0;
     screen_pairs += f == 0 ? 1 : 0;
   }
-  std::map<std::string, AutoEntry> restored;
-  for (const AutoEntry& e : done) restored[e.Key()] = e;
-
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  double restored_seconds = 0.0;
-  for (const AutoEntry& e : done) restored_seconds += keys.count(e.Key()) ? e.seconds : 0.0;
-  auto elapsed = [&] { return restored_seconds + std::chrono::duration<double>(Clock::now() - start).count(); };
-
   AutoSelectResult r;
   r.folds = options.folds;
   r.clusters = options.clusters;
@@ -382,150 +580,11 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   r.screening = options.screening;
   r.screen_pairs = options.screening ? screen_pairs : 0;
   r.screen_margin = options.screening ? PlainKernelMargin(screen_pairs) : 0.0;
-  // The control of one evaluation: cancellation and the earlier of the job's
-  // deadline and the budget's end.
-  auto inner_control = [&] {
-    SolveControl inner;
-    inner.cancel = control.cancel;
-    inner.stop_requested = control.stop_requested;
-    inner.deadline = control.deadline;
-    if (r.budget_seconds > 0.0) {
-      inner.deadline = std::min(inner.deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                    std::chrono::duration<double>(r.budget_seconds - elapsed())));
-    }
-    return inner;
-  };
-  // Runs `c` on `only_folds` (empty = all); a stop of the budget's making is
-  // "budget" (and ends the evaluation), another error "failed".
-  auto evaluate = [&](const AutoCandidate& c, std::vector<int> only_folds, double* seconds,
-                      std::string* status, std::string* error) -> StatusOr<CrossValidationResult> {
-    CrossValidationOptions cv = options.CrossValidation(c.grid);
-    cv.only_folds = std::move(only_folds);
-    const Stopwatch watch;
-    StatusOr<CrossValidationResult> cvr = CrossValidate(constraints, c.learn, cv, inner_control());
-    *seconds = watch.Seconds();
-    if (!cvr.ok()) {
-      KLS_RETURN_IF_ERROR(control.CheckStop("auto"));  // the job's own cancellation or deadline
-      if (cvr.status().code() == StatusCode::kDeadlineExceeded || cvr.status().code() == StatusCode::kCancelled) {
-        *status = "budget";  // only the budget's deadline can have passed
-        r.budget_reached = true;
-      } else {
-        *status = "failed";
-        *error = cvr.status().ToString();
-      }
-    }
-    return cvr;
-  };
-  auto report = [&] {
-    PickBest(&r);
-    r.seconds = elapsed();
-    if (after_each) after_each(r);
-  };
-
-  // Round 1, the screening (file comment): every candidate on fold 0 — or,
-  // without screening, on all the folds.
-  const std::vector<int> first_folds = options.screening ? std::vector<int>{0} : std::vector<int>{};
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const AutoCandidate& c = candidates[i];
-    const auto it = restored.find(c.Key());
-    const bool finished = it != restored.end() && (it->second.status == "scored" || it->second.status == "failed");
-    const bool screened = options.screening && it != restored.end() && it->second.screen_means.size() == c.grid.size() &&
-                          !c.grid.empty() && it->second.status != "failed";
-    if (finished || screened) {
-      // A leader cut in round 2 ("budget") is screened again only in its status.
-      r.entries.push_back(finished || it->second.status == "screened"
-                              ? it->second
-                              : ScreenedEntry(c, it->second.grid, it->second.screen_means, it->second.screen_seconds));
-      r.entries.back().restored = true;
-    } else if (r.budget_reached) {
-      r.entries.push_back(Unscored(c, "budget"));
-    } else {
-      KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
-      const double left = r.budget_seconds - elapsed();
-      if (r.budget_seconds > 0.0 && (left <= 0.0 || (i > 0 && left <= RefineReserve(r) + TwinSeconds(r, c.name)))) {
-        r.budget_reached = true;  // the rest of the budget is the refinement's (and the twin's cost did not fit)
-        r.entries.push_back(Unscored(c, "budget"));
-      } else {
-        if (options.on_start) options.on_start(c.Key(), 1);
-        double seconds = 0.0;
-        AutoEntry e = Unscored(c, "");
-        // The reference (the first candidate) on all the folds: its seconds are the budget's unit.
-        StatusOr<CrossValidationResult> cvr =
-            evaluate(c, i == 0 ? std::vector<int>{} : first_folds, &seconds, &e.status, &e.error);
-        if (cvr.ok() && options.screening && i == 0) {
-          e = Scored(c, *cvr, seconds);
-          for (const CrossValidationCandidate& v : cvr->candidates) e.screen_means.push_back(v.fold_scores.front());
-          e.screen_seconds = seconds / options.folds;
-        } else if (cvr.ok() && options.screening) {
-          std::vector<double> grid, means;
-          for (const CrossValidationCandidate& v : cvr->candidates) {
-            grid.push_back(v.value);
-            means.push_back(v.mean_score);
-          }
-          e = ScreenedEntry(c, grid, means, seconds);
-        } else if (cvr.ok()) {
-          e = Scored(c, *cvr, seconds);
-        } else {
-          e.seconds = seconds;
-        }
-        r.entries.push_back(std::move(e));
-      }
-    }
-    if (i == 0 && options.max_seconds == 0.0 && options.reference_multiple > 0.0) {
-      r.budget_seconds = options.reference_multiple * std::max(ReferenceSeconds(r.entries.front(), r.folds), 1e-3);
-    }
-    ++r.steps;
-    report();
-  }
-
-  // Round 2 (screening only): the leaders on the other folds, best first.
-  if (options.screening) {
-    const std::vector<int> leaders = Leaders(r);
-    r.leaders = static_cast<int>(leaders.size());
-    std::vector<int> rest;
-    for (int f = 1; f < options.folds; ++f) rest.push_back(f);
-    for (int l : leaders) {
-      AutoEntry& e = r.entries[l];
-      const AutoCandidate& c = candidates[l];
-      if (e.status != "screened") {  // restored finished: counted as in the run that finished it
-        ++r.steps;
-        continue;
-      }
-      if (!r.budget_reached && r.budget_seconds > 0.0) {
-        // Started only when it and its refinement (learned) can be expected to fit.
-        const double cost = e.screen_seconds * (options.folds - 1);
-        const double refine = c.baseline || c.grid.size() < 2 ? 0.0 : 1.5 * e.screen_seconds * options.folds /
-                                                                           static_cast<double>(c.grid.size());
-        if (r.budget_seconds - elapsed() <= cost + refine) r.budget_reached = true;
-      }
-      if (r.budget_reached) {
-        e.status = "budget";  // keeps its screening score
-      } else {
-        KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
-        if (options.on_start) options.on_start(c.Key(), 2);
-        double seconds = 0.0;
-        std::string status, error;
-        StatusOr<CrossValidationResult> cvr = evaluate(c, rest, &seconds, &status, &error);
-        if (cvr.ok()) {
-          KLS_ASSIGN_OR_RETURN(CrossValidationResult all, WithScreening(e, *cvr));
-          const std::vector<double> screen_means = e.screen_means;
-          const double screen_seconds = e.screen_seconds;
-          e = Scored(c, all, e.seconds + seconds);
-          e.screen_means = screen_means;
-          e.screen_seconds = screen_seconds;
-        } else {
-          e.status = status;
-          e.error = error;
-          e.seconds += seconds;
-        }
-        e.restored = false;
-      }
-      ++r.steps;
-      report();
-    }
-  }
+  Selection selection(constraints, candidates, options, control, done, after_each, &r);
+  KLS_RETURN_IF_ERROR(selection.Screen());
+  KLS_RETURN_IF_ERROR(selection.CompleteLeaders());
   PickBest(&r);
-  r.seconds = elapsed();
+  r.seconds = selection.Elapsed();
   if (r.best < 0) {
     std::string why;
     for (const AutoEntry& e : r.entries) {
@@ -536,15 +595,15 @@ StatusOr<AutoSelectResult> AutoSelect(const PairwiseConstraints& constraints,
   Clock::time_point deadline = Clock::time_point::max();
   if (r.budget_seconds > 0.0) {
     deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(r.budget_seconds - elapsed()));
+                                  std::chrono::duration<double>(r.budget_seconds - selection.Elapsed()));
   }
   bool refine_restored = false;
   KLS_RETURN_IF_ERROR(Refine(constraints, candidates[r.best], options, control, deadline,
-                             r.budget_seconds > 0.0 && elapsed() >= r.budget_seconds, done_refine, &r,
+                             r.budget_seconds > 0.0 && selection.Elapsed() >= r.budget_seconds, done_refine, &r,
                              &refine_restored));
-  if (refine_restored) restored_seconds += r.refine.seconds;
+  if (refine_restored) selection.AddRestoredSeconds(r.refine.seconds);
   if (r.refine.status == "budget") r.budget_reached = true;
-  r.seconds = elapsed();
+  r.seconds = selection.Elapsed();
   if (after_each && r.refine.status != "skipped") after_each(r);
   return r;
 }

@@ -1115,7 +1115,7 @@ constexpr double kCoarseDirectionFloor = 0.1;
 
 // The multilevel start: the coarse problem's solution copied to every point of
 // its aggregate (n × r), or null when the graph does not coarsen (fewer than
-// a third of the points merged) or the coarse solve did not converge. The
+// a third of the points merged), no pair is kept, or the coarse solve did not converge. The
 // coarse solve has the caller's deadline and cancellation, no progress and no
 // checkpoints; it is itself multilevel when large enough.
 InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const ConstraintRows& rows,
@@ -1132,8 +1132,10 @@ InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const Constr
   coarse_options.initial_factor = nullptr;
   coarse_options.tolerance = std::max(options.tolerance, kCoarseTolerance);
   coarse_options.certificate_tolerance = std::max(options.certificate_tolerance, kCoarseTolerance);
-  const StatusOr<NpklResult> coarse =
-      SolvePcp(CoarseLaplacian(l, agg, m), CoarseRows(rows, agg, m), nullptr, coarse_options, coarse_control, nullptr);
+  ConstraintRows coarse_rows = CoarseRows(rows, agg, m);
+  if (coarse_rows.num_entries() == 0) return nullptr;  // too few pairs to keep one
+  const StatusOr<NpklResult> coarse = SolvePcp(CoarseLaplacian(l, agg, m), std::move(coarse_rows), nullptr,
+                                               coarse_options, coarse_control, nullptr);
   if (!coarse.ok() || coarse->stats.termination != Termination::kConverged) return nullptr;
   const Eigen::MatrixXd vc = DropDegenerateDirections(coarse->kernel.embedding().transpose(), kCoarseDirectionFloor);
   auto start = std::make_shared<Eigen::MatrixXd>(n, vc.rows());
