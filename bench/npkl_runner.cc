@@ -16,6 +16,9 @@ namespace kls::bench {
 namespace {
 SolveControl Control(const RunParams& params) {
   SolveControl control;
+  control.cancel = params.stop.cancel;
+  control.deadline = params.stop.deadline;
+  control.stop_requested = params.stop.stop_requested;
   control.progress = params.progress;
   return control;
 }
@@ -134,9 +137,10 @@ StatusOr<NpklResult> RunMethodAuto(const MethodSpec& method,
                                    const PairwiseConstraints& constraints, const RunParams& params,
                                    const CrossValidationOptions& cv, CrossValidationResult* cv_result) {
   LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
-                            const SolveControl&) -> StatusOr<LearnedKernel> {
+                            const SolveControl& control) -> StatusOr<LearnedKernel> {
     RunParams p = params;
     p.c = value;
+    p.stop = control;
     p.threads = 1;
     p.progress = nullptr;
     p.factor_diagnostics = nullptr;
@@ -191,7 +195,7 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
     c.scaling = s.name;
     c.grid = grid_source.grid;
     c.learn = [m, laplacians, mutex, build, base](const PairwiseConstraints& train, double value,
-                                                  const SolveControl&) -> StatusOr<LearnedKernel> {
+                                                  const SolveControl& control) -> StatusOr<LearnedKernel> {
       const Eigen::SparseMatrix<double>* lp = &laplacians->begin()->second;  // δ independent of C: one for all
       if (m.family == MethodSpec::Family::kBcd) {
         std::lock_guard<std::mutex> lock(*mutex);  // std::map: references stay valid as it grows
@@ -205,6 +209,7 @@ StatusOr<std::vector<AutoCandidate>> AutoCandidates(const Eigen::MatrixXd& featu
       const Eigen::SparseMatrix<double>& l = *lp;
       RunParams p = base;
       p.c = value;
+      p.stop = control;  // the budget's deadline reaches the solver
       NpklProblem problem{l, train};
       if (m.family == MethodSpec::Family::kBcd) {  // as the server's bcd_npkl: the admm protocol's self pairs left out
         problem.constraints.pairs.clear();
@@ -261,9 +266,10 @@ StatusOr<NpklResult> RunItmlAuto(const Eigen::MatrixXd& features, const Pairwise
                                  const RunParams& params, const CrossValidationOptions& cv,
                                  CrossValidationResult* cv_result, Eigen::MatrixXd* factor) {
   LearnKernelFn learn = [&](const PairwiseConstraints& train, double value,
-                            const SolveControl&) -> StatusOr<LearnedKernel> {
+                            const SolveControl& control) -> StatusOr<LearnedKernel> {
     RunParams p = params;
     p.c = value;
+    p.stop = control;
     p.progress = nullptr;
     KLS_ASSIGN_OR_RETURN(NpklResult r, RunItml(features, train, p));
     return std::move(r.kernel);

@@ -68,6 +68,9 @@ struct RunParams {
   double tolerance = 0.0;         ///< SimpleNPKL relative-gap tolerance; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
+  /// The caller's cancellation and deadline (auto's budget, cross-validation's
+  /// deadline), handed to the solver with `progress`.
+  SolveControl stop;
   /// Warm start: the factor of an earlier kernel of the same points (null: cold).
   InitialFactor initial_factor;
 };

@@ -8,6 +8,7 @@
 #include "bench/bench_util.h"
 #include "bench/npkl_runner.h"
 #include "core/common/solve_control.h"
+#include <cstdio>
 #include <set>
 
 #include "core/data/constraint_generators.h"
@@ -23,6 +24,18 @@ std::string RankHistory(const FactorDiagnostics& d) {
   for (size_t s = 0; s < d.rank_history.size(); ++s) {
     if (!out.empty()) out += " ";
     out += std::to_string(d.rank_history[s]) + ":" + std::to_string(d.stage_sweeps[s]);
+  }
+  return out;
+}
+
+// KL-ADMM's multilevel start, coarsest level first: "points:rank:iterations:seconds" each.
+std::string CoarseLevels(const FactorDiagnostics& d) {
+  std::string out;
+  for (const CoarseLevelReport& c : d.coarse_levels) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%s%d:%d:%d:%.1f", out.empty() ? "" : " ", c.points, c.rank, c.iterations,
+                  c.seconds);
+    out += buf;
   }
   return out;
 }
@@ -184,6 +197,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
           {"certificate_seconds", bcd.certificate_seconds},
           {"lanczos_operations", static_cast<double>(bcd.lanczos_operations)},
           {"rank_history", RankHistory(bcd)},
+          {"coarse_levels", CoarseLevels(bcd)},
           {"machine", MachineInfo()}},
          *json);
     return 0;

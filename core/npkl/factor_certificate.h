@@ -124,6 +124,15 @@ Status ValidateEscalationOptions(int initial_rank, int escalation_step, double c
 
 /// What a rank escalation and its optimality certificates found (BCDNPKL,
 /// KL-ADMM), as reported by the solvers and carried in their checkpoints.
+/// One coarse level of KL-ADMM's multilevel start (KlAdmmOptions::multilevel_min_points).
+struct CoarseLevelReport {
+  int points = 0;        ///< the coarse problem's points (aggregates)
+  int entries = 0;       ///< its ordered constraint entries (the kept pairs)
+  int iterations = 0;    ///< its polish iterations
+  int rank = 0;          ///< directions handed to the finer level (after the degenerate ones are dropped)
+  double seconds = 0.0;  ///< aggregation, coarse problem and solve
+};
+
 struct FactorDiagnostics {
   int final_rank = 0;          ///< rows of V at the end
   /// rank(V) at the last check (column-pivoted QR, pivots > 1e-10·largest).
@@ -141,6 +150,9 @@ struct FactorDiagnostics {
   double certificate_seconds = 0.0;
   std::vector<int> rank_history;  ///< r of each stage
   std::vector<int> stage_sweeps;  ///< iterations (sweeps) of each stage
+  /// KL-ADMM's multilevel start, coarsest level first (empty: none). Not in
+  /// checkpoints: a resumed run redoes its coarse levels.
+  std::vector<CoarseLevelReport> coarse_levels;
 
   /// Takes the numbers of a certificate evaluation that took `seconds`.
   void Record(const FactorCertificate& cert, double seconds, double certificate_tolerance);

@@ -68,6 +68,39 @@ ConstraintRows BuildRows(const PairwiseConstraints& constraints, int n) {
   return rows;
 }
 
+// Scratch of SolveShiftedGram, one per thread.
+struct ShiftedGramScratch {
+  Eigen::MatrixXd small;  // a/c I + PᵀP  or  aI + c PPᵀ
+  Eigen::VectorXd w;
+  Eigen::LLT<Eigen::MatrixXd> llt;
+};
+
+// x ← (aI + c PPᵀ)⁻¹ x for the r × t matrix P (a, c > 0), through the smaller
+// of the two systems: the r × r one itself when t ≥ r, else the t × t one of
+// the Sherman–Morrison–Woodbury identity (eq. (25)):
+//     (aI + c PPᵀ)⁻¹ x = (x − P (a/c I + PᵀP)⁻¹ Pᵀ x) / a.
+// lazyProduct: t is tiny, so t² dot products beat Eigen's GEMM path.
+template <class P, class X>
+void SolveShiftedGram(const P& p, double a, double c, X&& x, ShiftedGramScratch* s) {
+  const Eigen::Index r = p.rows(), t = p.cols();
+  if (t == 0) {
+    x /= a;
+  } else if (t < r) {
+    s->small.noalias() = p.transpose().lazyProduct(p);
+    s->small.diagonal().array() += a / c;
+    s->llt.compute(s->small);
+    s->w.noalias() = p.transpose() * x;
+    s->llt.solveInPlace(s->w);
+    x.noalias() -= p * s->w;
+    x /= a;
+  } else {
+    s->small.noalias() = c * (p * p.transpose());
+    s->small.diagonal().array() += a;
+    s->llt.compute(s->small);
+    s->llt.solveInPlace(x);
+  }
+}
+
 // One half-step of Algorithm 1 (line 6), eq. (13): for every column i,
 //     x_i = (ρI + γ Σ_{j∈T_i} y_j y_jᵀ)⁻¹ (γ Σ_{j∈T_i} T_ij y_j − (Y L)_i + ρ y_i + s Λ_i)
 // with Y the factor held fixed. V-step: Y = U, s = −1 (eq. (11), c_i);
@@ -81,9 +114,8 @@ void HalfStep(const Eigen::MatrixXd& y, const Eigen::MatrixXd& yl, const Eigen::
   const int n = static_cast<int>(y.cols());
   ParallelFor(n, num_threads, [&](int begin, int end) {
     Eigen::MatrixXd p(r, rows.max_row);  // P_i = [y_j]_{j∈T_i} (eq. (25))
-    Eigen::MatrixXd small;               // ρ/γ I + P_iᵀP_i  or  ρI + γ P_iP_iᵀ
-    Eigen::VectorXd b(r), w;
-    Eigen::LLT<Eigen::MatrixXd> llt;
+    Eigen::VectorXd b(r);
+    ShiftedGramScratch scratch;
     for (int i = begin; i < end; ++i) {
       const int first = rows.offset[i];
       const int t = rows.offset[i + 1] - first;
@@ -93,27 +125,9 @@ void HalfStep(const Eigen::MatrixXd& y, const Eigen::MatrixXd& yl, const Eigen::
         p.col(k) = y.col(j);
         if (rows.target[first + k] != 0.0) b.noalias() += (gamma * rows.target[first + k]) * y.col(j);
       }
-      auto pt = p.leftCols(t);
-      if (t == 0) {
-        x->col(i) = b / rho;
-      } else if (t < r) {
-        // eq. (25): A⁻¹b = (1/ρ)(b − P (ρ/γ I + PᵀP)⁻¹ Pᵀ b), a t×t system.
-        // lazyProduct: t is tiny, so t² dot products beat Eigen's GEMM path.
-        small.noalias() = pt.transpose().lazyProduct(pt);
-        small.diagonal().array() += rho / gamma;
-        llt.compute(small);
-        w.noalias() = pt.transpose() * b;
-        llt.solveInPlace(w);
-        b.noalias() -= pt * w;
-        x->col(i) = b / rho;
-      } else {
-        // |T_i| ≥ r: the r×r system A_i of eq. (11)/(12) directly.
-        small.noalias() = gamma * (pt * pt.transpose());
-        small.diagonal().array() += rho;
-        llt.compute(small);
-        llt.solveInPlace(b);
-        x->col(i) = b;
-      }
+      // A_i = ρI + γ P_iP_iᵀ of eq. (11)/(12).
+      SolveShiftedGram(p.leftCols(t), rho, gamma, b, &scratch);
+      x->col(i) = b;
     }
   });
 }
@@ -253,9 +267,7 @@ void BlockJacobi(const Eigen::MatrixXd& v, const Eigen::VectorXd& l_diag, double
   const int n = static_cast<int>(v.cols());
   ParallelFor(n, num_threads, [&](int begin, int end) {
     Eigen::MatrixXd p(r, std::max(rows.max_row, 1));
-    Eigen::MatrixXd small;
-    Eigen::VectorXd w;
-    Eigen::LLT<Eigen::MatrixXd> llt;
+    ShiftedGramScratch scratch;
     for (int i = begin; i < end; ++i) {
       double a = 2.0 * l_diag(i);
       const int t = rows.offset[i + 1] - rows.offset[i];
@@ -269,27 +281,7 @@ void BlockJacobi(const Eigen::MatrixXd& v, const Eigen::VectorXd& l_diag, double
           p.col(k) = std::sqrt(2.0 * gamma) * v.col(j);
         }
       }
-      a = std::max(a, 1e-12);
-      auto col = q->col(i);
-      if (t == 0) {
-        col /= a;
-        continue;
-      }
-      auto pt = p.leftCols(t);
-      if (t >= r) {  // the r×r block itself (a multilevel start's coarse rows are long)
-        small.noalias() = pt * pt.transpose();
-        small.diagonal().array() += a;
-        llt.compute(small);
-        llt.solveInPlace(col);
-        continue;
-      }
-      small.noalias() = pt.transpose().lazyProduct(pt);
-      small.diagonal().array() += a;
-      llt.compute(small);
-      w.noalias() = pt.transpose() * col;
-      llt.solveInPlace(w);
-      col.noalias() -= pt * w;
-      col /= a;
+      SolveShiftedGram(p.leftCols(t), std::max(a, 1e-12), 1.0, q->col(i), &scratch);
     }
   });
 }
@@ -558,10 +550,24 @@ int FirstStageRank(const KlAdmmOptions& options, bool escalate, int r_cap) {
   return escalate ? std::max(1, std::min(r_cap, start_rank)) : r_cap;
 }
 
-// The multilevel start's coarse problems' rank cap (see MultilevelStart): the loose coarse certificate kept appending
-// directions after one-iteration stages (n = 200,000: rank 96 in 12 checks,
-// where the kept start has 24 directions).
-constexpr int kCoarseMaxRank = 32;
+// Whether the options ask for the rank escalation (the polish stages ended by
+// the certificate, from initial_rank up).
+bool Escalates(const KlAdmmOptions& o) {
+  return o.polish == KlAdmmOptions::Polish::kLbfgs && o.certify && o.rank == 0 && o.rank_escalation;
+}
+
+// What an AdmmRun solves.
+enum class RunRole {
+  kProblem,     ///< the problem itself, from the options' start (random or warm)
+  kFromCoarse,  ///< the problem itself, from its multilevel start (MultilevelStart)
+  kCoarse,      ///< a coarse level of a multilevel start: fixed rank, polish only, no checkpoints, no certificate
+};
+
+// The multilevel start's coarse problems' rank (see MultilevelStart). Above
+// the fine optimum's (21 at 50,000 points, 28 at 200,000 adult-like), so that
+// the fixed-rank coarse polish reaches the coarse optimum's shape without the
+// escalation's stages and certificates.
+constexpr int kCoarseRank = 32;
 
 // One KL-ADMM solve on the iteration driver (core/common/iteration_driver.h):
 // the start (random, warm or a checkpoint's), Algorithm 1's ADMM iterations
@@ -570,23 +576,23 @@ constexpr int kCoarseMaxRank = 32;
 // certificate and the kernel.
 class AdmmRun {
  public:
-  // `problem` (for the checkpoint fingerprint) is null for a multilevel
-  // start's coarse problem, which runs without checkpoints.
-  AdmmRun(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
+  // `problem` (for the checkpoint fingerprint) is null for a coarse level.
+  AdmmRun(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem, RunRole role,
           const KlAdmmOptions& options, const SolveControl& control, const Stopwatch& setup_clock)
       : problem_(problem),
+        role_(role),
         options_(options),
         n_(static_cast<int>(l.rows())),
         rows_(std::move(rows)),
         // r_cap: the fixed rank, or RankBound(|T|) (the rank of some optimum never
         // exceeds it); with the escalation the first stage starts lower.
         r_cap_(options.rank > 0 ? options.rank
-                                : std::min({n_, RankBound(rows_.num_entries()), problem ? n_ : kCoarseMaxRank})),
+                                : std::min({n_, RankBound(rows_.num_entries()), role == RunRole::kCoarse ? kCoarseRank : n_})),
         gamma_(options.gamma),
         l_(l),
         threads_(ResolveThreadCount(options.num_threads)),
         polish_(options.polish == KlAdmmOptions::Polish::kLbfgs),
-        escalate_(polish_ && options.certify && options.rank == 0 && options.rank_escalation),
+        escalate_(role != RunRole::kCoarse && Escalates(options)),
         setup_clock_(setup_clock),
         driver_(control, kCheckpointTag, options.max_iterations, setup_clock, &result_.stats),
         r_(FirstStageRank(options, escalate_, r_cap_)),
@@ -595,8 +601,6 @@ class AdmmRun {
         block_columns_(BlockedLaplacian::CacheBlockColumns(r_, n_)),
         laplacian_(l_, block_columns_) {}
 
-  /// The warm start is a multilevel start's (MultilevelStart).
-  void MarkMultilevelStart() { multilevel_start_ = true; }
   void Start();
   void RunAdmm();
   void RunPolish();
@@ -610,6 +614,7 @@ class AdmmRun {
   bool EndStage(int* tightenings);
 
   const NpklProblem* problem_;
+  const RunRole role_;
   const KlAdmmOptions& options_;
   const int n_;
   const ConstraintRows rows_;
@@ -638,7 +643,6 @@ class AdmmRun {
   std::vector<double> alpha_hist_;  // the two-loop recursion's α_k
   Eigen::VectorXd l_diag_;
   bool certificate_current_ = false;  // diag_ holds the certificate of the final V
-  bool multilevel_start_ = false;
   Stopwatch clock_;
 };
 
@@ -652,11 +656,11 @@ void AdmmRun::Start() {
   v_old_.resize(r_, n_);
   work_.resize(r_, n_);
   rho_ = options_.rho_initial;
-  // A warm start goes straight to the polish, and so does a multilevel
-  // start's coarse problem (problem_ null): its Laplacian PᵀLP sums the
-  // weights of whole aggregates, and ADMM's explicit U·L step, stable for
-  // ‖L‖ of the order of ρ, diverged on the second coarse level at 200,000 points.
-  if (polish_ && (options_.initial_factor || problem_ == nullptr)) {
+  // A warm start goes straight to the polish, and so does a coarse level: its
+  // Laplacian PᵀLP sums the weights of whole aggregates, and ADMM's explicit
+  // U·L step, stable for ‖L‖ of the order of ρ, diverged on the second coarse
+  // level at 200,000 points.
+  if (polish_ && (options_.initial_factor || role_ == RunRole::kCoarse)) {
     switched_ = true;
     laplacian_.Apply(v_, threads_, &work_);  // `work_` = V·L, as at the hand-over
   }
@@ -675,9 +679,9 @@ void AdmmRun::WarmStart() {
   std::vector<int> all(n_);
   for (int i = 0; i < n_; ++i) all[i] = i;
   v_ = WarmStartRows(*options_.initial_factor, all, r_, v_);
-  // A multilevel start goes straight to the polish: its coarse solution was
-  // certified on the coarse problem, and the stage's own certificate follows.
-  if (!(polish_ && escalate_) || multilevel_start_) return;
+  // A multilevel start goes straight to the polish: its directions are the
+  // coarse optimum's, and the stage's own certificate follows.
+  if (!(polish_ && escalate_) || role_ == RunRole::kFromCoarse) return;
   // The previous optimum's degenerate directions go and the new problem's
   // negative ones come in at their exact step (PrepareWarmFactor).
   const FactorCertify certify = [&](const Eigen::MatrixXd& x, double* f) {
@@ -951,7 +955,7 @@ StatusOr<NpklResult> AdmmRun::Finish(FactorDiagnostics* diagnostics) {
   SolveReport& stats = result_.stats;
   stats.solve_seconds = clock_.Seconds();
   if (polish_ && (stats.termination == Termination::kConverged || stats.termination == Termination::kIterationLimit) &&
-      options_.certify && !certificate_current_) {
+      options_.certify && role_ != RunRole::kCoarse && !certificate_current_) {
     // Global-optimality certificate of the convex problem (1) at K = VᵀV.
     Stopwatch certificate_clock;
     work_.resize(r_, n_);
@@ -1100,26 +1104,30 @@ ConstraintRows CoarseRows(const ConstraintRows& rows, const std::vector<int>& ag
 }
 
 StatusOr<NpklResult> SolvePcp(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
-                              const KlAdmmOptions& options, const SolveControl& control, FactorDiagnostics* diagnostics);
+                              RunRole role, const KlAdmmOptions& options, const SolveControl& control,
+                              FactorDiagnostics* diagnostics);
 
-// The coarse solve's tolerance (polish and certificate): a start needs the
-// coarse solution's shape, not its last digits. Measured at n = 50,000
-// adult-like (docs/BENCHMARKS.md): 1e-2 took 212 coarse iterations, 1e-3
-// 903 and 1e-4 1,916, for the same fine iterations (149–161).
+// The coarse solve's polish tolerance: a start needs the coarse solution's
+// shape, not its last digits. Measured at n = 50,000 adult-like
+// (docs/BENCHMARKS.md): 1e-2 took 212 coarse iterations, 1e-3 903 and 1e-4
+// 1,916, for the same fine iterations (149–161).
 constexpr double kCoarseTolerance = 1e-2;
 // The coarse solution's directions with singular value below this fraction
-// of the largest are dropped before it starts the fine solve (the loose coarse
-// escalation overshoots the rank: 48 at 50,000 points where the optimum has
-// 21; the fine certificate adds what is missing).
+// of the largest are dropped before it starts the finer solve (the coarse
+// rank is above the optimum's; the fine certificate adds what is missing).
 constexpr double kCoarseDirectionFloor = 0.1;
 
 // The multilevel start: the coarse problem's solution copied to every point of
 // its aggregate (n × r), or null when the graph does not coarsen (fewer than
-// a third of the points merged), no pair is kept, or the coarse solve did not converge. The
-// coarse solve has the caller's deadline and cancellation, no progress and no
-// checkpoints; it is itself multilevel when large enough.
+// a third of the points merged), no pair is kept, or the coarse solve did not
+// converge. The coarse problem is solved at the fixed rank kCoarseRank by the
+// polish alone (RunRole::kCoarse), with the caller's deadline and
+// cancellation, no progress, no checkpoints and no certificate; it is itself
+// multilevel when large enough. Each level solved lands in *levels.
 InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const ConstraintRows& rows,
-                              const KlAdmmOptions& options, const SolveControl& control) {
+                              const KlAdmmOptions& options, const SolveControl& control,
+                              std::vector<CoarseLevelReport>* levels) {
+  Stopwatch clock;
   const int n = static_cast<int>(l.rows());
   int m = 0;
   const std::vector<int> agg = AggregatePoints(l, &m);
@@ -1131,34 +1139,51 @@ InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const Constr
   KlAdmmOptions coarse_options = options;
   coarse_options.initial_factor = nullptr;
   coarse_options.tolerance = std::max(options.tolerance, kCoarseTolerance);
-  coarse_options.certificate_tolerance = std::max(options.certificate_tolerance, kCoarseTolerance);
+  coarse_options.certify = false;
   ConstraintRows coarse_rows = CoarseRows(rows, agg, m);
   if (coarse_rows.num_entries() == 0) return nullptr;  // too few pairs to keep one
+  CoarseLevelReport level;
+  level.points = m;
+  level.entries = coarse_rows.num_entries();
+  FactorDiagnostics coarse_diagnostics;  // the coarser levels', if any
   const StatusOr<NpklResult> coarse = SolvePcp(CoarseLaplacian(l, agg, m), std::move(coarse_rows), nullptr,
-                                               coarse_options, coarse_control, nullptr);
+                                               RunRole::kCoarse, coarse_options, coarse_control, &coarse_diagnostics);
   if (!coarse.ok() || coarse->stats.termination != Termination::kConverged) return nullptr;
   const Eigen::MatrixXd vc = DropDegenerateDirections(coarse->kernel.embedding().transpose(), kCoarseDirectionFloor);
   auto start = std::make_shared<Eigen::MatrixXd>(n, vc.rows());
   for (int i = 0; i < n; ++i) start->row(i) = vc.col(agg[i]).transpose();
+  level.iterations = coarse->stats.iterations;
+  level.rank = static_cast<int>(vc.rows());
+  level.seconds = clock.Seconds();
+  if (levels != nullptr) {
+    *levels = std::move(coarse_diagnostics.coarse_levels);
+    levels->push_back(level);
+  }
   return start;
 }
 
+// One solve of the PCP problem (1) over `l` and `rows` in the given role
+// (kProblem or kCoarse; a problem started by its coarse level becomes
+// kFromCoarse). The multilevel start runs for the problem with the rank
+// escalation, and for every coarse level, from multilevel_min_points up.
 StatusOr<NpklResult> SolvePcp(const Eigen::SparseMatrix<double>& l, ConstraintRows rows, const NpklProblem* problem,
-                              const KlAdmmOptions& options, const SolveControl& control, FactorDiagnostics* diagnostics) {
+                              RunRole role, const KlAdmmOptions& options, const SolveControl& control,
+                              FactorDiagnostics* diagnostics) {
   Stopwatch setup_clock;
   KlAdmmOptions o = options;
-  const bool escalates = o.polish == KlAdmmOptions::Polish::kLbfgs && o.certify && o.rank == 0 && o.rank_escalation;
-  bool multilevel = false;
-  if (escalates && !o.initial_factor && o.multilevel_min_points > 0 && l.rows() >= o.multilevel_min_points) {
-    o.initial_factor = MultilevelStart(l, rows, o, control);
-    multilevel = o.initial_factor != nullptr;
+  const bool coarsens = role == RunRole::kCoarse ? o.polish == KlAdmmOptions::Polish::kLbfgs : Escalates(o);
+  std::vector<CoarseLevelReport> levels;
+  if (coarsens && !o.initial_factor && o.multilevel_min_points > 0 && l.rows() >= o.multilevel_min_points) {
+    o.initial_factor = MultilevelStart(l, rows, o, control, &levels);
+    if (o.initial_factor && role == RunRole::kProblem) role = RunRole::kFromCoarse;
   }
-  AdmmRun run(l, std::move(rows), problem, o, control, setup_clock);
-  if (multilevel) run.MarkMultilevelStart();
+  AdmmRun run(l, std::move(rows), problem, role, o, control, setup_clock);
   run.Start();
   run.RunAdmm();
   run.RunPolish();
-  return run.Finish(diagnostics);
+  StatusOr<NpklResult> result = run.Finish(diagnostics);
+  if (diagnostics != nullptr) diagnostics->coarse_levels = std::move(levels);
+  return result;
 }
 
 StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& options,
@@ -1172,7 +1197,8 @@ StatusOr<NpklResult> Solve(const NpklProblem& problem, const KlAdmmOptions& opti
                                 " exceeds the number of points " + std::to_string(n));
   }
   KLS_RETURN_IF_ERROR(ValidateInitialFactor(options.initial_factor, n));
-  return SolvePcp(problem.laplacian, BuildRows(problem.constraints, n), &problem, options, control, diagnostics);
+  return SolvePcp(problem.laplacian, BuildRows(problem.constraints, n), &problem, RunRole::kProblem, options, control,
+                  diagnostics);
 }
 
 }  // namespace

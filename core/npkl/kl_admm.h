@@ -170,15 +170,17 @@ struct KlAdmmOptions {
   /// and no warm start): from this many points up, a coarse problem is solved
   /// first — the graph with its points merged into aggregates of up to 8
   /// (Laplacian PᵀLP), one pair in n/n_c kept on the aggregates (the fine
-  /// problem's density of pairs per point), to a loose 1e-2 — recursively
-  /// while it is this large; its solution, without its directions below 10 %
+  /// problem's density of pairs per point), by the polish at a fixed rank 32
+  /// to a loose 1e-2 without a certificate — recursively while it is this
+  /// large; its solution, without its directions below 10 %
   /// of the largest singular value and copied to every point of its
   /// aggregate, starts the polish as a warm start does (no ADMM phase). The
   /// random start's polish spends most of its iterations carrying the pairs
   /// across the graph, which the coarse graph does cheaply (n = 50,000
   /// adult-like: 161 fine iterations and 1 certificate instead of 484 and 3;
   /// docs/BENCHMARKS.md). The end point is the fine problem's, certified as
-  /// always. 0 = off. The coarse solves count as setup
+  /// always. 0 = off. FactorDiagnostics::coarse_levels reports each level.
+  /// The coarse solves count as setup
   /// (stats.setup_seconds), not as iterations; a resumed run redoes them (they
   /// are deterministic, so the checkpoint still matches).
   int multilevel_min_points = 20000;

@@ -290,9 +290,20 @@ TEST(KlAdmmMultilevel, ReachesTheColdOptimumInFewerIterations) {
   auto a = SolveKlAdmm(p, cold);
   ASSERT_TRUE(a.ok()) << a.status();
   KlAdmmOptions multi = cold;
-  multi.multilevel_min_points = 300;  // 1,500 points → ~250 aggregates: one coarse level
-  auto b = SolveKlAdmm(p, multi);
+  multi.multilevel_min_points = 300;  // 1,500 points → a few hundred aggregates
+  FactorDiagnostics diagnostics;
+  auto b = SolveKlAdmm(p, multi, SolveControl(), &diagnostics);
   ASSERT_TRUE(b.ok()) << b.status();
+  // The level it solved, reported: fewer points than the problem, some of its
+  // directions kept, at most the coarse rank 32.
+  ASSERT_GE(diagnostics.coarse_levels.size(), 1u);
+  const CoarseLevelReport& level = diagnostics.coarse_levels.back();  // the finest
+  EXPECT_GT(level.points, 1500 / 8 - 1);
+  EXPECT_LT(level.points, 1000);
+  EXPECT_GT(level.entries, 0);
+  EXPECT_GT(level.iterations, 0);
+  EXPECT_GE(level.rank, 1);
+  EXPECT_LE(level.rank, 32);
   std::printf("[ multilevel ] cold: it=%d rank=%d f=%.10g gap=%.2e; multilevel: it=%d rank=%d f=%.10g gap=%.2e\n",
               a->stats.iterations, a->kernel.rank(), a->stats.final_objective, a->stats.certificate.gap,
               b->stats.iterations, b->kernel.rank(), b->stats.final_objective, b->stats.certificate.gap);
@@ -306,6 +317,21 @@ TEST(KlAdmmMultilevel, ReachesTheColdOptimumInFewerIterations) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->stats.iterations, b->stats.iterations);
   EXPECT_EQ(c->kernel.Dense(), b->kernel.Dense());
+}
+
+TEST(KlAdmmMultilevel, LevelsRecurseCoarsestFirst) {
+  const NpklProblem p = MakeProblem(RandomPoints(3000, 3, 81), RandomLabels(3000, 3, 82), 83);
+  KlAdmmOptions o;
+  o.gamma = 10.0;
+  o.multilevel_min_points = 300;  // 3,000 → ~400 → ~50 points: two coarse levels
+  FactorDiagnostics diagnostics;
+  auto r = SolveKlAdmm(p, o, SolveControl(), &diagnostics);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stats.certificate.certified);
+  ASSERT_EQ(diagnostics.coarse_levels.size(), 2u);
+  EXPECT_LT(diagnostics.coarse_levels[0].points, diagnostics.coarse_levels[1].points);
+  EXPECT_LT(diagnostics.coarse_levels[1].points, 3000);
+  EXPECT_LE(diagnostics.coarse_levels[0].seconds, diagnostics.coarse_levels[1].seconds);  // the finer one includes it
 }
 
 TEST(KlAdmmMultilevel, CancelledBeforeTheCoarseSolveStopsCleanly) {
