@@ -84,6 +84,7 @@ StatusOr<NpklResult> RunMethod(const MethodSpec& method, const NpklProblem& prob
       if (params.lbfgs_precondition >= 0) o.lbfgs_precondition = params.lbfgs_precondition != 0;
       if (params.switch_tolerance > 0) o.polish_switch_tolerance = params.switch_tolerance;
       if (params.multilevel >= 0) o.multilevel_min_points = params.multilevel;
+      if (params.tolerance > 0.0) o.tolerance = params.tolerance;
       if (params.admm_mode == "paper") {
         o.polish = KlAdmmOptions::Polish::kNone;
       } else if (params.admm_mode == "polish") {

@@ -65,7 +65,7 @@ struct RunParams {
   int accelerated = -1;           ///< SimpleNPKL accelerated: 1 / 0; -1 = solver default
   int newton = -1;                ///< SimpleNPKL Newton steps: 1 / 0; -1 = solver default
   int start_rank = -1;            ///< SimpleNPKL start_rank; -1 = solver default
-  double tolerance = 0.0;         ///< SimpleNPKL relative-gap tolerance; 0 = solver default
+  double tolerance = 0.0;         ///< SimpleNPKL relative-gap / KL-ADMM stopping tolerance; 0 = solver default
   /// Progress sink handed to the solver (empty: none).
   std::function<void(const ProgressEvent&)> progress;
   /// The caller's cancellation and deadline (auto's budget, cross-validation's

@@ -556,6 +556,19 @@ bool Escalates(const KlAdmmOptions& o) {
   return o.polish == KlAdmmOptions::Polish::kLbfgs && o.certify && o.rank == 0 && o.rank_escalation;
 }
 
+// The polish's first stopping tolerance (EndStage tightens it ×0.1 when only
+// ⟨S, K⟩ fails the certificate). With the escalation the certificate decides,
+// so the polish may stop once ‖∇f(V)‖·‖V‖ ≤ 2·certificate_tolerance·max(|f|, 1):
+// since ∇f(V) = 2VS, |⟨S, K⟩| = ½|⟨∇f(V), V⟩| ≤ ½‖∇f(V)‖‖V‖ is then within the
+// certificate's tolerance (Cauchy–Schwarz), and the certificate's other term,
+// λ_min(S) off V's row space, is the escalation's. So the test uses the looser
+// of `tolerance` and that; without the escalation (and for tolerance = 0,
+// which runs to max_iterations) it uses `tolerance`.
+double FirstPolishTolerance(const KlAdmmOptions& o, bool escalate) {
+  if (!escalate || !(o.tolerance > 0.0)) return o.tolerance;
+  return std::max(o.tolerance, 2.0 * o.certificate_tolerance);
+}
+
 // What an AdmmRun solves.
 enum class RunRole {
   kProblem,     ///< the problem itself, from the options' start (random or warm)
@@ -666,7 +679,7 @@ void AdmmRun::Start() {
   }
   diag_.rank_history.push_back(r_);
   diag_.stage_sweeps.push_back(0);
-  polish_tolerance_ = options_.tolerance;
+  polish_tolerance_ = FirstPolishTolerance(options_, escalate_);
   // The fingerprint costs O(nnz(L) + |T|): only computed when checkpoints are used.
   fingerprint_ = driver_.uses_checkpoints() && problem_ != nullptr ? CheckpointFingerprint(*problem_, options_, r_) : 0;
   Resume();
@@ -806,9 +819,11 @@ void AdmmRun::RunPolish() {
   if (!switched_) return;
   if (result_.stats.resumed_from_iteration > 0 && resumed_vl_.size() > 0) work_ = std::move(resumed_vl_);
   l_diag_ = l_.diagonal();
-  // Tightenings so far (polish_tolerance_, checkpointed, is tolerance·0.1^k).
+  // Tightenings so far (polish_tolerance_, checkpointed, is the first one ·0.1^k).
   int tightenings = 0;
-  for (double t = options_.tolerance; tightenings < kMaxTightenings && t > polish_tolerance_; t *= 0.1) ++tightenings;
+  for (double t = FirstPolishTolerance(options_, escalate_); tightenings < kMaxTightenings && t > polish_tolerance_;
+       t *= 0.1)
+    ++tightenings;
   // One escalation stage per pass: the polish at rank r to polish_tolerance,
   // then (escalate) the certificate; a failed one appends rows or tightens
   // the tolerance and the next pass continues from there.
