@@ -170,7 +170,8 @@ Runner RegisterRepro(CLI::App& app, bool* json) {
   app.add_option("--restarts", a->restarts, "k-means++ restarts per trial");
   app.add_option("--threads", a->solver.threads, "solver threads");
   app.add_option("--max-iterations", a->solver.max_iterations, "solver iteration cap (0 = default)");
-  app.add_option("--tolerance", a->solver.tolerance, "SimpleNPKL relative duality-gap tolerance (0 = solver default 1e-4)");
+  app.add_option("--tolerance", a->solver.tolerance,
+                 "SimpleNPKL relative duality-gap tolerance, KL-ADMM stopping tolerance (0 = solver default 1e-4)");
   app.add_option("--block-warm-start", a->solver.block_warm_start,
                  "SimpleNPKL: 1 = block eigensolver for uncertified iterates (default), 0 = Lanczos always");
   app.add_option("--omega", a->solver.omega, "BCDNPKL square loss: block over-relaxation omega in (0, 2) (0 = solver default 1)");

@@ -51,6 +51,28 @@ Status CheckPositiveOption(const char* field, double v, std::string_view path) {
   return OkStatus();
 }
 
+Status CheckNonNegativeOption(const char* field, double v, std::string_view path) {
+  if (!(v >= 0.0) || !std::isfinite(v)) {
+    return InvalidArgumentError(std::string(path) + "." + field + " = " + FormatNumber(v) + " must be finite and >= 0");
+  }
+  return OkStatus();
+}
+
+Status CheckProbabilityOption(const char* field, double v, std::string_view path) {
+  if (!(v >= 0.0 && v <= 1.0)) {
+    return InvalidArgumentError(std::string(path) + "." + field + " = " + FormatNumber(v) + " must be in [0, 1]");
+  }
+  return OkStatus();
+}
+
+Status CheckAtLeastOption(const char* field, int v, int lo, std::string_view path) {
+  if (v < lo) {
+    return InvalidArgumentError(std::string(path) + "." + field + " = " + std::to_string(v) + " must be >= " +
+                                std::to_string(lo));
+  }
+  return OkStatus();
+}
+
 std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 }  // namespace kls

@@ -107,6 +107,12 @@ std::string FormatNumber(double v);
 /// OK when `v` is finite and > 0; otherwise INVALID_ARGUMENT
 /// "<path>.<field> = <v> must be finite and > 0" (the options checks of every solver).
 Status CheckPositiveOption(const char* field, double v, std::string_view path = "options");
+/// The same for "must be finite and >= 0".
+Status CheckNonNegativeOption(const char* field, double v, std::string_view path = "options");
+/// The same for a probability: "must be in [0, 1]".
+Status CheckProbabilityOption(const char* field, double v, std::string_view path = "options");
+/// The same for an integer bound: "<path>.<field> = <v> must be >= <lo>".
+Status CheckAtLeastOption(const char* field, int v, int lo, std::string_view path = "options");
 
 /// Runs `body` (returning StatusOr<T> or Status) and turns exceptions from
 /// Eigen, Spectra or allocation into RESOURCE_EXHAUSTED / INTERNAL statuses

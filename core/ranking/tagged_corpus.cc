@@ -7,46 +7,24 @@
 
 namespace kls {
 
-namespace {
-
-Status CheckProbability(double p, const char* field) {
-  if (!(p >= 0.0 && p <= 1.0))
-    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(p) + " must be in [0, 1]");
-  return OkStatus();
-}
-Status CheckNonNegative(double v, const char* field) {
-  if (!(v >= 0.0) || !std::isfinite(v))
-    return InvalidArgumentError(std::string("options.") + field + " = " + FormatNumber(v) +
-                                " must be finite and >= 0");
-  return OkStatus();
-}
-Status CheckAtLeast(int v, int lo, const char* field) {
-  if (v < lo)
-    return InvalidArgumentError(std::string("options.") + field + " = " + std::to_string(v) + " must be >= " +
-                                std::to_string(lo));
-  return OkStatus();
-}
-
-}  // namespace
-
 Status TaggedCorpusOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(CheckAtLeast(num_concepts, 1, "num_concepts"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(images_per_concept, 1, "images_per_concept"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(visual_dim, 1, "visual_dim"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(modes_per_concept, 1, "modes_per_concept"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(num_styles, 1, "num_styles"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(related_tags_per_concept, 0, "related_tags_per_concept"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(tags_per_style, 0, "tags_per_style"));
-  KLS_RETURN_IF_ERROR(CheckAtLeast(noise_vocabulary, 1, "noise_vocabulary"));
-  KLS_RETURN_IF_ERROR(CheckNonNegative(visual_noise, "visual_noise"));
-  KLS_RETURN_IF_ERROR(CheckNonNegative(style_scale, "style_scale"));
-  KLS_RETURN_IF_ERROR(CheckNonNegative(offset, "offset"));
-  KLS_RETURN_IF_ERROR(CheckNonNegative(mean_noise_tags, "mean_noise_tags"));
-  KLS_RETURN_IF_ERROR(CheckProbability(p_query_tag, "p_query_tag"));
-  KLS_RETURN_IF_ERROR(CheckProbability(p_confuser_tag, "p_confuser_tag"));
-  KLS_RETURN_IF_ERROR(CheckProbability(p_related_tag, "p_related_tag"));
-  KLS_RETURN_IF_ERROR(CheckProbability(p_style_tag, "p_style_tag"));
-  KLS_RETURN_IF_ERROR(CheckProbability(p_wrong_tag, "p_wrong_tag"));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_concepts", num_concepts, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("images_per_concept", images_per_concept, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("visual_dim", visual_dim, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("modes_per_concept", modes_per_concept, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_styles", num_styles, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("related_tags_per_concept", related_tags_per_concept, 0));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("tags_per_style", tags_per_style, 0));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("noise_vocabulary", noise_vocabulary, 1));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("visual_noise", visual_noise));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("style_scale", style_scale));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("offset", offset));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_noise_tags", mean_noise_tags));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_query_tag", p_query_tag));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_confuser_tag", p_confuser_tag));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_related_tag", p_related_tag));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_style_tag", p_style_tag));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_wrong_tag", p_wrong_tag));
   const double n = 2.0 * num_concepts * static_cast<double>(images_per_concept);
   if (n > 5e6) return InvalidArgumentError("options: 2 * num_concepts * images_per_concept = " + FormatNumber(n) +
                                            " images exceeds the 5,000,000 limit");

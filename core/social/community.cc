@@ -8,60 +8,39 @@
 
 namespace kls {
 
-namespace {
-
-Status Prob(double p, const char* f) {
-  if (!(p >= 0.0 && p <= 1.0))
-    return InvalidArgumentError(std::string("options.") + f + " = " + FormatNumber(p) + " must be in [0, 1]");
-  return OkStatus();
-}
-Status NonNeg(double v, const char* f) {
-  if (!(v >= 0.0) || !std::isfinite(v))
-    return InvalidArgumentError(std::string("options.") + f + " = " + FormatNumber(v) + " must be finite and >= 0");
-  return OkStatus();
-}
-Status AtLeast(int v, int lo, const char* f) {
-  if (v < lo)
-    return InvalidArgumentError(std::string("options.") + f + " = " + std::to_string(v) + " must be >= " +
-                                std::to_string(lo));
-  return OkStatus();
-}
-
-}  // namespace
-
 Status CommunityOptions::Validate() const {
-  KLS_RETURN_IF_ERROR(AtLeast(num_users, 2, "num_users"));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_users", num_users, 2));
   if (num_users > 200000)
     return InvalidArgumentError("options.num_users = " + std::to_string(num_users) + " must be <= 200000");
-  KLS_RETURN_IF_ERROR(AtLeast(num_topics, 1, "num_topics"));
-  KLS_RETURN_IF_ERROR(AtLeast(num_cities, 1, "num_cities"));
-  KLS_RETURN_IF_ERROR(AtLeast(num_groups, 1, "num_groups"));
-  KLS_RETURN_IF_ERROR(AtLeast(visual_dim, 1, "visual_dim"));
-  KLS_RETURN_IF_ERROR(AtLeast(tags_per_topic, 1, "tags_per_topic"));
-  KLS_RETURN_IF_ERROR(AtLeast(noise_vocabulary, 1, "noise_vocabulary"));
-  KLS_RETURN_IF_ERROR(AtLeast(landmarks_per_topic, 1, "landmarks_per_topic"));
-  KLS_RETURN_IF_ERROR(NonNeg(visual_noise, "visual_noise"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_photos, "mean_photos"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_noise_tags, "mean_noise_tags"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_groups, "mean_groups"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_initiated_friends, "mean_initiated_friends"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_comments, "mean_comments"));
-  KLS_RETURN_IF_ERROR(NonNeg(mean_faves, "mean_faves"));
-  KLS_RETURN_IF_ERROR(Prob(primary_weight, "primary_weight"));
-  KLS_RETURN_IF_ERROR(Prob(p_topic_tag, "p_topic_tag"));
-  KLS_RETURN_IF_ERROR(Prob(p_home, "p_home"));
-  KLS_RETURN_IF_ERROR(Prob(p_landmark, "p_landmark"));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_topics", num_topics, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_cities", num_cities, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("num_groups", num_groups, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("visual_dim", visual_dim, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("tags_per_topic", tags_per_topic, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("noise_vocabulary", noise_vocabulary, 1));
+  KLS_RETURN_IF_ERROR(CheckAtLeastOption("landmarks_per_topic", landmarks_per_topic, 1));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("visual_noise", visual_noise));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_photos", mean_photos));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_noise_tags", mean_noise_tags));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_groups", mean_groups));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_initiated_friends", mean_initiated_friends));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_comments", mean_comments));
+  KLS_RETURN_IF_ERROR(CheckNonNegativeOption("mean_faves", mean_faves));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("primary_weight", primary_weight));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_topic_tag", p_topic_tag));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_home", p_home));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_landmark", p_landmark));
   if (p_home + p_landmark > 1.0)
     return InvalidArgumentError("options.p_home + options.p_landmark = " + FormatNumber(p_home + p_landmark) +
                                 " must be <= 1");
-  KLS_RETURN_IF_ERROR(Prob(p_group_interest, "p_group_interest"));
-  KLS_RETURN_IF_ERROR(Prob(p_friend_interest, "p_friend_interest"));
-  KLS_RETURN_IF_ERROR(Prob(p_friend_geo, "p_friend_geo"));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_group_interest", p_group_interest));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_friend_interest", p_friend_interest));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_friend_geo", p_friend_geo));
   if (p_friend_interest + p_friend_geo > 1.0)
     return InvalidArgumentError("options.p_friend_interest + options.p_friend_geo = " +
                                 FormatNumber(p_friend_interest + p_friend_geo) + " must be <= 1");
-  KLS_RETURN_IF_ERROR(Prob(p_comment_friend, "p_comment_friend"));
-  KLS_RETURN_IF_ERROR(Prob(p_fave_friend, "p_fave_friend"));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_comment_friend", p_comment_friend));
+  KLS_RETURN_IF_ERROR(CheckProbabilityOption("p_fave_friend", p_fave_friend));
   return OkStatus();
 }
 

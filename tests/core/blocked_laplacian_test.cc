@@ -58,7 +58,12 @@ TEST(BlockedLaplacian, CacheBlockColumnsKeepsSmallFactorsInOneBlock) {
   EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(62, 2000), 2000);  // 1 MB: one block
   // 62 × 32,000 doubles = 15.9 MB: blocks of 2 MiB / (8 · 62) = 4,228 columns.
   EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(62, 32000), 4228);
-  EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(2000, 32000), 256);  // floor
+  // Beyond 16 blocks of 2 MiB the blocks grow: 2000 × 32,000 doubles = 512 MB
+  // in 16 blocks of 32 MB = 2,000 columns; 32 × 1,000,000 (256 MB) in blocks
+  // of 16 MB = 62,500 columns.
+  EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(2000, 32000), 2000);
+  EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(32, 1000000), 62500);
+  EXPECT_EQ(BlockedLaplacian::CacheBlockColumns(100000, 1000), 256);  // floor
 }
 
 }  // namespace
