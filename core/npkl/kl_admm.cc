@@ -577,15 +577,14 @@ bool Escalates(const KlAdmmOptions& o) {
 
 // The polish's first stopping tolerance (EndStage tightens it ×0.1 when only
 // ⟨S, K⟩ fails the certificate). With the escalation the certificate decides,
-// so the polish may stop once ‖∇f(V)‖·‖V‖ ≤ 2·certificate_tolerance·max(|f|, 1):
-// since ∇f(V) = 2VS, |⟨S, K⟩| = ½|⟨∇f(V), V⟩| ≤ ½‖∇f(V)‖‖V‖ is then within the
-// certificate's tolerance (Cauchy–Schwarz), and the certificate's other term,
-// λ_min(S) off V's row space, is the escalation's. So the test uses the looser
-// of `tolerance` and that; without the escalation (and for tolerance = 0,
-// which runs to max_iterations) it uses `tolerance`.
+// and `tolerance` bounds its ⟨S, K⟩ term: since ∇f(V) = 2VS,
+// |⟨S, K⟩| = ½|⟨∇f(V), V⟩| ≤ ½‖∇f(V)‖‖V‖ (Cauchy–Schwarz), so the test
+// ‖∇f(V)‖·‖V‖ ≤ 2·tolerance·max(|f|, 1) keeps |⟨S, K⟩| ≤ tolerance·max(|f|, 1);
+// the certificate's other term, λ_min(S) off V's row space, is the
+// escalation's. Without the escalation (and for tolerance = 0, which runs to
+// max_iterations) the test is ‖∇f(V)‖·‖V‖ ≤ tolerance·max(|f|, 1).
 double FirstPolishTolerance(const KlAdmmOptions& o, bool escalate) {
-  if (!escalate || !(o.tolerance > 0.0)) return o.tolerance;
-  return std::max(o.tolerance, 2.0 * o.certificate_tolerance);
+  return escalate ? 2.0 * o.tolerance : o.tolerance;
 }
 
 // What an AdmmRun solves.

@@ -116,12 +116,11 @@ struct KlAdmmOptions {
   /// schedule reaches ~1e-2 accuracy quickly but creeps towards 1e-4; the
   /// polish converges superlinearly near the optimum. Its stopping test is
   ///   ‖∇f(V)‖_F · ‖V‖_F / max(|f|, 1) ≤ tolerance
-  /// — with the rank escalation ≤ max(tolerance, 2·certificate_tolerance),
-  /// since the certificate decides there: by Cauchy–Schwarz its ⟨S, K⟩ term
-  /// (= ½⟨∇f(V), V⟩) is then within its tolerance, and a certificate failed by
-  /// that term alone tightens the test tenfold; so certificate_tolerance is
-  /// the accuracy knob of a certified solve (n = 200,000 adult-like: 163 →
-  /// 125 iterations, certified; docs/BENCHMARKS.md)
+  /// — with the rank escalation ≤ 2·tolerance, since the certificate decides
+  /// there: by Cauchy–Schwarz its ⟨S, K⟩ term (= ½⟨∇f(V), V⟩) is then at most
+  /// tolerance·max(|f|, 1), and a certificate failed by that term alone
+  /// tightens the test tenfold (n = 200,000 adult-like: 163 → 134
+  /// iterations, certified; docs/BENCHMARKS.md)
   /// (tolerance = 0: no test, and a stalled line search is a null step, so the
   /// run goes to max_iterations); iterations of both phases count towards
   /// max_iterations and objective_history, and a polish ProgressEvent has

@@ -158,7 +158,6 @@ KlAdmmOptions ExactOptions(double gamma) {
   KlAdmmOptions o;
   o.gamma = gamma;
   o.tolerance = 1e-8;
-  o.certificate_tolerance = 1e-8;  // a certified solve's accuracy (the polish stops at 2x this)
   o.max_iterations = 30000;
   return o;
 }
@@ -363,7 +362,6 @@ void ExpectCertificate(const NpklProblem& p, double gamma, bool check_other_runs
   KlAdmmOptions o;
   o.gamma = gamma;
   o.tolerance = 1e-8;
-  o.certificate_tolerance = 1e-8;  // a certified solve's accuracy (the polish stops at 2x this)
   o.max_iterations = 5000;
   auto r = SolveKlAdmm(p, o);
   ASSERT_TRUE(r.ok()) << r.status();
