@@ -334,7 +334,7 @@ std::string AutoSelectResult::Json() const {
              ",\"grid_means\":" + JsonArray(e.grid_means);
     }
     if (!e.screen_means.empty()) {
-      out += ",\"screen_mean\":" + JsonNumber(*std::max_element(e.screen_means.begin(), e.screen_means.end())) +
+      out += ",\"screen_mean\":" + JsonNumber(ScreenScore(e)) +
              ",\"screen_seconds\":" + JsonNumber(e.screen_seconds);
     }
     if (!e.error.empty()) out += ",\"error\":\"" + JsonEscaped(e.error) + "\"";
