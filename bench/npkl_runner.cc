@@ -15,10 +15,7 @@
 namespace kls::bench {
 namespace {
 SolveControl Control(const RunParams& params) {
-  SolveControl control;
-  control.cancel = params.stop.cancel;
-  control.deadline = params.stop.deadline;
-  control.stop_requested = params.stop.stop_requested;
+  SolveControl control = params.stop.StopConditions();
   control.progress = params.progress;
   return control;
 }

@@ -92,6 +92,7 @@ Runner RegisterScale(CLI::App& app, bool* json) {
   app.add_option("--tolerance", a->solver.tolerance,
                  "KL-ADMM: the stopping tolerance of ADMM and the polish; SimpleNPKL: the relative-gap tolerance "
                  "(0 = solver default 1e-4; the certificate's tolerance is not changed)");
+  app.add_option("--lbfgs-memory", a->solver.lbfgs_memory, "KL-ADMM polish: L-BFGS memory (0 = solver default 5)");
   app.add_flag("--trace", a->trace, "one line per solver iteration on stderr (iteration, seconds, objective, primal and dual residuals, gap, step)");
   app.add_option("--tighten-factor", a->solver.tighten_factor,
                  "SimpleNPKL: tighten the Lanczos tolerance at gap <= factor * tolerance (default 1; before issue 3: 10)");

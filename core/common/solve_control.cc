@@ -1,5 +1,6 @@
 #include "core/common/solve_control.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kls {
@@ -47,6 +48,14 @@ void SolveControl::SetTimeLimit(double seconds) {
   }
   deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                 std::chrono::duration<double>(seconds));
+}
+
+SolveControl SolveControl::StopConditions(Clock::time_point earlier) const {
+  SolveControl inner;
+  inner.cancel = cancel;
+  inner.stop_requested = stop_requested;
+  inner.deadline = std::min(deadline, earlier);
+  return inner;
 }
 
 bool SolveControl::ShouldStop(Termination* why) const {

@@ -161,6 +161,12 @@ struct SolveControl {
   /// Sets the deadline `seconds` from now (<= 0 or inf means none).
   void SetTimeLimit(double seconds);
 
+  /// The control of an inner solve of a composite computation (a fold, a
+  /// candidate, a coarse level): this control's stop conditions — `cancel`,
+  /// `stop_requested` and the earlier of `deadline` and `earlier` — and
+  /// nothing else (no progress, checkpoints or resume of its own).
+  SolveControl StopConditions(Clock::time_point earlier = Clock::time_point::max()) const;
+
   /// kCancelled / kTimeLimit when the solver must stop now; otherwise false.
   bool ShouldStop(Termination* why) const;
   /// OK, or the status of a stop: CANCELLED ("<what>: cancelled") or

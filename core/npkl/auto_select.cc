@@ -115,8 +115,7 @@ std::vector<int> Leaders(const AutoSelectResult& r) {
 AutoEntry ScreenedEntry(const AutoCandidate& c, const std::vector<double>& grid, const std::vector<double>& means,
                         double seconds) {
   AutoEntry e = Unscored(c, "screened");
-  size_t best = 0;
-  for (size_t v = 1; v < means.size(); ++v) best = means[v] > means[best] ? v : best;
+  const int best = FirstLargest(means);
   e.value = grid[best];
   e.mean = means[best];
   e.fold_scores = {e.mean};
@@ -141,15 +140,8 @@ StatusOr<CrossValidationResult> WithScreening(const AutoEntry& e, const CrossVal
   for (size_t v = 0; v < all.candidates.size(); ++v) {
     CrossValidationCandidate& c = all.candidates[v];
     c.fold_scores.insert(c.fold_scores.begin(), e.screen_means[v]);
-    double sum = 0.0;
-    for (double s : c.fold_scores) sum += s;
-    c.mean_score = sum / static_cast<double>(c.fold_scores.size());
   }
-  all.best_index = 0;
-  for (size_t v = 1; v < all.candidates.size(); ++v) {
-    if (all.candidates[v].mean_score > all.candidates[all.best_index].mean_score) all.best_index = static_cast<int>(v);
-  }
-  all.best_value = all.candidates[all.best_index].value;
+  all.Score();
   return all;
 }
 
@@ -233,10 +225,7 @@ Status Refine(const PairwiseConstraints& constraints, const AutoCandidate& c, co
     return OkStatus();
   }
   KLS_RETURN_IF_ERROR(control.CheckStop("auto"));
-  SolveControl inner;
-  inner.cancel = control.cancel;
-  inner.stop_requested = control.stop_requested;
-  inner.deadline = std::min(control.deadline, deadline);
+  const SolveControl inner = control.StopConditions(deadline);
   CrossValidationOptions cv = options.CrossValidation({f.value});
   if (w.fold_scores.size() < static_cast<size_t>(options.folds)) cv.only_folds = {0};  // decided on the screening
   const Stopwatch watch;
@@ -423,15 +412,9 @@ class Selection {
   // The control of one evaluation: cancellation and the earlier of the job's
   // deadline and the budget's end.
   SolveControl InnerControl() const {
-    SolveControl inner;
-    inner.cancel = control_.cancel;
-    inner.stop_requested = control_.stop_requested;
-    inner.deadline = control_.deadline;
-    if (r_.budget_seconds > 0.0) {
-      inner.deadline = std::min(inner.deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                    std::chrono::duration<double>(r_.budget_seconds - Elapsed())));
-    }
-    return inner;
+    if (r_.budget_seconds <= 0.0) return control_.StopConditions();
+    return control_.StopConditions(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(r_.budget_seconds - Elapsed())));
   }
 
   // Runs `c` on `only_folds` (empty = all); a stop of the budget's making is

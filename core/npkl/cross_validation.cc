@@ -88,6 +88,24 @@ Status CrossValidationOptions::Validate() const {
   return OkStatus();
 }
 
+int FirstLargest(const std::vector<double>& values) {
+  size_t best = 0;
+  for (size_t v = 1; v < values.size(); ++v) best = values[v] > values[best] ? v : best;
+  return static_cast<int>(best);
+}
+
+void CrossValidationResult::Score() {
+  std::vector<double> means;
+  for (CrossValidationCandidate& c : candidates) {
+    double sum = 0.0;
+    for (double s : c.fold_scores) sum += s;
+    c.mean_score = c.fold_scores.empty() ? 0.0 : sum / static_cast<double>(c.fold_scores.size());
+    means.push_back(c.mean_score);
+  }
+  best_index = FirstLargest(means);
+  best_value = candidates.empty() ? 0.0 : candidates[best_index].value;
+}
+
 std::string CrossValidationResult::Json() const {
   std::string j = "{\"folds\":" + std::to_string(folds) + ",\"score\":" +
                   (clusters > 0 ? "\"kmeans\",\"clusters\":" + std::to_string(clusters) : std::string("\"threshold\"")) +
@@ -189,10 +207,8 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
   for (size_t t = 0; t < fold.size(); ++t) {
     for (int f = 0; f < folds; ++f) (fold[t] == f ? test[f] : train[f]).pairs.push_back(constraints.pairs[t]);
   }
-  // Cancellation and the deadline only: the learns run concurrently.
-  SolveControl inner;
-  inner.cancel = control.cancel;
-  inner.deadline = control.deadline;
+  // The stop conditions only: the learns run concurrently.
+  const SolveControl inner = control.StopConditions();
 
   std::vector<int> run = options.only_folds;  // the folds evaluated
   if (run.empty()) {
@@ -247,15 +263,9 @@ StatusOr<CrossValidationResult> CrossValidate(const PairwiseConstraints& constra
     CrossValidationCandidate cand;
     cand.value = grid[c];
     cand.fold_scores.assign(score.begin() + c * nrun, score.begin() + (c + 1) * nrun);
-    double sum = 0.0;
-    for (double s : cand.fold_scores) sum += s;
-    cand.mean_score = sum / nrun;
     r.candidates.push_back(std::move(cand));
   }
-  for (size_t c = 1; c < r.candidates.size(); ++c) {
-    if (r.candidates[c].mean_score > r.candidates[r.best_index].mean_score) r.best_index = static_cast<int>(c);
-  }
-  r.best_value = r.candidates[r.best_index].value;
+  r.Score();
   r.seconds = watch.Seconds();
   return r;
 }

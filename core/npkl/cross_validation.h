@@ -89,10 +89,17 @@ struct CrossValidationResult {
   int folds = 0;
   int clusters = 0;  ///< options.clusters: 0 = threshold score
   double seconds = 0.0;
+  /// Each candidate's mean_score over its fold_scores (summed in their order),
+  /// then best_index (the first of the largest means) and best_value.
+  void Score();
   /// {"folds":3,"score":"threshold" | "kmeans","clusters":c (kmeans only),"best":1,
   ///  "candidates":[{"value":0.1,"fold_scores":[…],"mean":…},…],"seconds":…}
   std::string Json() const;
 };
+
+/// The index of the first of the largest `values` (0 when empty): a grid's
+/// choice, the smallest value on ties since grids ascend.
+int FirstLargest(const std::vector<double>& values);
 
 /// Learns a kernel over all n points from `train` with loss weight `value`.
 /// Called concurrently from several threads.

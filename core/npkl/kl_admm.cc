@@ -1158,10 +1158,7 @@ InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const Constr
   int m = 0;
   const std::vector<int> agg = AggregatePoints(l, &m);
   if (3 * m > 2 * n) return nullptr;
-  SolveControl coarse_control;
-  coarse_control.cancel = control.cancel;
-  coarse_control.deadline = control.deadline;
-  coarse_control.stop_requested = control.stop_requested;
+  const SolveControl coarse_control = control.StopConditions();
   KlAdmmOptions coarse_options = options;
   coarse_options.initial_factor = nullptr;
   coarse_options.tolerance = std::max(options.tolerance, kCoarseTolerance);

@@ -72,10 +72,7 @@ StatusOr<std::string> BaselineGuardNotes(const JobSpec& spec, const store::Store
   if (out.stats.termination == Termination::kTimeLimit || control.ShouldStop(&why)) {
     return skipped("the job's deadline passed before the guard could run");
   }
-  SolveControl inner;  // the job's cancellation and deadline; no progress, checkpoints or resume
-  inner.cancel = control.cancel;
-  inner.deadline = control.deadline;
-  inner.stop_requested = control.stop_requested;
+  const SolveControl inner = control.StopConditions();  // no progress, checkpoints or resume
   BaselineGuardOptions options;
   options.laplacian = &problem.laplacian;  // the graph's diffusion kernel on the job's own graph
   std::vector<int> fold, evaluated;

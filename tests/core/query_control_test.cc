@@ -155,5 +155,41 @@ TEST(QueryControl, StrengthGraphExtensionAndReRankStop) {
   EXPECT_TRUE(ReRankCandidates(kernel, candidates, Eigen::VectorXd(), VisualRankOptions()).ok());
 }
 
+// An inner solve's control keeps the outer one's stop conditions (the
+// cancellation token, the polled stop request, the earlier deadline) and
+// nothing of its own.
+TEST(SolveControlStopConditions, KeepsCancellationStopRequestAndTheEarlierDeadlineOnly) {
+  SolveControl outer;
+  outer.SetTimeLimit(3600.0);
+  bool requested = false;
+  outer.stop_requested = [&requested] { return requested; };
+  outer.progress = [](const ProgressEvent&) {};
+  outer.checkpoint = [](const Checkpoint&) {};
+
+  const SolveControl inner = outer.StopConditions();
+  EXPECT_EQ(inner.deadline, outer.deadline);
+  EXPECT_FALSE(inner.progress);
+  EXPECT_FALSE(inner.checkpoint);
+  EXPECT_EQ(inner.resume_from, nullptr);
+  Termination why;
+  EXPECT_FALSE(inner.ShouldStop(&why));
+  requested = true;
+  ASSERT_TRUE(inner.ShouldStop(&why));
+  EXPECT_EQ(why, Termination::kCancelled);
+  requested = false;
+  outer.cancel.Cancel();
+  ASSERT_TRUE(inner.ShouldStop(&why));  // the same token
+  EXPECT_EQ(why, Termination::kCancelled);
+
+  SolveControl later;
+  later.SetTimeLimit(3600.0);
+  const auto soon = SolveControl::Clock::now() - std::chrono::seconds(1);
+  const SolveControl earlier = later.StopConditions(soon);
+  EXPECT_EQ(earlier.deadline, soon);
+  ASSERT_TRUE(earlier.ShouldStop(&why));
+  EXPECT_EQ(why, Termination::kTimeLimit);
+  EXPECT_EQ(later.StopConditions(later.deadline + std::chrono::hours(1)).deadline, later.deadline);
+}
+
 }  // namespace
 }  // namespace kls
