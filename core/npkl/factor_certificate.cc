@@ -125,7 +125,7 @@ int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurva
   return static_cast<int>(take.size());
 }
 
-Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor) {
+Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor, int extra, int multiple) {
   const int r = static_cast<int>(v.rows());
   if (r == 0) return v;
   const Eigen::MatrixXd gram = v * v.transpose();  // = U Σ² Uᵀ
@@ -135,7 +135,11 @@ Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relati
   const double floor2 = relative_floor * relative_floor * std::max(s2[r - 1], 0.0);
   int keep = 0;
   while (keep < r && s2[r - 1 - keep] > floor2) ++keep;
-  if (keep == r || keep == 0) return v;
+  if (keep == 0) return v;
+  keep += std::max(extra, 0);
+  if (multiple > 1) keep = (keep + multiple - 1) / multiple * multiple;
+  keep = std::min(r, keep);
+  if (keep == r) return v;
   return eig.eigenvectors().rightCols(keep).transpose() * v;
 }
 

@@ -89,7 +89,14 @@ int AppendNegativeDirections(const FactorCertificate& cert, const DirectionCurva
 /// for tens to hundreds of iterations. Dropped instead, the certificate at the
 /// compact factor finds the direction the new problem needs and
 /// AppendNegativeDirections places it at its exact step.
-Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor);
+///
+/// `extra` > 0 keeps that many of the next directions as well, and `multiple`
+/// > 1 rounds the count kept up to a multiple of it (never more than r): the
+/// multilevel start hands a few more than the coarse solution's significant
+/// directions to the finer level, at a rank whose columns fill whole cache
+/// lines.
+Eigen::MatrixXd DropDegenerateDirections(const Eigen::MatrixXd& v, double relative_floor, int extra = 0,
+                                         int multiple = 1);
 
 /// The relative_floor of DropDegenerateDirections at a warm start: a direction
 /// below 1 % of the largest singular value holds at most 10⁻⁴ of ‖K‖₂.

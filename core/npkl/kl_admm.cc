@@ -598,7 +598,7 @@ enum class RunRole {
 // the fine optimum's (21 at 50,000 points, 28 at 200,000 adult-like), so that
 // the fixed-rank coarse polish reaches the coarse optimum's shape without the
 // escalation's stages and certificates.
-constexpr int kCoarseRank = 32;
+constexpr int kCoarseRank = 48;
 
 // One KL-ADMM solve on the iteration driver (core/common/iteration_driver.h):
 // the start (random, warm or a checkpoint's), Algorithm 1's ADMM iterations
@@ -1142,6 +1142,10 @@ constexpr double kCoarseTolerance = 1e-2;
 // of the largest are dropped before it starts the finer solve (the coarse
 // rank is above the optimum's; the fine certificate adds what is missing).
 constexpr double kCoarseDirectionFloor = 0.1;
+// ... and this many of the next ones are handed on as well, the count
+// rounded up to a multiple of kRankMultiple.
+constexpr int kCoarseExtraDirections = 4;
+constexpr int kRankMultiple = 8;
 
 // The multilevel start: the coarse problem's solution copied to every point of
 // its aggregate (n × r), or null when the graph does not coarsen (fewer than
@@ -1172,7 +1176,8 @@ InitialFactor MultilevelStart(const Eigen::SparseMatrix<double>& l, const Constr
   const StatusOr<NpklResult> coarse = SolvePcp(CoarseLaplacian(l, agg, m), std::move(coarse_rows), nullptr,
                                                RunRole::kCoarse, coarse_options, coarse_control, &coarse_diagnostics);
   if (!coarse.ok() || coarse->stats.termination != Termination::kConverged) return nullptr;
-  const Eigen::MatrixXd vc = DropDegenerateDirections(coarse->kernel.embedding().transpose(), kCoarseDirectionFloor);
+  const Eigen::MatrixXd vc = DropDegenerateDirections(coarse->kernel.embedding().transpose(), kCoarseDirectionFloor,
+                                                      kCoarseExtraDirections, kRankMultiple);
   auto start = std::make_shared<Eigen::MatrixXd>(n, vc.rows());
   for (int i = 0; i < n; ++i) start->row(i) = vc.col(agg[i]).transpose();
   level.iterations = coarse->stats.iterations;
