@@ -28,8 +28,11 @@ class DeflatedOperator {
     px_ = x - q_ * c;                              // P x
     sx_.resize(n_);
     apply_s_(px_.data(), sx_.data());
-    const Eigen::VectorXd d = q_.transpose() * sx_;
-    y = sx_ - q_ * d + sigma_ * (q_ * c);
+    // y = P S P x + σ Q Qᵀ x = S P x + Q (σ Qᵀx − Qᵀ S P x): one pass over Q
+    // instead of two.
+    const Eigen::VectorXd d = sigma_ * c - q_.transpose() * sx_;
+    y = sx_;
+    y.noalias() += q_ * d;
   }
 
  private:

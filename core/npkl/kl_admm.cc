@@ -595,10 +595,14 @@ enum class RunRole {
 };
 
 // The multilevel start's coarse problems' rank (see MultilevelStart). Above
-// the fine optimum's (21 at 50,000 points, 28 at 200,000 adult-like), so that
+// the fine optimum's at 50,000 and 200,000 points adult-like (21, 28), so that
 // the fixed-rank coarse polish reaches the coarse optimum's shape without the
-// escalation's stages and certificates.
-constexpr int kCoarseRank = 48;
+// escalation's stages and certificates. A higher cap does not predict the
+// fine rank better: at 48 the coarse solution's significant directions were
+// 27 at 200,000 points (fine optimum 28) but fewer than the fine optimum's
+// (above 32) at a million, where the fine solve then needed one stage more
+// (docs/BENCHMARKS.md, "KL-ADMM at a million").
+constexpr int kCoarseRank = 32;
 
 // One KL-ADMM solve on the iteration driver (core/common/iteration_driver.h):
 // the start (random, warm or a checkpoint's), Algorithm 1's ADMM iterations

@@ -177,9 +177,11 @@ struct KlAdmmOptions {
   /// (Laplacian PᵀLP), one pair in n/n_c kept on the aggregates (the fine
   /// problem's density of pairs per point), by the polish at a fixed rank 32
   /// to a loose 1e-2 without a certificate — recursively while it is this
-  /// large; its solution, without its directions below 10 %
-  /// of the largest singular value and copied to every point of its
-  /// aggregate, starts the polish as a warm start does (no ADMM phase). The
+  /// large; its solution's directions above 10 % of the largest singular
+  /// value, plus the next 4, the count rounded up to a multiple of 8 (a
+  /// column of 8k doubles fills whole cache lines: at 200,000 points rank 31
+  /// cost 30 % more an iteration than rank 32), copied to every point of its
+  /// aggregate, start the polish as a warm start does (no ADMM phase). The
   /// random start's polish spends most of its iterations carrying the pairs
   /// across the graph, which the coarse graph does cheaply (n = 50,000
   /// adult-like: 161 fine iterations and 1 certificate instead of 484 and 3;
