@@ -152,6 +152,29 @@ TEST(WarmStartTest, DegenerateDirectionsAreDroppedAndTheKernelIsKept) {
   EXPECT_EQ(DropDegenerateDirections(full, kWarmStartDegenerateFloor), full);
 }
 
+TEST(WarmStartTest, ExtraDirectionsAndARankMultipleKeepTheLeadingOnes) {
+  // Singular values 8, 4, 2, 1e-3, 1e-4, 1e-5 (descending), mixed: three
+  // significant directions at a 10 % floor.
+  const int r = 6, n = 50;
+  Eigen::MatrixXd w = Eigen::MatrixXd::Random(r, n);
+  const Eigen::MatrixXd q = w.transpose().householderQr().householderQ() * Eigen::MatrixXd::Identity(n, r);
+  Eigen::VectorXd sigma(r);
+  sigma << 8.0, 4.0, 2.0, 1e-3, 1e-4, 1e-5;
+  const Eigen::MatrixXd mix = Eigen::MatrixXd::Random(r, r).householderQr().householderQ();
+  const Eigen::MatrixXd v = mix * sigma.asDiagonal() * q.transpose();
+  EXPECT_EQ(DropDegenerateDirections(v, 0.1).rows(), 3);
+  EXPECT_EQ(DropDegenerateDirections(v, 0.1, 1).rows(), 4);     // + the next one
+  EXPECT_EQ(DropDegenerateDirections(v, 0.1, 0, 4).rows(), 4);  // 3 rounded up to 4
+  EXPECT_EQ(DropDegenerateDirections(v, 0.1, 2, 4).rows(), 6);  // 5 rounded up to 8, capped at r: v itself
+  EXPECT_EQ(DropDegenerateDirections(v, 0.1, 2, 4), v);
+  // The rows kept are the leading directions: their Gram matrix has the
+  // largest singular values squared.
+  const Eigen::MatrixXd four = DropDegenerateDirections(v, 0.1, 1);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(four * four.transpose());
+  EXPECT_NEAR(eig.eigenvalues()(3), 64.0, 1e-9);
+  EXPECT_NEAR(eig.eigenvalues()(0), 1e-6, 1e-12);
+}
+
 // Raw wine, the benchmark's warm-start protocol (kls-bench repro --warm-start,
 // seeds 7 and 11 of KL-ADMM, 4 of BCDNPKL): the previous optimum has rank 6 in
 // a rank-8 factor (two singular values ~10⁻⁴) and the new pairs need a 7th
