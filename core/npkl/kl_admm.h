@@ -180,7 +180,7 @@ struct KlAdmmOptions {
   /// large; its solution's directions above 10 % of the largest singular
   /// value, plus the next 4, the count rounded up to a multiple of 8 (a
   /// column of 8k doubles fills whole cache lines: at 200,000 points rank 31
-  /// cost 30 % more an iteration than rank 32), copied to every point of its
+  /// cost 18–25 % more an iteration than rank 32), copied to every point of its
   /// aggregate, start the polish as a warm start does (no ADMM phase). The
   /// random start's polish spends most of its iterations carrying the pairs
   /// across the graph, which the coarse graph does cheaply (n = 50,000
